@@ -1,0 +1,973 @@
+// Case files (CASES.md): TOML -> overrides applied -> keys checked against the op's
+// table -> sweep expanded -> each point defaulted and validated. Every problem is one
+// InputError line that points at the key or value to fix.
+#include "app/case.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace attnbench {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::softmax: return "softmax";
+    case Op::gemm: return "gemm";
+    case Op::attention: return "attention";
+    case Op::decode: return "decode";
+    case Op::paged: return "paged";
+    case Op::pipeline: return "pipeline";
+  }
+  return "?";
+}
+
+const char* mode_name(TimingMode m) {
+  switch (m) {
+    case TimingMode::cold: return "cold";
+    case TimingMode::hot: return "hot";
+    case TimingMode::graph: return "graph";
+  }
+  return "?";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------
+// Names, lists and suggestions
+
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// "a", "a or b", "a, b or c"
+std::string or_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
+}
+
+// Case-insensitive edit distance counting a swap of neighbours as one edit (optimal
+// string alignment): "fp61" is one typo away from "fp16", and "FP16" is no typo at all.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  const auto same = [&](size_t i, size_t j) {
+    return std::tolower(static_cast<unsigned char>(a[i])) == std::tolower(static_cast<unsigned char>(b[j]));
+  };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same(i - 1, j - 1) ? 0 : 1)});
+      if (i > 1 && j > 1 && same(i - 1, j - 2) && same(i - 2, j - 1)) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The known names nearest to `got`, when near enough to be what the user meant. The
+// limit grows with the word ("seq_len" -> "seq_q" is 3 edits) but never reaches a
+// full rewrite, so "x" suggests nothing rather than every one-letter key.
+std::vector<std::string> near_names(const std::string& got, const std::vector<std::string>& known) {
+  const size_t limit = std::max<size_t>(2, got.size() / 2);
+  size_t best = SIZE_MAX;
+  std::vector<std::string> nearest;
+  for (const auto& k : known) {
+    const size_t d = edit_distance(got, k);
+    if (d > limit || d >= got.size() || d > best) continue;
+    if (d < best) nearest.clear();
+    best = d;
+    nearest.push_back(k);
+  }
+  return nearest;
+}
+
+// " (did you mean x?)" when a known name is close, else " (FALLBACK)".
+std::string hint(const std::string& got, const std::vector<std::string>& known, const std::string& fallback) {
+  const auto nearest = near_names(got, known);
+  if (!nearest.empty()) return " (did you mean " + or_list(nearest) + "?)";
+  return " (" + fallback + ")";
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& s) {
+  return std::find(items.begin(), items.end(), s) != items.end();
+}
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// ---------------------------------------------------------------------------
+// Locations and errors
+
+// Formats the one-line errors. Nodes parsed from the case file carry its path;
+// nodes from a --set override carry "--set KEY=VALUE", which is their location.
+// Where a --set's nodes say they come from; kept on one line like every message.
+std::string set_location(const std::string& set) {
+  std::string where = "--set ";
+  for (char c : set) where += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+  return where;
+}
+
+class Context {
+ public:
+  Context(std::string file, const std::vector<std::string>& sets) : file_(std::move(file)) {
+    for (const auto& s : sets) set_locations_.push_back(set_location(s));
+  }
+
+  // Errors about one sweep point name it first: the same key fails for one value only.
+  Context for_point(const std::string& label) const {
+    Context c = *this;
+    if (!label.empty()) c.prefix_ = "sweep point " + label + ": ";
+    return c;
+  }
+
+  const std::string& file() const { return file_; }
+
+  std::string where(const toml::source_region& r) const {
+    if (r.path && *r.path != file_) return *r.path;
+    if (r.begin.line == 0) return file_;
+    return file_ + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+  }
+
+  // Sort key for "file order": the file's keys by position, then overrides in --set order.
+  std::tuple<size_t, uint32_t, uint32_t> order(const toml::source_region& r) const {
+    size_t rank = 0;
+    if (r.path && *r.path != file_) {
+      const auto it = std::find(set_locations_.begin(), set_locations_.end(), *r.path);
+      rank = 1 + static_cast<size_t>(it - set_locations_.begin());
+    }
+    return {rank, r.begin.line, r.begin.column};
+  }
+
+  [[noreturn]] void fail(const toml::source_region& r, const std::string& what) const {
+    throw InputError(where(r) + ": error: " + prefix_ + what);
+  }
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(file_ + ": error: " + prefix_ + what); }
+
+ private:
+  std::string file_, prefix_;
+  std::vector<std::string> set_locations_;
+};
+
+// The table's keys in file order (toml::table iterates alphabetically).
+std::vector<const toml::key*> keys_in_order(const Context& ctx, const toml::table& t) {
+  std::vector<const toml::key*> keys;
+  for (const auto& kv : t) keys.push_back(&kv.first);
+  std::stable_sort(keys.begin(), keys.end(), [&](const toml::key* a, const toml::key* b) {
+    return ctx.order(a->source()) < ctx.order(b->source());
+  });
+  return keys;
+}
+
+// `section` is "" for the top level, else "shape", "verify", ...
+void check_keys(const Context& ctx, const toml::table& t, const std::string& section,
+                const std::vector<std::string>& allowed, const std::string& allowed_what = "valid keys") {
+  for (const toml::key* k : keys_in_order(ctx, t)) {
+    if (contains(allowed, std::string(k->str()))) continue;
+    const std::string full = section.empty() ? std::string(k->str()) : section + "." + std::string(k->str());
+    ctx.fail(k->source(),
+             "unknown key " + full + hint(std::string(k->str()), allowed, allowed_what + ": " + comma_list(allowed)));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Typed reads of single values
+
+// A value and the name the user knows it by: "shape.seq_q", "sweep.seq_q[2]", "kernels[0]".
+struct Item {
+  Item() = default;
+  // A table that a --set made has no position of its own; its key has the override's.
+  Item(std::string name_, const toml::node* node_, const toml::source_region& key_at = {})
+      : name(std::move(name_)), node(node_), where(node_->source().begin.line ? node_->source() : key_at) {}
+  const toml::source_region& at() const { return where; }
+
+  std::string name;
+  const toml::node* node = nullptr;
+  toml::source_region where;
+};
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "list";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "nothing";
+  }
+}
+
+// How a value reads in a sweep label or a message: 8, bf16, true, [1,7,1000].
+std::string show(const toml::node& n) {
+  if (auto v = n.as_integer()) return std::to_string(v->get());
+  if (auto v = n.as_string()) return v->get();
+  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+  if (auto v = n.as_floating_point()) {
+    std::ostringstream s;
+    s << v->get();
+    return s.str();
+  }
+  if (auto a = n.as_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < a->size(); ++i) out += (i ? "," : "") + show((*a)[i]);
+    return out + "]";
+  }
+  return type_name(n);
+}
+
+[[noreturn]] void wrong_type(const Context& ctx, const Item& it, const char* expected) {
+  ctx.fail(it.at(), it.name + " must be " + expected + ", got " + type_name(*it.node));
+}
+
+int64_t read_int(const Context& ctx, const Item& it, int64_t min, int64_t max = INT64_MAX) {
+  const auto* v = it.node->as_integer();
+  if (!v) wrong_type(ctx, it, "an integer");
+  if (v->get() < min || v->get() > max) {
+    const std::string range = max == INT64_MAX ? "at least " + std::to_string(min)
+                                               : "between " + std::to_string(min) + " and " + std::to_string(max);
+    ctx.fail(it.at(), it.name + " must be " + range + ", got " + std::to_string(v->get()));
+  }
+  return v->get();
+}
+
+// Integers are accepted where a float is expected: `warmup_ms = 20` is natural.
+double read_float(const Context& ctx, const Item& it, double min) {
+  double x = 0;
+  if (const auto* i = it.node->as_integer()) {
+    x = static_cast<double>(i->get());
+  } else if (const auto* f = it.node->as_floating_point()) {
+    x = f->get();
+  } else {
+    wrong_type(ctx, it, "a number");
+  }
+  if (!std::isfinite(x) || x < min)
+    ctx.fail(it.at(),
+             it.name + " must be a finite number >= " + show(toml::value<double>(min)) + ", got " + show(*it.node));
+  return x;
+}
+
+bool read_bool(const Context& ctx, const Item& it) {
+  const auto* v = it.node->as_boolean();
+  if (!v) wrong_type(ctx, it, "a boolean (true or false)");
+  return v->get();
+}
+
+std::string read_string(const Context& ctx, const Item& it) {
+  const auto* v = it.node->as_string();
+  if (!v) wrong_type(ctx, it, "a string");
+  return v->get();
+}
+
+// One of a fixed set of words; returns its index in `names`.
+size_t read_choice(const Context& ctx, const Item& it, const std::vector<std::string>& names) {
+  const std::string s = read_string(ctx, it);
+  const auto found = std::find(names.begin(), names.end(), s);
+  if (found == names.end())
+    ctx.fail(it.at(), "unknown " + it.name + " '" + s + "'" + hint(s, names, "expected " + or_list(names)));
+  return static_cast<size_t>(found - names.begin());
+}
+
+std::optional<Item> field(const toml::table* t, const std::string& section, const char* key) {
+  if (!t) return std::nullopt;
+  const auto found = t->find(key);
+  if (found == t->end()) return std::nullopt;
+  return Item(section.empty() ? std::string(key) : section + "." + key, &found->second, found->first.source());
+}
+
+// ---------------------------------------------------------------------------
+// Words for enums
+
+const char* layout_name(GemmLayout l) { return l == GemmLayout::nt ? "nt" : "nn"; }
+
+template <class E>
+std::vector<std::string> names_of(const std::vector<E>& values, const char* (*name)(E)) {
+  std::vector<std::string> names;
+  for (E v : values) names.push_back(name(v));
+  return names;
+}
+
+template <class E>
+E read_enum(const Context& ctx, const Item& it, const std::vector<E>& values, const char* (*name)(E)) {
+  return values[read_choice(ctx, it, names_of(values, name))];
+}
+
+const std::vector<Op> kOps = {Op::softmax, Op::gemm, Op::attention, Op::decode, Op::paged, Op::pipeline};
+const std::vector<DType> kStorageDtypes = {DType::fp32, DType::fp16, DType::bf16};
+const std::vector<DType> kCacheDtypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
+const std::vector<TimingMode> kModes = {TimingMode::cold, TimingMode::hot, TimingMode::graph};
+const std::vector<GemmLayout> kLayouts = {GemmLayout::nt, GemmLayout::nn};
+
+DType read_dtype(const Context& ctx, const Item& it) {
+  const auto* s = it.node->as_string();
+  if (s && s->get() == dtype_name(DType::fp8_e4m3))
+    ctx.fail(it.at(), it.name + " fp8_e4m3 is only for a paged KV cache (expected " +
+                          or_list(names_of(kStorageDtypes, dtype_name)) +
+                          "; set shape.kv_dtype = \"fp8_e4m3\" in a paged case)");
+  return read_enum(ctx, it, kStorageDtypes, dtype_name);
+}
+
+void check_kernel(const Context& ctx, const KernelCatalog& catalog, Op family, const Item& it,
+                  const std::string& name) {
+  const auto found = catalog.variants.find(family);
+  const std::vector<std::string> none;
+  const auto& known = found == catalog.variants.end() ? none : found->second;
+  if (contains(known, name)) return;
+  const std::string fallback =
+      known.empty() ? std::string("op ") + op_name(family) + " has no kernels yet" : "known: " + comma_list(known);
+  ctx.fail(it.at(), "unknown kernel '" + name + "' for op " + op_name(family) + hint(name, known, fallback));
+}
+
+// ---------------------------------------------------------------------------
+// [shape] keys: one table of every key, one list of keys per op
+
+enum class Kind { count, flag, context, layout, kv_dtype, prefill, decode };
+
+struct ShapeKey {
+  const char* name;
+  Kind kind;
+  int64_t Shape::*count = nullptr;  // Kind::count: where the value goes ...
+  int64_t min = 1;                  // ... and its smallest valid value
+  bool Shape::*flag = nullptr;      // Kind::flag
+};
+
+ShapeKey count_key(const char* name, int64_t Shape::*field, int64_t min = 1) { return {name, Kind::count, field, min}; }
+ShapeKey flag_key(const char* name, bool Shape::*field) { return {name, Kind::flag, nullptr, 0, field}; }
+ShapeKey special_key(const char* name, Kind kind) { return {name, kind}; }
+
+const std::vector<ShapeKey>& shape_keys() {
+  static const std::vector<ShapeKey> keys = {
+      count_key("rows", &Shape::rows),
+      count_key("cols", &Shape::cols),
+      special_key("layout", Kind::layout),
+      count_key("m", &Shape::m),
+      count_key("n", &Shape::n),
+      count_key("k", &Shape::k),
+      count_key("batch", &Shape::batch),
+      count_key("heads", &Shape::heads),
+      count_key("kv_heads", &Shape::kv_heads),
+      count_key("seq_q", &Shape::seq_q),
+      count_key("seq_k", &Shape::seq_k),
+      count_key("head_dim", &Shape::head_dim),
+      flag_key("causal", &Shape::causal),
+      count_key("window", &Shape::window, 0),
+      flag_key("alibi", &Shape::alibi),
+      special_key("context", Kind::context),
+      count_key("max_context", &Shape::max_context),
+      count_key("block_size", &Shape::block_size),
+      count_key("num_blocks", &Shape::num_blocks),
+      count_key("partition_size", &Shape::partition_size),
+      special_key("kv_dtype", Kind::kv_dtype),
+      count_key("prompt", &Shape::prompt),
+      count_key("generate", &Shape::generate),
+      special_key("prefill", Kind::prefill),
+      special_key("decode", Kind::decode),
+  };
+  return keys;
+}
+
+const ShapeKey* find_shape_key(const std::string& name) {
+  for (const auto& k : shape_keys())
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+struct OpSpec {
+  std::vector<std::string> keys;      // its [shape] keys, in CASES.md order
+  std::vector<std::string> required;  // those without a default
+};
+
+const OpSpec& op_spec(Op op) {
+  static const std::map<Op, OpSpec> specs = {
+      {Op::softmax, {{"rows", "cols"}, {"rows", "cols"}}},
+      {Op::gemm, {{"layout", "batch", "m", "n", "k"}, {"m", "n", "k"}}},
+      {Op::attention,
+       {{"batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "causal", "window", "alibi"},
+        {"batch", "heads", "seq_q", "head_dim"}}},
+      {Op::decode,
+       {{"batch", "heads", "kv_heads", "head_dim", "context", "max_context", "alibi"},
+        {"batch", "heads", "head_dim", "context"}}},
+      {Op::paged,
+       {{"batch", "heads", "kv_heads", "head_dim", "block_size", "context", "num_blocks", "partition_size", "kv_dtype",
+         "alibi"},
+        {"batch", "heads", "head_dim", "context"}}},
+      {Op::pipeline,
+       {{"batch", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_context", "prefill", "decode"},
+        {"batch", "heads", "head_dim", "prompt", "generate"}}},
+  };
+  return specs.at(op);
+}
+
+// ---------------------------------------------------------------------------
+// One sweep point: raw values -> defaulted, validated CasePoint
+
+// What a point is made of before validation: each shape key's value node (from [shape],
+// or one element of a [sweep] list) and the dtype's.
+struct RawPoint {
+  std::string label;
+  std::map<std::string, Item> shape;
+  std::optional<Item> dtype;
+};
+
+// What every point of a case shares.
+struct Common {
+  Op op = Op::softmax;
+  std::vector<std::string> kernels;
+  std::string baseline;
+  VerifySpec verify;
+  BenchSpec bench;
+};
+
+class PointReader {
+ public:
+  PointReader(const Context& ctx, const RawPoint& raw, const toml::source_region& shape_at,
+              const KernelCatalog& catalog)
+      : ctx_(ctx.for_point(raw.label)), raw_(raw), shape_at_(shape_at), catalog_(catalog) {}
+
+  CasePoint read(const Common& common) {
+    CasePoint p;
+    p.label = raw_.label;
+    p.op = common.op;
+    p.kernels = common.kernels;
+    p.baseline = common.baseline;
+    p.verify = common.verify;
+    p.bench = common.bench;
+    if (raw_.dtype) p.dtype = read_dtype(ctx_, *raw_.dtype);
+    p.shape.kv_dtype = p.dtype;  // every op's cache is in dtype unless a paged case says otherwise
+    for (const auto& key : op_spec(p.op).keys)
+      if (has(key)) read_key(*find_shape_key(key), item(key), p.shape);
+    finish(p.op, p.shape);
+    return p;
+  }
+
+ private:
+  bool has(const std::string& key) const { return raw_.shape.count(key) != 0; }
+  const Item& item(const std::string& key) const { return raw_.shape.at(key); }
+
+  // Cross-key errors point at the key when the file has it, else at [shape].
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    ctx_.fail(has(key) ? item(key).at() : shape_at_, what);
+  }
+
+  void read_key(const ShapeKey& key, const Item& it, Shape& s) const {
+    switch (key.kind) {
+      case Kind::count: s.*key.count = read_int(ctx_, it, key.min); break;
+      case Kind::flag: s.*key.flag = read_bool(ctx_, it); break;
+      case Kind::layout: s.layout = read_enum(ctx_, it, kLayouts, layout_name); break;
+      case Kind::kv_dtype: s.kv_dtype = read_enum(ctx_, it, kCacheDtypes, dtype_name); break;
+      case Kind::prefill: s.prefill = read_variant(it, Op::attention); break;
+      case Kind::decode: s.decode = read_variant(it, Op::decode); break;
+      case Kind::context: break;  // needs batch: finish() reads it
+    }
+  }
+
+  // Empty means "the fastest verified one", so it is allowed.
+  std::string read_variant(const Item& it, Op family) const {
+    std::string name = read_string(ctx_, it);
+    if (!name.empty()) check_kernel(ctx_, catalog_, family, it, name);
+    return name;
+  }
+
+  void finish(Op op, Shape& s) const {
+    switch (op) {
+      case Op::softmax:
+      case Op::gemm: return;
+      case Op::attention:
+        finish_heads(s);
+        if (!has("seq_k")) s.seq_k = s.seq_q;
+        return;
+      case Op::decode:
+        finish_heads(s);
+        s.context = read_context(s.batch);
+        finish_decode(s);
+        return;
+      case Op::paged:
+        finish_heads(s);
+        s.context = read_context(s.batch);
+        finish_paged(s);
+        return;
+      case Op::pipeline:
+        finish_heads(s);
+        finish_pipeline(s);
+        return;
+    }
+  }
+
+  void finish_heads(Shape& s) const {
+    if (!has("kv_heads")) s.kv_heads = s.heads;
+    if (s.heads % s.kv_heads != 0)
+      fail("kv_heads", "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
+                           std::to_string(s.kv_heads) + ")");
+    if (s.head_dim % 8 != 0 || s.head_dim > 256)
+      fail("head_dim", "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(s.head_dim));
+  }
+
+  // An int is every sequence's length; a list has one length per sequence.
+  std::vector<int64_t> read_context(int64_t batch) const {
+    const Item& it = item("context");
+    if (it.node->is_integer()) {
+      const int64_t len = it.node->as_integer()->get();
+      if (len < 1) ctx_.fail(it.at(), "context " + std::to_string(len) + ": every sequence needs at least one token");
+      return std::vector<int64_t>(static_cast<size_t>(batch), len);
+    }
+    const auto* list = it.node->as_array();
+    if (!list) wrong_type(ctx_, it, "an integer or a list of integers (one per sequence)");
+    if (static_cast<int64_t>(list->size()) != batch)
+      ctx_.fail(it.at(), it.name + " has " + std::to_string(list->size()) + " entries but batch is " +
+                             std::to_string(batch) + " (expected one length per sequence)");
+    std::vector<int64_t> lengths;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Item entry{it.name + "[" + std::to_string(i) + "]", &(*list)[i]};
+      if (!entry.node->is_integer()) wrong_type(ctx_, entry, "an integer");
+      const int64_t len = entry.node->as_integer()->get();
+      if (len < 1)
+        ctx_.fail(entry.at(), "context " + std::to_string(len) + " for sequence " + std::to_string(i) +
+                                  ": every sequence needs at least one token");
+      lengths.push_back(len);
+    }
+    return lengths;
+  }
+
+  void finish_decode(Shape& s) const {
+    const int64_t longest = *std::max_element(s.context.begin(), s.context.end());
+    if (!has("max_context")) s.max_context = longest;
+    for (size_t i = 0; i < s.context.size(); ++i)
+      if (s.context[i] > s.max_context)
+        fail("max_context", "context " + std::to_string(s.context[i]) + " for sequence " + std::to_string(i) +
+                                " exceeds max_context " + std::to_string(s.max_context) +
+                                " (the cache's allocated length)");
+  }
+
+  void finish_paged(Shape& s) const {
+    int64_t needed = 0;
+    for (int64_t len : s.context) needed += (len + s.block_size - 1) / s.block_size;
+    // Spare blocks stay NaN: a kernel that reads a block not in its table fails verification.
+    if (!has("num_blocks")) s.num_blocks = needed + needed / 4 + 1;
+    if (s.num_blocks < needed)
+      fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num_blocks) + ") is too small: the sequences need " +
+                             std::to_string(needed) + " blocks of " + std::to_string(s.block_size) + " tokens");
+    if (s.partition_size % s.block_size != 0)
+      fail(has("partition_size") ? "partition_size" : "block_size",
+           "shape.partition_size (" + std::to_string(s.partition_size) + ") must be a multiple of block_size (" +
+               std::to_string(s.block_size) + ")");
+    // k_cache packs x = 16 bytes of head_dim together: fp8 needs head_dim % 16 == 0.
+    const int64_t x = 16 / static_cast<int64_t>(dtype_bytes(s.kv_dtype));
+    if (s.head_dim % x != 0)
+      fail("head_dim", "shape.head_dim (" + std::to_string(s.head_dim) + ") must be a multiple of " +
+                           std::to_string(x) + " for kv_dtype " + dtype_name(s.kv_dtype) +
+                           " (the key cache packs 16 bytes of head_dim)");
+  }
+
+  void finish_pipeline(Shape& s) const {
+    if (!has("max_context")) s.max_context = s.prompt + s.generate;
+    if (s.max_context < s.prompt + s.generate)
+      fail("max_context", "shape.max_context (" + std::to_string(s.max_context) +
+                              ") must be at least prompt + generate (" + std::to_string(s.prompt + s.generate) + ")");
+  }
+
+  Context ctx_;
+  const RawPoint& raw_;
+  toml::source_region shape_at_;
+  const KernelCatalog& catalog_;
+};
+
+// ---------------------------------------------------------------------------
+// The whole case: top level, sections, sweep
+
+struct SweepAxis {
+  std::string key;
+  std::vector<Item> values;
+};
+
+class CaseReader {
+ public:
+  CaseReader(const Context& ctx, const toml::table& doc, const KernelCatalog& catalog)
+      : ctx_(ctx), doc_(doc), catalog_(catalog) {}
+
+  Case read() {
+    check_keys(ctx_, doc_, "",
+               {"name", "description", "op", "dtype", "kernels", "baseline", "shape", "sweep", "verify", "bench"});
+    Case c;
+    c.file = ctx_.file();
+    c.op = read_op();
+    c.name = fs::path(c.file).stem().string();
+    if (auto it = field(&doc_, "", "name")) c.name = read_string(ctx_, *it);
+    if (auto it = field(&doc_, "", "description")) c.description = read_string(ctx_, *it);
+
+    Common common;
+    common.op = c.op;
+    read_kernels(common);
+    common.verify = read_verify();
+    common.bench = read_bench();
+
+    const toml::table* shape = section("shape");
+    const auto& spec = op_spec(c.op);
+    if (shape) check_keys(ctx_, *shape, "shape", spec.keys, std::string("valid keys for ") + op_name(c.op));
+    const auto axes = read_sweep(spec);
+    RawPoint base = base_point(shape);
+    check_sweep_conflicts(base, axes);
+    check_required(base, axes, c.op, shape);
+
+    const toml::source_region shape_at = shape ? shape->source() : toml::source_region{};
+    for (const RawPoint& raw : expand(base, axes))
+      c.points.push_back(PointReader(ctx_, raw, shape_at, catalog_).read(common));
+    return c;
+  }
+
+ private:
+  // A [table] by name, or null when the file has none.
+  const toml::table* section(const char* name) const {
+    const auto it = field(&doc_, "", name);
+    if (!it) return nullptr;
+    if (!it->node->is_table()) wrong_type(ctx_, *it, "a table");
+    return it->node->as_table();
+  }
+
+  Op read_op() const {
+    const auto it = field(&doc_, "", "op");
+    if (!it) ctx_.fail("missing key op (expected " + or_list(names_of(kOps, op_name)) + ")");
+    return read_enum(ctx_, *it, kOps, op_name);
+  }
+
+  void read_kernels(Common& common) const {
+    if (auto it = field(&doc_, "", "kernels")) {
+      const auto* list = it->node->as_array();
+      if (!list) wrong_type(ctx_, *it, "a list of kernel names");
+      if (list->empty())
+        ctx_.fail(it->at(), "kernels is empty (leave it out to run every variant that supports the case)");
+      for (size_t i = 0; i < list->size(); ++i) {
+        const Item entry{"kernels[" + std::to_string(i) + "]", &(*list)[i]};
+        const std::string name = read_string(ctx_, entry);
+        check_kernel(ctx_, catalog_, common.op, entry, name);
+        if (!contains(common.kernels, name)) common.kernels.push_back(name);
+      }
+    }
+    if (auto it = field(&doc_, "", "baseline")) {
+      common.baseline = read_string(ctx_, *it);
+      check_kernel(ctx_, catalog_, common.op, *it, common.baseline);
+    } else if (catalog_.baseline.count(common.op)) {
+      common.baseline = catalog_.baseline.at(common.op);
+    }
+    // The runner needs the baseline's time for the speedup column.
+    if (!common.kernels.empty() && !common.baseline.empty() && !contains(common.kernels, common.baseline))
+      common.kernels.push_back(common.baseline);
+  }
+
+  VerifySpec read_verify() const {
+    VerifySpec v;
+    const toml::table* t = section("verify");
+    if (!t) return v;
+    check_keys(ctx_, *t, "verify", {"seed", "trials", "atol", "rtol", "max_rows"});
+    if (auto it = field(t, "verify", "seed")) v.seed = static_cast<uint64_t>(read_int(ctx_, *it, 0));
+    if (auto it = field(t, "verify", "trials")) v.trials = static_cast<int>(read_int(ctx_, *it, 1, INT_MAX));
+    if (auto it = field(t, "verify", "atol")) v.atol = read_float(ctx_, *it, 0);
+    if (auto it = field(t, "verify", "rtol")) v.rtol = read_float(ctx_, *it, 0);
+    if (auto it = field(t, "verify", "max_rows")) v.max_rows = read_int(ctx_, *it, 0);
+    return v;
+  }
+
+  BenchSpec read_bench() const {
+    BenchSpec b;
+    const toml::table* t = section("bench");
+    if (!t) return b;
+    check_keys(ctx_, *t, "bench", {"mode", "warmup_ms", "min_time_ms", "max_noise", "max_time_ms"});
+    if (auto it = field(t, "bench", "mode")) b.mode = read_enum(ctx_, *it, kModes, mode_name);
+    if (auto it = field(t, "bench", "warmup_ms")) b.warmup_ms = read_float(ctx_, *it, 0);
+    if (auto it = field(t, "bench", "min_time_ms")) b.min_time_ms = read_float(ctx_, *it, 0);
+    if (auto it = field(t, "bench", "max_noise")) b.max_noise = read_float(ctx_, *it, 0);
+    const auto max_time = field(t, "bench", "max_time_ms");
+    if (!max_time) {
+      // Raising only min_time_ms asks for longer sampling; the default cap must not refuse it.
+      b.max_time_ms = std::max(b.max_time_ms, b.min_time_ms);
+    } else {
+      b.max_time_ms = read_float(ctx_, *max_time, 0);
+      if (b.max_time_ms < b.min_time_ms)
+        ctx_.fail(max_time->at(), "bench.max_time_ms (" + show(*max_time->node) +
+                                      ") must be at least bench.min_time_ms (" +
+                                      show(toml::value<double>(b.min_time_ms)) + ")");
+    }
+    return b;
+  }
+
+  // Lists of values per key, in file order; the first key varies slowest.
+  std::vector<SweepAxis> read_sweep(const OpSpec& spec) const {
+    std::vector<SweepAxis> axes;
+    const toml::table* t = section("sweep");
+    if (!t) return axes;
+    std::vector<std::string> allowed = spec.keys;
+    allowed.push_back("dtype");
+    check_keys(ctx_, *t, "sweep", allowed, "a [shape] key of this op, or dtype");
+    for (const toml::key* k : keys_in_order(ctx_, *t)) {
+      const Item it{"sweep." + std::string(k->str()), t->get(k->str())};
+      const auto* list = it.node->as_array();
+      if (!list || list->empty())
+        ctx_.fail(it.at(), it.name + " must be a non-empty list of values, got " + (list ? "[]" : type_name(*it.node)));
+      SweepAxis axis{std::string(k->str()), {}};
+      for (size_t i = 0; i < list->size(); ++i)
+        axis.values.push_back(Item{it.name + "[" + std::to_string(i) + "]", &(*list)[i]});
+      axes.push_back(std::move(axis));
+    }
+    return axes;
+  }
+
+  RawPoint base_point(const toml::table* shape) const {
+    RawPoint base;
+    if (shape)
+      for (const auto& kv : *shape) {
+        const std::string key(kv.first.str());
+        base.shape[key] = Item("shape." + key, &kv.second, kv.first.source());
+      }
+    base.dtype = field(&doc_, "", "dtype");
+    return base;
+  }
+
+  // A value in both places is ambiguous; asking the user to pick is clearer than a silent rule.
+  void check_sweep_conflicts(const RawPoint& base, const std::vector<SweepAxis>& axes) const {
+    for (const auto& axis : axes) {
+      const Item* fixed = axis.key == "dtype" ? (base.dtype ? &*base.dtype : nullptr)
+                                              : (base.shape.count(axis.key) ? &base.shape.at(axis.key) : nullptr);
+      if (fixed) ctx_.fail(fixed->at(), fixed->name + " is also swept; remove one");
+    }
+  }
+
+  void check_required(const RawPoint& base, const std::vector<SweepAxis>& axes, Op op, const toml::table* shape) const {
+    const auto& required = op_spec(op).required;
+    for (const auto& key : required) {
+      const bool swept = std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == key; });
+      if (base.shape.count(key) || swept) continue;
+      const std::string what =
+          "missing key shape." + key + " (the [shape] of op " + op_name(op) + " needs " + comma_list(required) + ")";
+      if (shape) ctx_.fail(shape->source(), what);
+      ctx_.fail(what);
+    }
+  }
+
+  // The cartesian product, first axis outermost.
+  static std::vector<RawPoint> expand(const RawPoint& base, const std::vector<SweepAxis>& axes) {
+    std::vector<RawPoint> points = {base};
+    for (const auto& axis : axes) {
+      std::vector<RawPoint> next;
+      for (const RawPoint& p : points) {
+        for (const Item& v : axis.values) {
+          RawPoint q = p;
+          if (axis.key == "dtype")
+            q.dtype = v;
+          else
+            q.shape[axis.key] = v;
+          q.label += (q.label.empty() ? "" : " ") + axis.key + "=" + show(*v.node);
+          next.push_back(std::move(q));
+        }
+      }
+      points = std::move(next);
+    }
+    return points;
+  }
+
+  const Context& ctx_;
+  const toml::table& doc_;
+  const KernelCatalog& catalog_;
+};
+
+// ---------------------------------------------------------------------------
+// --set overrides, applied to the document before it is read
+
+std::string lower_first(std::string s) {
+  if (!s.empty()) s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+// Unquoted words a shell user types for strings: bf16, cold, flash_mma, fp8_e4m3.
+bool is_bare_word(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
+  });
+}
+
+class Override {
+ public:
+  explicit Override(const std::string& set) : where_(set_location(set)) {
+    const auto eq = set.find('=');
+    key_ = trim(set.substr(0, eq));
+    if (eq == std::string::npos || key_.empty()) fail("expected KEY=VALUE, like shape.seq_q=8192");
+    value_ = trim(set.substr(eq + 1));
+    if (set.find_first_of("\r\n") != std::string::npos) fail("KEY=VALUE must be on one line");
+    parsed_ = parse();
+    find_path();
+  }
+
+  void apply(toml::table& doc) {
+    retarget_to_sweep();
+    clear_other_slot(doc);
+    toml::table* t = &doc;
+    for (size_t i = 0; i + 1 < path_.size(); ++i) {
+      if (!t->get(path_[i].str())) t->insert(path_[i], toml::table{});
+      toml::node* n = t->get(path_[i].str());
+      if (!n->is_table()) fail(dotted(i + 1) + " is a " + type_name(*n) + ", not a table");
+      t = n->as_table();
+    }
+    t->erase(path_.back().str());
+    // Moving keeps the value's source: errors about it point at this --set.
+    leaf_->visit([&](auto& v) { t->insert_or_assign(path_.back(), std::move(v)); });
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(where_ + ": error: " + what); }
+
+  // Parsing "KEY = VALUE" as TOML gives dotted and quoted keys their TOML meaning, and
+  // names this --set as the source of every node it makes.
+  toml::table parse() const {
+    if (!toml::parse(key_ + " = 0", std::string_view(where_)))
+      fail("bad key '" + key_ + "' (expected a dotted path like shape.seq_q)");
+    auto r = toml::parse(key_ + " = " + value_, std::string_view(where_));
+    if (!r && is_bare_word(value_)) r = toml::parse(key_ + " = \"" + value_ + "\"", std::string_view(where_));
+    if (!r) fail("bad value '" + value_ + "': " + lower_first(std::string(r.error().description())));
+    return std::move(r).table();
+  }
+
+  // Dotted keys make nested non-inline tables of one entry each; the leaf is the value.
+  void find_path() {
+    toml::table* t = &parsed_;
+    while (true) {
+      const auto entry = t->begin();  // toml++ iterators hold the pair they yield
+      const toml::key& key = entry->first;
+      toml::node& node = entry->second;
+      path_.push_back(key);
+      toml::table* sub = node.as_table();
+      if (!sub || sub->is_inline() || sub->size() != 1) {
+        leaf_ = &node;
+        return;
+      }
+      t = sub;
+    }
+  }
+
+  // A list on a shape key (or dtype) means "run each": that is a sweep. For context a
+  // list of ints is one length per sequence; only a list of lists is a sweep.
+  void retarget_to_sweep() {
+    const auto* list = leaf_->as_array();
+    if (!list) return;
+    const bool shape_key = path_.size() == 2 && path_[0] == "shape" && find_shape_key(std::string(path_[1].str()));
+    const bool dtype = path_.size() == 1 && path_[0] == "dtype";
+    if (!shape_key && !dtype) return;
+    if (path_.back() == "context" && (list->empty() || !(*list)[0].is_array())) return;
+    path_ = {toml::key("sweep", path_[0].source()), path_.back()};
+  }
+
+  // A key lives in one place, fixed or swept: an override of either replaces both.
+  void clear_other_slot(toml::table& doc) const {
+    const bool top_dtype = path_.size() == 1 && path_[0] == "dtype";
+    const bool slot = path_.size() == 2 && (path_[0] == "sweep" || (path_[0] == "shape" && path_[1] != "dtype"));
+    if (!top_dtype && !slot) return;
+    const std::string name(path_.back().str());
+    if (auto* sweep = doc.get_as<toml::table>("sweep")) sweep->erase(name);
+    if (name == "dtype") {
+      doc.erase("dtype");
+    } else if (auto* shape = doc.get_as<toml::table>("shape")) {
+      shape->erase(name);
+    }
+  }
+
+  std::string dotted(size_t n) const {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) out += (i ? "." : "") + std::string(path_[i].str());
+    return out;
+  }
+
+  std::string where_, key_, value_;
+  toml::table parsed_;
+  std::vector<toml::key> path_;
+  toml::node* leaf_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Finding case files
+
+bool is_toml(const fs::path& p) { return p.extension() == ".toml"; }
+
+std::vector<std::string> toml_files_below(const fs::path& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && is_toml(it->path())) files.push_back(it->path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> cases_in_dir(const fs::path& dir) {
+  auto files = toml_files_below(dir);
+  if (files.empty()) throw InputError(dir.string() + ": no .toml case files");
+  return files;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Public API
+
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
+                const KernelCatalog& catalog) {
+  const Context ctx(source, sets);
+  auto parsed = toml::parse(toml_text, std::string_view(source));
+  if (!parsed)
+    ctx.fail(parsed.error().source(), "invalid TOML: " + lower_first(std::string(parsed.error().description())));
+  toml::table doc = std::move(parsed).table();
+  for (const auto& set : sets) Override(set).apply(doc);
+  return CaseReader(ctx, doc, catalog).read();
+}
+
+Case load_case(const std::string& path, const std::vector<std::string>& sets, const KernelCatalog& catalog) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError(path + ": error: no such case file");
+  if (fs::is_directory(path, ec)) throw InputError(path + ": error: is a directory, not a case file");
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) throw InputError(path + ": error: cannot read the case file");
+  const std::string s = text.str();
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path + ": error: empty case file");
+  return parse_case(s, path, sets, catalog);
+}
+
+std::vector<std::string> resolve_case_paths(const std::string& arg, const std::string& cases_dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(arg, ec) && is_toml(arg)) return {arg};
+  if (fs::is_directory(arg, ec)) return cases_in_dir(arg);
+  if (arg == "all") return cases_in_dir(cases_dir);
+
+  const fs::path dir(cases_dir);
+  if (is_toml(arg)) {
+    // A path to a file, maybe relative to cases_dir ("smoke/softmax.toml").
+    if (fs::is_regular_file(dir / arg, ec)) return {(dir / arg).string()};
+    throw InputError(arg + ": error: no such case file");
+  }
+  if (fs::is_regular_file(dir / (arg + ".toml"), ec)) return {(dir / (arg + ".toml")).string()};
+  if (fs::is_directory(dir / arg, ec)) return cases_in_dir(dir / arg);
+  std::vector<std::string> matches;
+  for (const auto& f : toml_files_below(dir))
+    if (fs::path(f).filename() == arg + ".toml") matches.push_back(f);
+  if (matches.size() == 1) return matches;
+  if (matches.size() > 1)
+    throw InputError("case name '" + arg + "' is ambiguous: " + comma_list(matches) + " (give the path)");
+  throw InputError("no case named '" + arg + "' (looked in " + cases_dir + ")");
+}
+
+}  // namespace attnbench

@@ -1,0 +1,202 @@
+#include "app/device.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "app/errors.hpp"
+#include "app/stats.hpp"
+#include "kernels/ceilings.hpp"
+
+namespace attnbench {
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  check_cuda(cudaMemcpy(ptr_, host, std::min(bytes, bytes_), cudaMemcpyHostToDevice), "upload");
+}
+
+void DeviceBuffer::download(void* host, std::size_t bytes) const {
+  check_cuda(cudaMemcpy(host, ptr_, std::min(bytes, bytes_), cudaMemcpyDeviceToHost), "download");
+}
+
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+int device_count_or_throw() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0))
+    throw NoDevice("no CUDA device found: attnbench needs an NVIDIA GPU to run kernels");
+  if (e == cudaErrorInsufficientDriver)
+    throw NoDevice("no usable CUDA device: the NVIDIA driver is not installed, or is older than the CUDA " +
+                   cuda_version_string(CUDART_VERSION) + " runtime attnbench was built with");
+  if (e != cudaSuccess) throw NoDevice(std::string("no usable CUDA device: ") + cudaGetErrorString(e));
+  return n;
+}
+
+Gpu::Gpu(int index) {
+  const int n = device_count_or_throw();
+  if (index < 0 || index >= n)
+    throw NoDevice("no CUDA device " + std::to_string(index) + " (this machine has " + std::to_string(n) + ")");
+  check_cuda(cudaSetDevice(index), "cudaSetDevice");
+  cudaDeviceProp p{};
+  check_cuda(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
+  info_.index = index;
+  info_.name = p.name;
+  info_.caps.sm_count = p.multiProcessorCount;
+  info_.caps.cc_major = p.major;
+  info_.caps.cc_minor = p.minor;
+  info_.caps.smem_per_block_optin = p.sharedMemPerBlockOptin;
+  info_.caps.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  info_.total_memory = p.totalGlobalMem;
+  info_.memory_bus_bits = p.memoryBusWidth;
+  check_cuda(cudaDriverGetVersion(&info_.driver_version), "cudaDriverGetVersion");
+  check_cuda(cudaRuntimeGetVersion(&info_.runtime_version), "cudaRuntimeGetVersion");
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_cublas(cublasCreate(&cublas_), "cublasCreate");
+  check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  // Twice the L2, so that nothing an earlier launch touched survives a flush.
+  flush_ = DeviceBuffer(std::max<std::size_t>(2 * info_.caps.l2_bytes, 64u << 20));
+}
+
+Gpu::~Gpu() {
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::size_t Gpu::free_memory() const {
+  std::size_t free = 0, total = 0;
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+void Gpu::flush_l2() { check_cuda(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), stream_), "L2 flush"); }
+
+void Gpu::synchronize() const { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+namespace {
+
+// Median time in ms of `reps` runs of `fn`, after two warm-up runs.
+template <class Fn>
+double median_ms(cudaStream_t stream, int reps, Fn fn) {
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&b), "cudaEventCreate");
+  fn();
+  fn();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    check_cuda(cudaEventRecord(a, stream), "cudaEventRecord");
+    fn();
+    check_cuda(cudaEventRecord(b, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return summarize(ms).median;
+}
+
+double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t) {
+  const int n = 8192;
+  const cudaDataType_t type = t == DType::fp32 ? CUDA_R_32F : t == DType::fp16 ? CUDA_R_16F : CUDA_R_16BF;
+  const std::size_t bytes = static_cast<std::size_t>(n) * n * dtype_bytes(t);
+  DeviceBuffer a(bytes), b(bytes), c(bytes);
+  launch_fill_uniform(a.get(), static_cast<std::size_t>(n) * n, t, 1, stream);
+  launch_fill_uniform(b.get(), static_cast<std::size_t>(n) * n, t, 2, stream);
+  // True fp32 for the fp32 ceiling: TF32 would be another ceiling.
+  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  const float one = 1.f, zero = 0.f;
+  const double ms = median_ms(stream, t == DType::fp32 ? 5 : 20, [&] {
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, b.get(), type, n, a.get(), type, n, &zero,
+                              c.get(), type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  });
+  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  return 2.0 * n * n * static_cast<double>(n) / (ms * 1e9);
+}
+
+std::filesystem::path cache_file() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::filesystem::path dir = xdg && *xdg ? std::filesystem::path(xdg) : home && *home ? std::filesystem::path(home) / ".cache" : std::filesystem::temp_directory_path();
+  return dir / "attnbench" / "ceilings.json";
+}
+
+}  // namespace
+
+Ceilings Gpu::measure_ceilings() {
+  Ceilings c;
+  const std::size_t bytes = std::size_t{1} << 30;
+  DeviceBuffer src(bytes), dst(bytes), sink(sizeof(float));
+  launch_fill_uniform(src.get(), bytes / 4, DType::fp32, 3, stream_);
+  const double copy_ms = median_ms(stream_, 20, [&] {
+    check_cuda(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  });
+  c.copy_gbps = 2.0 * bytes / (copy_ms * 1e6);
+  const double read_ms = median_ms(stream_, 20, [&] {
+    launch_read_stream(src.get(), bytes, static_cast<float*>(sink.get()), info_.caps, stream_);
+  });
+  c.read_gbps = bytes / (read_ms * 1e6);
+  const double write_ms = median_ms(stream_, 20, [&] { launch_write_stream(dst.get(), bytes, info_.caps, stream_); });
+  c.write_gbps = bytes / (write_ms * 1e6);
+  c.fp32_tflops = gemm_tflops(cublas_, stream_, DType::fp32);
+  c.fp16_tflops = gemm_tflops(cublas_, stream_, DType::fp16);
+  c.bf16_tflops = gemm_tflops(cublas_, stream_, DType::bf16);
+  c.source = "measured";
+  return c;
+}
+
+const Ceilings& Gpu::ceilings(bool remeasure) {
+  if (have_ceilings_ && !remeasure) return ceilings_;
+  const std::string key = info_.name + " | driver " + cuda_version_string(info_.driver_version) + " | attnbench " +
+                          ATTNBENCH_VERSION;
+  const auto path = cache_file();
+  nlohmann::json cache = nlohmann::json::object();
+  {
+    std::ifstream in(path);
+    if (in) cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!cache.is_object()) cache = nlohmann::json::object();
+  }
+  if (!remeasure && cache.contains(key)) {
+    const auto& j = cache[key];
+    ceilings_ = {j.value("copy_gbps", 0.0),   j.value("read_gbps", 0.0),   j.value("write_gbps", 0.0),
+                 j.value("fp32_tflops", 0.0), j.value("fp16_tflops", 0.0), j.value("bf16_tflops", 0.0),
+                 path.string()};
+  } else {
+    ceilings_ = measure_ceilings();
+    cache[key] = {{"copy_gbps", ceilings_.copy_gbps},     {"read_gbps", ceilings_.read_gbps},
+                  {"write_gbps", ceilings_.write_gbps},   {"fp32_tflops", ceilings_.fp32_tflops},
+                  {"fp16_tflops", ceilings_.fp16_tflops}, {"bf16_tflops", ceilings_.bf16_tflops}};
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    std::ofstream out(path);
+    if (out) out << cache.dump(1) << "\n";  // a read-only home only costs a re-measure next time
+  }
+  have_ceilings_ = true;
+  return ceilings_;
+}
+
+}  // namespace attnbench

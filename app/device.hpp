@@ -1,0 +1,85 @@
+// The GPU: opening it, device buffers, the stream and cuBLAS handle every launch
+// uses, the L2 flush, and the card's measured ceilings.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/kernels.hpp"
+
+namespace attnbench {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* host, std::size_t bytes);
+  void download(void* host, std::size_t bytes) const;
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  DeviceCaps caps;
+  std::size_t total_memory = 0;
+  int driver_version = 0, runtime_version = 0;  // as 13000 = 13.0
+  int memory_bus_bits = 0;
+};
+
+std::string cuda_version_string(int v);  // 13000 -> "13.0"
+
+// The card's measured ceilings; the % column of every report divides by these.
+struct Ceilings {
+  double copy_gbps = 0;   // device-to-device copy, bytes read + written
+  double read_gbps = 0;   // streaming read
+  double write_gbps = 0;  // streaming write
+  double fp32_tflops = 0, fp16_tflops = 0, bf16_tflops = 0;  // cuBLAS dense GEMM, 8192^3
+  std::string source;     // "measured" or the cache file it came from
+};
+
+class Gpu {
+ public:
+  // Opens device `index`; throws NoDevice (exit 3) when there is no usable GPU.
+  explicit Gpu(int index);
+  ~Gpu();
+  Gpu(const Gpu&) = delete;
+  Gpu& operator=(const Gpu&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  cudaStream_t stream() const { return stream_; }
+  LaunchContext context(void* workspace) const { return {stream_, cublas_, &info_.caps, workspace}; }
+  std::size_t free_memory() const;
+  // Evicts L2 by writing a buffer twice its size; enqueued on the stream, never timed.
+  void flush_l2();
+  void synchronize() const;
+  // Measured once per card and driver, then read from the user's cache directory.
+  const Ceilings& ceilings(bool remeasure = false);
+
+ private:
+  Ceilings measure_ceilings();
+
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer flush_;
+  Ceilings ceilings_;
+  bool have_ceilings_ = false;
+};
+
+// Throws NoDevice unless a CUDA device can be used. The one line it carries is
+// what the CLI prints.
+int device_count_or_throw();
+
+}  // namespace attnbench

@@ -1,0 +1,118 @@
+// Host-side storage formats: rounding fp32 values to fp16 / bf16 / fp8 e4m3
+// (round to nearest even, as the device's __float2*_rn do) and back. Inputs are
+// drawn in fp32 and rounded here, so the reference sees exactly what the GPU sees.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/dtype.hpp"
+
+namespace attnbench {
+
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u = float_bits(f);
+  if (std::isnan(f)) return 0x7fc0;
+  // Round to nearest even on the 16 bits that are cut off.
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  else if (exp == 31)
+    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else
+    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+inline uint16_t float_to_half(float f) {
+  const uint32_t u = float_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  if (std::isnan(f)) return 0x7e00;
+  const float a = std::fabs(f);
+  if (a >= 65520.0f) return sign | 0x7c00;  // rounds to infinity
+  if (a < std::ldexp(1.0f, -14)) {
+    // Subnormal: a multiple of 2^-24; nearbyint rounds half to even.
+    const auto m = static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24)));
+    return sign | m;  // m == 0x400 is the smallest normal, which the encoding gives for free
+  }
+  int e;
+  const float fr = std::frexp(a, &e);  // a = fr * 2^e, fr in [0.5, 1)
+  auto m = static_cast<uint32_t>(std::nearbyint(std::ldexp(fr, 11)));  // 11 significant bits
+  if (m == 2048) {  // rounding carried into the next binade
+    m = 1024;
+    ++e;
+  }
+  const uint32_t exp = static_cast<uint32_t>(e - 1 + 15);
+  if (exp >= 31) return sign | 0x7c00;
+  return sign | static_cast<uint16_t>((exp << 10) | (m & 0x3ffu));
+}
+
+// fp8 e4m3 (OCP "fn" variant, as __nv_fp8_e4m3): bias 7, no infinities, max 448,
+// NaN = S.1111.111. Out-of-range values saturate to +-448 (as __NV_SATFINITE).
+inline float fp8e4m3_to_float(uint8_t b) {
+  const uint32_t sign = b >> 7, exp = (b >> 3) & 0xfu, mant = b & 7u;
+  float v;
+  if (exp == 15 && mant == 7)
+    v = std::numeric_limits<float>::quiet_NaN();
+  else if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -9);
+  else
+    v = std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
+  return sign ? -v : v;
+}
+
+inline uint8_t float_to_fp8e4m3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f)) return 0x7f;
+  const float a = std::fmin(std::fabs(f), 448.0f);
+  if (a < std::ldexp(1.0f, -6)) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  int e;
+  const float fr = std::frexp(a, &e);
+  auto m = static_cast<uint32_t>(std::nearbyint(std::ldexp(fr, 4)));  // 4 significant bits
+  if (m == 16) {
+    m = 8;
+    ++e;
+  }
+  const uint32_t exp = static_cast<uint32_t>(e - 1 + 7);
+  return sign | static_cast<uint8_t>((exp << 3) | (m & 7u));
+}
+
+// The value `x` becomes once stored as `t`.
+inline float round_to(DType t, float x) {
+  switch (t) {
+    case DType::fp32: return x;
+    case DType::fp16: return half_to_float(float_to_half(x));
+    case DType::bf16: return bf16_to_float(float_to_bf16(x));
+    case DType::fp8_e4m3: return fp8e4m3_to_float(float_to_fp8e4m3(x));
+  }
+  return x;
+}
+
+// Packs values (already representable in `t`) into the device's storage bytes.
+std::vector<uint8_t> encode(DType t, const std::vector<float>& values);
+// Element i of a storage buffer, widened to double.
+double decode_element(DType t, const uint8_t* bytes, int64_t i);
+
+}  // namespace attnbench

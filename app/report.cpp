@@ -1,0 +1,318 @@
+#include "app/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+namespace attnbench {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::verified: return "verified";
+    case Status::failed: return "FAILED";
+    case Status::skipped: return "skipped";
+    case Status::error: return "ERROR";
+  }
+  return "?";
+}
+
+void derive_rates(ResultRow& r, DType dtype, const Ceilings& c) {
+  if (!r.timing || r.timing->ms.median <= 0) return;
+  const double ms = r.timing->ms.median;
+  r.tflops = r.work.flops / (ms * 1e9);
+  r.gbps = r.work.bytes / (ms * 1e6);
+  const double tflops_ceiling =
+      dtype == DType::fp32 ? c.fp32_tflops : dtype == DType::fp16 ? c.fp16_tflops : c.bf16_tflops;
+  const double gbps_ceiling = r.work.bandwidth == Bandwidth::read ? c.read_gbps : c.copy_gbps;
+  const double compute_ms = tflops_ceiling > 0 ? r.work.flops / (tflops_ceiling * 1e9) : 0;
+  const double memory_ms = gbps_ceiling > 0 ? r.work.bytes / (gbps_ceiling * 1e6) : 0;
+  r.floor_ms = std::max(compute_ms, memory_ms);
+  r.bound = compute_ms > memory_ms ? "compute" : "memory";
+  r.pct_of_ceiling = r.floor_ms > 0 ? 100.0 * r.floor_ms / ms : 0;
+}
+
+std::optional<Format> parse_format(const std::string& s) {
+  if (s == "table") return Format::table;
+  if (s == "markdown" || s == "md") return Format::markdown;
+  if (s == "csv") return Format::csv;
+  if (s == "json") return Format::json;
+  return std::nullopt;
+}
+
+Format format_for_path(const std::string& path) {
+  auto ends = [&](const char* ext) {
+    const std::string e(ext);
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".json")) return Format::json;
+  if (ends(".csv")) return Format::csv;
+  if (ends(".md")) return Format::markdown;
+  return Format::table;
+}
+
+std::string fmt_sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
+std::string fmt_fixed(double v, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+namespace {
+
+// Why a row is not simply "verified": after a skipped row, under a failed one.
+std::string detail(const ResultRow& r) {
+  std::ostringstream s;
+  if (r.status == Status::skipped || r.status == Status::error) return r.reason;
+  if (r.status == Status::failed && r.cmp) {
+    const Comparison& c = *r.cmp;
+    s << c.mismatches << " of " << c.elements_checked << " checked elements outside " << fmt_sci(r.tol.atol) << " + "
+      << fmt_sci(r.tol.rtol) << "*|ref|";
+    if (c.nonfinite) s << ", " << c.nonfinite << " NaN/Inf in the output (unwritten or overflowed)";
+    if (c.worst_row >= 0) s << "; worst " << r.worst << ": got " << c.worst_got << ", want " << c.worst_ref;
+    if (!r.reason.empty()) s << "; " << r.reason;
+  }
+  return s.str();
+}
+
+// One row as the strings the table and markdown formats print, point first.
+std::vector<std::string> cells(const ResultRow& r, bool timed) {
+  const bool checked = r.cmp.has_value();
+  std::vector<std::string> c = {r.point.empty() ? "-" : r.point, r.variant + (r.baseline ? "*" : ""),
+                                status_name(r.status), checked ? fmt_sci(r.cmp->max_abs) : "-",
+                                checked ? fmt_sci(r.cmp->rel_l2) : "-"};
+  if (!timed) {
+    c.push_back(checked ? std::to_string(r.cmp->rows_checked / std::max(r.trials, 1)) + "/" +
+                              std::to_string(r.cmp->rows_total)
+                        : "-");
+    return c;
+  }
+  const bool t = r.timing.has_value();
+  c.push_back(t ? fmt_fixed(r.timing->ms.median, 4) : "-");
+  c.push_back(t ? fmt_fixed(100 * r.timing->ms.noise, 1) + "%" : "-");
+  c.push_back(t && r.work.flops > 0 ? fmt_fixed(r.tflops, 1) : "-");
+  c.push_back(t ? fmt_fixed(r.gbps, 0) : "-");
+  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_ceiling, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-");
+  c.push_back(r.speedup ? fmt_fixed(*r.speedup, 2) + "x" : "-");
+  return c;
+}
+
+std::vector<std::string> headers(bool timed) {
+  if (!timed) return {"point", "variant", "status", "max abs err", "rel L2 err", "rows checked"};
+  return {"point", "variant", "status", "max abs err", "rel L2 err", "median ms", "noise", "TFLOP/s", "GB/s",
+          "% ceiling", "speedup"};
+}
+
+// Column widths after the point column; the first three columns are left-aligned.
+const std::vector<size_t> kWidths = {14, 8, 11, 11, 12, 7, 8, 7, 10, 8};
+
+std::string pad(const std::string& s, size_t w, bool left) {
+  if (s.size() >= w) return s;
+  return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
+}
+
+std::string line_of(const std::vector<std::string>& c, size_t point_width) {
+  std::string line = "  ";
+  for (size_t i = 0; i < c.size(); ++i) {
+    const size_t w = i == 0 ? point_width : kWidths[i - 1];
+    line += pad(c[i], w, i < 3) + (i + 1 < c.size() ? "  " : "");
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+void TableWriter::begin_case(const std::string& name, const std::string& description, size_t point_width) {
+  case_ = name;
+  description_ = description;
+  point_width_ = std::max<size_t>(point_width, 5);
+  header_pending_ = true;
+}
+
+void TableWriter::row(const ResultRow& r) {
+  if (r.case_name != case_) begin_case(r.case_name, "", r.point.size());
+  if (header_pending_) {
+    out_ << (first_ ? "" : "\n") << case_ << (description_.empty() ? "" : ": " + description_) << "\n";
+    const std::string h = line_of(headers(timed_), point_width_);
+    out_ << h << "\n  " << std::string(h.size() - 2, '-') << "\n";
+    header_pending_ = false;
+    first_ = false;
+  }
+  std::string line = line_of(cells(r, timed_), point_width_);
+  const std::string d = detail(r);
+  if (!d.empty() && r.status == Status::skipped) {
+    line += "  " + d;
+  } else if (!d.empty()) {
+    line += "\n      " + d;
+  }
+  out_ << line << "\n";
+  out_.flush();
+}
+
+namespace {
+
+void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<ResultRow>& rows) {
+  const bool timed = m.mode == "run";
+  if (m.device) {
+    out << "**" << m.device->name << "**, " << m.device->caps.sm_count << " SMs, driver "
+        << cuda_version_string(m.device->driver_version) << ", attnbench " << m.version << "\n\n";
+  }
+  auto h = headers(timed);
+  h.insert(h.begin(), "case");
+  h.push_back("note");
+  out << "|";
+  for (const auto& x : h) out << " " << x << " |";
+  out << "\n|";
+  for (size_t i = 0; i < h.size(); ++i) out << (i < 4 || i + 1 == h.size() ? " --- |" : " ---: |");
+  out << "\n";
+  for (const auto& r : rows) {
+    auto c = cells(r, timed);
+    c.insert(c.begin(), r.case_name);
+    c.push_back(detail(r));
+    out << "|";
+    for (auto x : c) {
+      for (size_t p = 0; (p = x.find('|', p)) != std::string::npos; p += 2) x.replace(p, 1, "\\|");
+      out << " " << x << " |";
+    }
+    out << "\n";
+  }
+  if (timed) out << "\n`*` baseline; % ceiling: floor time over measured time, C = compute-bound, M = memory-bound.\n";
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
+  out << "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
+         "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
+         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_ceiling,bound,speedup\n";
+  for (const auto& r : rows) {
+    std::ostringstream s;
+    s << std::setprecision(6);
+    s << csv_quote(r.case_name) << "," << csv_quote(r.point) << "," << r.op << "," << r.dtype << "," << r.variant
+      << "," << (r.baseline ? 1 : 0) << "," << status_name(r.status) << "," << csv_quote(detail(r)) << ",";
+    if (r.cmp) {
+      s << r.cmp->max_abs << "," << r.cmp->max_rel << "," << r.cmp->rel_l2 << "," << r.cmp->mismatches << ","
+        << r.cmp->elements_checked << "," << r.cmp->rows_checked << "," << r.cmp->rows_total << ","
+        << r.cmp->nonfinite << "," << csv_quote(r.worst) << "," << r.tol.atol << "," << r.tol.rtol << "," << r.trials
+        << ",";
+    } else {
+      s << ",,,,,,,,,,,,";
+    }
+    if (r.timing) {
+      const Summary& t = r.timing->ms;
+      s << mode_name(r.timing->mode) << "," << t.median << "," << t.min << "," << t.max << "," << t.q1 << "," << t.q3
+        << "," << t.noise << "," << t.samples << "," << r.work.flops << "," << r.work.bytes << "," << r.tflops << ","
+        << r.gbps << "," << r.floor_ms << "," << r.pct_of_ceiling << "," << r.bound << ",";
+    } else {
+      s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
+    }
+    if (r.speedup) s << *r.speedup;
+    out << s.str() << "\n";
+  }
+}
+
+nlohmann::json row_json(const ResultRow& r) {
+  nlohmann::json j = {{"case", r.case_name}, {"point", r.point},     {"op", r.op},
+                      {"dtype", r.dtype},    {"variant", r.variant}, {"baseline", r.baseline},
+                      {"status", status_name(r.status)}};
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (r.cmp) {
+    const Comparison& c = *r.cmp;
+    j["verify"] = {{"max_abs", c.max_abs},
+                   {"max_rel", c.max_rel},
+                   {"rel_l2", c.rel_l2},
+                   {"mismatches", c.mismatches},
+                   {"elements_checked", c.elements_checked},
+                   {"rows_checked", c.rows_checked},
+                   {"rows_total", c.rows_total},
+                   {"nonfinite", c.nonfinite},
+                   {"worst", {{"at", r.worst}, {"got", c.worst_got}, {"ref", c.worst_ref}}},
+                   {"atol", r.tol.atol},
+                   {"rtol", r.tol.rtol},
+                   {"trials", r.trials}};
+    // JSON has no infinity: an unbounded error is reported as null.
+    for (const char* k : {"max_abs", "max_rel", "rel_l2"})
+      if (!std::isfinite(j["verify"][k].get<double>())) j["verify"][k] = nullptr;
+    for (const char* k : {"got", "ref"})
+      if (!std::isfinite(j["verify"]["worst"][k].get<double>())) j["verify"]["worst"][k] = nullptr;
+  }
+  j["flops"] = r.work.flops;
+  j["bytes"] = r.work.bytes;
+  if (r.timing) {
+    const Summary& t = r.timing->ms;
+    j["timing"] = {{"mode", mode_name(r.timing->mode)}, {"median_ms", t.median}, {"min_ms", t.min},
+                   {"max_ms", t.max},                   {"q1_ms", t.q1},         {"q3_ms", t.q3},
+                   {"noise", t.noise},                  {"samples", t.samples}};
+    j["tflops"] = r.tflops;
+    j["gbps"] = r.gbps;
+    j["floor_ms"] = r.floor_ms;
+    j["pct_of_ceiling"] = r.pct_of_ceiling;
+    j["bound"] = r.bound;
+  }
+  if (r.speedup) j["speedup"] = *r.speedup;
+  return j;
+}
+
+void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow>& rows) {
+  nlohmann::json j;
+  j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode}};
+  if (m.device) {
+    const DeviceInfo& d = *m.device;
+    j["device"] = {{"name", d.name},
+                   {"index", d.index},
+                   {"sm_count", d.caps.sm_count},
+                   {"compute_capability", std::to_string(d.caps.cc_major) + "." + std::to_string(d.caps.cc_minor)},
+                   {"memory_bytes", d.total_memory},
+                   {"l2_bytes", d.caps.l2_bytes},
+                   {"driver", cuda_version_string(d.driver_version)},
+                   {"cuda_runtime", cuda_version_string(d.runtime_version)}};
+  }
+  if (m.ceilings) {
+    const Ceilings& c = *m.ceilings;
+    j["ceilings"] = {{"copy_gbps", c.copy_gbps},     {"read_gbps", c.read_gbps},     {"write_gbps", c.write_gbps},
+                     {"fp32_tflops", c.fp32_tflops}, {"fp16_tflops", c.fp16_tflops}, {"bf16_tflops", c.bf16_tflops}};
+  }
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : rows) j["rows"].push_back(row_json(r));
+  out << j.dump(1) << "\n";
+}
+
+}  // namespace
+
+void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows) {
+  switch (f) {
+    case Format::table: {
+      TableWriter t(out, meta.mode == "run");
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (i == 0 || rows[i].case_name != rows[i - 1].case_name) {
+          size_t w = 0;
+          for (const auto& x : rows)
+            if (x.case_name == rows[i].case_name) w = std::max(w, x.point.size());
+          t.begin_case(rows[i].case_name, "", w);
+        }
+        t.row(rows[i]);
+      }
+      break;
+    }
+    case Format::markdown: write_markdown(out, meta, rows); break;
+    case Format::csv: write_csv(out, rows); break;
+    case Format::json: write_json(out, meta, rows); break;
+  }
+}
+
+}  // namespace attnbench

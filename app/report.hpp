@@ -1,0 +1,72 @@
+// Result rows and the four report formats: a terminal table, markdown, csv, json.
+#pragma once
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/device.hpp"
+#include "app/ops.hpp"
+#include "app/timing.hpp"
+#include "app/verify.hpp"
+
+namespace attnbench {
+
+enum class Status { verified, failed, skipped, error };
+const char* status_name(Status s);
+
+struct ResultRow {
+  std::string case_name, point, op, dtype, variant;
+  bool baseline = false;
+  Status status = Status::skipped;
+  std::string reason;                // why skipped, or the error
+  std::optional<Comparison> cmp;     // verified / failed
+  std::string worst;                 // the worst element as (b, h, i, d)
+  Tolerance tol;
+  int trials = 0;
+  std::optional<Timing> timing;      // `run` only
+  Work work;
+  // Derived from the timing and the card's ceilings:
+  double tflops = 0, gbps = 0;
+  double floor_ms = 0, pct_of_ceiling = 0;  // floor = max(FLOPs / compute ceiling, bytes / bandwidth ceiling)
+  std::string bound;                        // which term of the floor is larger: "compute" or "memory"
+  std::optional<double> speedup;            // baseline median / this median
+};
+
+// Fills tflops, gbps, floor, % and bound from row.timing and row.work.
+void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
+
+struct RunMeta {
+  std::string version, command_line, date, mode;  // mode: "run" or "verify"
+  std::optional<DeviceInfo> device;
+  std::optional<Ceilings> ceilings;
+};
+
+enum class Format { table, markdown, csv, json };
+std::optional<Format> parse_format(const std::string& s);
+Format format_for_path(const std::string& path);  // by extension; table otherwise
+
+// Table rows one at a time, so results show as soon as they exist. Rows are
+// grouped under their case's name; the first column is the sweep point.
+class TableWriter {
+ public:
+  TableWriter(std::ostream& out, bool timed) : out_(out), timed_(timed) {}
+  // Announces the next case (printed with its first row): the widest point label sets the column.
+  void begin_case(const std::string& name, const std::string& description, size_t point_width);
+  void row(const ResultRow& r);
+
+ private:
+  std::ostream& out_;
+  bool timed_;
+  std::string case_, description_;
+  size_t point_width_ = 5;
+  bool header_pending_ = true, first_ = true;
+};
+
+void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows);
+
+// "1.23e-04" style for small errors; "-" for absent values.
+std::string fmt_sci(double v);
+std::string fmt_fixed(double v, int decimals);
+
+}  // namespace attnbench

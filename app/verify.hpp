@@ -1,0 +1,50 @@
+// Verification: per-element |got - ref| <= atol + rtol * |ref| against the fp64
+// reference, on the sampled rows; plus a scan of the whole output for elements
+// the kernel never wrote (the output is NaN-poisoned before each launch).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.hpp"
+#include "reference/reference.hpp"
+
+namespace attnbench {
+
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+
+// Defaults per storage dtype (README "Verification"): about one unit in the
+// last place of the output's storage type, twice that relative, so storage
+// rounding passes and a wrong index or a lost term does not. fp32 leaves
+// room for fp32 accumulation over long sums.
+Tolerance default_tolerance(DType t);
+
+// Where an output element sits in the op's natural coordinates.
+struct Coord {
+  int64_t b = 0, h = 0, i = 0, d = 0;
+};
+std::string to_string(const Coord& c);
+
+struct Comparison {
+  int64_t rows_checked = 0, rows_total = 0;
+  int64_t elements_checked = 0, mismatches = 0;
+  int64_t nonfinite = 0;       // NaN or Inf anywhere in the output (also outside the sampled rows)
+  double max_abs = 0, max_rel = 0, rel_l2 = 0;
+  int64_t worst_row = -1, worst_col = -1;  // the element with the largest excess over its tolerance
+  double worst_got = 0, worst_ref = 0;
+  bool passed() const { return mismatches == 0 && nonfinite == 0 && elements_checked > 0; }
+  void merge(const Comparison& other);  // the worse of two trials, for the report
+};
+
+// got: the same rows as ref, row-major [ref.rows(), ref.cols()]. `row_ids` maps
+// each ref row to its row index in the whole output (for worst_row).
+Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol);
+
+// Deterministic sample of at most max_rows (0 = all) of `total` rows: always the
+// first and last, then every row in `must` (e.g. fully masked rows) while room
+// remains, then evenly spread rows with a seeded jitter. Sorted, unique.
+ref::Rows sample_rows(int64_t total, int64_t max_rows, uint64_t seed, const ref::Rows& must = {});
+
+}  // namespace attnbench

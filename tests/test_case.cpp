@@ -1,0 +1,779 @@
+// Case files: defaults, validation messages, sweeps, --set overrides, finding files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "app/case.hpp"
+
+namespace attnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Paged has no kernels yet: the catalog may say so with an empty list and no baseline.
+KernelCatalog fake_catalog() {
+  KernelCatalog c;
+  c.variants[Op::softmax] = {"naive", "online"};
+  c.variants[Op::gemm] = {"naive", "cublas", "tiled"};
+  c.variants[Op::attention] = {"naive", "cublas", "flash_mma"};
+  c.variants[Op::decode] = {"naive", "split_kv"};
+  c.variants[Op::paged] = {};
+  c.variants[Op::pipeline] = {};
+  c.baseline = {{Op::softmax, "naive"}, {Op::gemm, "cublas"}, {Op::attention, "naive"}, {Op::decode, "naive"}};
+  return c;
+}
+
+Case parse(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return parse_case(text, "cases/t.toml", sets, fake_catalog());
+}
+
+// The message parse() throws; every message is one line.
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    parse(text, sets);
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "expected an InputError for:\n" << text;
+  return "";
+}
+
+void expect_has(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+}
+
+const char* kAttention = R"(op = "attention"
+[shape]
+batch = 2
+heads = 8
+seq_q = 128
+head_dim = 64
+)";
+
+const char* kDecode = R"(op = "decode"
+[shape]
+batch = 3
+heads = 8
+head_dim = 64
+context = 100
+)";
+
+const char* kPaged = R"(op = "paged"
+[shape]
+batch = 2
+heads = 8
+head_dim = 64
+context = [17, 40]
+)";
+
+// ---------------------------------------------------------------------------
+// Defaults, one test per op
+
+TEST(CaseDefaults, Softmax) {
+  const Case c = parse("op = \"softmax\"\n[shape]\nrows = 4\ncols = 1000\n");
+  EXPECT_EQ(c.name, "t");
+  EXPECT_EQ(c.file, "cases/t.toml");
+  EXPECT_EQ(c.op, Op::softmax);
+  ASSERT_EQ(c.points.size(), 1u);
+  const CasePoint& p = c.points[0];
+  EXPECT_EQ(p.label, "");
+  EXPECT_EQ(p.dtype, DType::fp32);
+  EXPECT_EQ(p.shape.rows, 4);
+  EXPECT_EQ(p.shape.cols, 1000);
+  EXPECT_TRUE(p.kernels.empty());
+  EXPECT_EQ(p.baseline, "naive");
+  EXPECT_EQ(p.verify.seed, 1u);
+  EXPECT_EQ(p.verify.trials, 2);
+  EXPECT_FALSE(p.verify.atol.has_value());
+  EXPECT_FALSE(p.verify.rtol.has_value());
+  EXPECT_EQ(p.verify.max_rows, 512);
+  EXPECT_EQ(p.bench.mode, TimingMode::cold);
+  EXPECT_DOUBLE_EQ(p.bench.warmup_ms, 20);
+  EXPECT_DOUBLE_EQ(p.bench.min_time_ms, 100);
+  EXPECT_DOUBLE_EQ(p.bench.max_noise, 0.005);
+  EXPECT_DOUBLE_EQ(p.bench.max_time_ms, 2000);
+}
+
+TEST(CaseDefaults, Gemm) {
+  const Case c = parse("op = \"gemm\"\n[shape]\nm = 64\nn = 32\nk = 16\n");
+  const Shape& s = c.points.at(0).shape;
+  EXPECT_EQ(s.layout, GemmLayout::nt);
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_EQ(s.m, 64);
+  EXPECT_EQ(s.n, 32);
+  EXPECT_EQ(s.k, 16);
+  EXPECT_EQ(c.points[0].baseline, "cublas");
+  EXPECT_EQ(parse("op = \"gemm\"\n[shape]\nlayout = \"nn\"\nbatch = 3\nm = 1\nn = 1\nk = 1\n").points[0].shape.layout,
+            GemmLayout::nn);
+}
+
+TEST(CaseDefaults, Attention) {
+  const Shape s = parse(kAttention).points.at(0).shape;
+  EXPECT_EQ(s.batch, 2);
+  EXPECT_EQ(s.heads, 8);
+  EXPECT_EQ(s.kv_heads, 8);
+  EXPECT_EQ(s.seq_q, 128);
+  EXPECT_EQ(s.seq_k, 128);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_FALSE(s.causal);
+  EXPECT_EQ(s.window, 0);
+  EXPECT_FALSE(s.alibi);
+
+  const Shape g =
+      parse(std::string(kAttention) + "kv_heads = 2\nseq_k = 300\ncausal = true\nwindow = 64\nalibi = true\n")
+          .points.at(0)
+          .shape;
+  EXPECT_EQ(g.kv_heads, 2);
+  EXPECT_EQ(g.seq_k, 300);
+  EXPECT_TRUE(g.causal);
+  EXPECT_EQ(g.window, 64);
+  EXPECT_TRUE(g.alibi);
+}
+
+TEST(CaseDefaults, DecodeIntContextRepeatsPerSequence) {
+  const Shape s = parse(kDecode).points.at(0).shape;
+  EXPECT_EQ(s.kv_heads, 8);
+  EXPECT_EQ(s.context, (std::vector<int64_t>{100, 100, 100}));
+  EXPECT_EQ(s.max_context, 100);
+  EXPECT_FALSE(s.alibi);
+  EXPECT_EQ(s.kv_dtype, DType::fp32);
+}
+
+TEST(CaseDefaults, DecodeListContextSetsMaxContext) {
+  const Shape s = parse("op = \"decode\"\n[shape]\nbatch = 3\nheads = 4\nhead_dim = 128\ncontext = [1, 7, 1000]\n")
+                      .points.at(0)
+                      .shape;
+  EXPECT_EQ(s.context, (std::vector<int64_t>{1, 7, 1000}));
+  EXPECT_EQ(s.max_context, 1000);
+}
+
+TEST(CaseDefaults, Paged) {
+  const Case c = parse(std::string("dtype = \"bf16\"\n") + kPaged);
+  const Shape& s = c.points.at(0).shape;
+  EXPECT_EQ(s.block_size, 16);
+  EXPECT_EQ(s.partition_size, 512);
+  EXPECT_EQ(s.kv_dtype, DType::bf16);
+  // ceil(17/16) + ceil(40/16) = 5 blocks needed; 5 + 5/4 + 1 spare-inclusive.
+  EXPECT_EQ(s.num_blocks, 7);
+  EXPECT_EQ(s.context, (std::vector<int64_t>{17, 40}));
+  EXPECT_EQ(c.points[0].baseline, "");  // no kernels for paged yet
+}
+
+TEST(CaseDefaults, PagedExplicitKeys) {
+  const Shape s =
+      parse(std::string(kPaged) +
+            "block_size = 8\nnum_blocks = 100\npartition_size = 256\nkv_dtype = \"fp8_e4m3\"\nalibi = true\n")
+          .points.at(0)
+          .shape;
+  EXPECT_EQ(s.block_size, 8);
+  EXPECT_EQ(s.num_blocks, 100);
+  EXPECT_EQ(s.partition_size, 256);
+  EXPECT_EQ(s.kv_dtype, DType::fp8_e4m3);
+  EXPECT_TRUE(s.alibi);
+}
+
+TEST(CaseDefaults, Pipeline) {
+  const char* text = R"(op = "pipeline"
+[shape]
+batch = 1
+heads = 32
+kv_heads = 8
+head_dim = 128
+prompt = 512
+generate = 64
+)";
+  const Shape s = parse(text).points.at(0).shape;
+  EXPECT_EQ(s.kv_heads, 8);
+  EXPECT_EQ(s.max_context, 576);
+  EXPECT_EQ(s.prefill, "");
+  EXPECT_EQ(s.decode, "");
+  const Shape named = parse(std::string(text) + "prefill = \"flash_mma\"\ndecode = \"split_kv\"\nmax_context = 1000\n")
+                          .points.at(0)
+                          .shape;
+  EXPECT_EQ(named.prefill, "flash_mma");
+  EXPECT_EQ(named.decode, "split_kv");
+  EXPECT_EQ(named.max_context, 1000);
+}
+
+TEST(CaseDefaults, TopLevelKeys) {
+  const Case c = parse(std::string(R"(name = "mine"
+description = "GQA prefill"
+dtype = "fp16"
+kernels = ["flash_mma", "cublas", "flash_mma"]
+)") + kAttention);
+  EXPECT_EQ(c.name, "mine");
+  EXPECT_EQ(c.description, "GQA prefill");
+  EXPECT_EQ(c.points.at(0).dtype, DType::fp16);
+  // Duplicates collapse; the baseline joins the list for the speedup column.
+  EXPECT_EQ(c.points[0].kernels, (std::vector<std::string>{"flash_mma", "cublas", "naive"}));
+  EXPECT_EQ(c.points[0].baseline, "naive");
+
+  const Case b = parse(std::string("kernels = [\"flash_mma\"]\nbaseline = \"cublas\"\n") + kAttention);
+  EXPECT_EQ(b.points.at(0).kernels, (std::vector<std::string>{"flash_mma", "cublas"}));
+  EXPECT_EQ(b.points[0].baseline, "cublas");
+}
+
+TEST(CaseDefaults, VerifyAndBench) {
+  const CasePoint p = parse(std::string(kAttention) + R"(
+[verify]
+seed = 7
+trials = 5
+atol = 1e-3
+rtol = 0
+max_rows = 0
+[bench]
+mode = "graph"
+warmup_ms = 5
+min_time_ms = 50.5
+max_noise = 0.01
+max_time_ms = 60
+)")
+                          .points.at(0);
+  EXPECT_EQ(p.verify.seed, 7u);
+  EXPECT_EQ(p.verify.trials, 5);
+  EXPECT_DOUBLE_EQ(p.verify.atol.value(), 1e-3);
+  EXPECT_DOUBLE_EQ(p.verify.rtol.value(), 0);
+  EXPECT_EQ(p.verify.max_rows, 0);
+  EXPECT_EQ(p.bench.mode, TimingMode::graph);
+  EXPECT_DOUBLE_EQ(p.bench.warmup_ms, 5);
+  EXPECT_DOUBLE_EQ(p.bench.min_time_ms, 50.5);
+  EXPECT_DOUBLE_EQ(p.bench.max_noise, 0.01);
+  EXPECT_DOUBLE_EQ(p.bench.max_time_ms, 60);
+}
+
+TEST(CaseDefaults, RaisingMinTimeAloneRaisesTheDefaultCap) {
+  const BenchSpec b = parse(std::string(kAttention) + "[bench]\nmin_time_ms = 5000\n").points.at(0).bench;
+  EXPECT_DOUBLE_EQ(b.min_time_ms, 5000);
+  EXPECT_DOUBLE_EQ(b.max_time_ms, 5000);
+}
+
+TEST(CaseNames, OpAndMode) {
+  EXPECT_STREQ(op_name(Op::softmax), "softmax");
+  EXPECT_STREQ(op_name(Op::gemm), "gemm");
+  EXPECT_STREQ(op_name(Op::attention), "attention");
+  EXPECT_STREQ(op_name(Op::decode), "decode");
+  EXPECT_STREQ(op_name(Op::paged), "paged");
+  EXPECT_STREQ(op_name(Op::pipeline), "pipeline");
+  EXPECT_STREQ(mode_name(TimingMode::cold), "cold");
+  EXPECT_STREQ(mode_name(TimingMode::hot), "hot");
+  EXPECT_STREQ(mode_name(TimingMode::graph), "graph");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: file, syntax, keys, types
+
+TEST(CaseErrors, TomlSyntaxHasFileLineColumn) {
+  const std::string e = error_of("op = \"softmax\"\n[shape]\nrows = [1,\n");
+  expect_has(e, {"cases/t.toml:", "error: invalid TOML"});
+  EXPECT_EQ(e.rfind("cases/t.toml:", 0), 0u) << e;
+  EXPECT_NE(e.find(":3:"), std::string::npos) << e;  // toml++ reports where it gave up
+  expect_has(error_of("op = \"softmax\"\nop = \"gemm\"\n"), {"cases/t.toml:2:", "redefine"});
+}
+
+TEST(CaseErrors, MissingAndUnknownOp) {
+  expect_has(error_of("[shape]\nrows = 1\n"), {"cases/t.toml: error: missing key op", "softmax, gemm"});
+  expect_has(error_of("op = \"atention\"\n"),
+             {"cases/t.toml:1:6: error: unknown op 'atention' (did you mean attention?)"});
+  expect_has(error_of("op = \"banana\"\n"),
+             {"unknown op 'banana' (expected softmax, gemm, attention, decode, paged or pipeline)"});
+  expect_has(error_of("op = 3\n"), {"1:6", "op must be a string, got integer"});
+}
+
+TEST(CaseErrors, UnknownKeysSuggestOrList) {
+  expect_has(error_of(std::string(kAttention) + "seq_len = 5\n"),
+             {"cases/t.toml:7:1: error: unknown key shape.seq_len (did you mean seq_q"});
+  expect_has(error_of(std::string("kernal = [\"naive\"]\n") + kAttention),
+             {"1:1", "unknown key kernal (did you mean kernels?)"});
+  expect_has(error_of(std::string(kAttention) + "zzzzzz = 1\n"),
+             {"unknown key shape.zzzzzz", "valid keys for attention: batch, heads"});
+  expect_has(error_of(std::string(kAttention) + "[verify]\ntrails = 3\n"),
+             {"8:1", "unknown key verify.trails (did you mean trials?)"});
+  expect_has(error_of(std::string(kAttention) + "[bench]\nmod = \"hot\"\n"),
+             {"unknown key bench.mod (did you mean mode?)"});
+  expect_has(error_of(std::string(kAttention) + "[sweep]\nheaddim = [64]\n"),
+             {"8:1", "unknown key sweep.headdim (did you mean head_dim?)"});
+}
+
+TEST(CaseErrors, KeyOfAnotherOpIsUnknown) {
+  expect_has(error_of(std::string(kDecode) + "causal = true\n"),
+             {"7:1", "unknown key shape.causal", "valid keys for decode"});
+  expect_has(error_of(std::string(kDecode) + "kv_dtype = \"fp8_e4m3\"\n"), {"unknown key shape.kv_dtype"});
+  expect_has(error_of("op = \"softmax\"\n[shape]\nrows = 1\ncols = 1\nbatch = 2\n"),
+             {"5:1", "unknown key shape.batch"});
+}
+
+TEST(CaseErrors, WrongTypes) {
+  expect_has(error_of("op = \"attention\"\n[shape]\nheads = \"x\"\nbatch = 1\nseq_q = 1\nhead_dim = 8\n"),
+             {"cases/t.toml:3:9: error: shape.heads must be an integer, got string"});
+  expect_has(error_of("op = \"softmax\"\n[shape]\nrows = 4.0\ncols = 2\n"),
+             {"3:8", "shape.rows must be an integer, got float"});
+  expect_has(error_of(std::string(kAttention) + "causal = 1\n"),
+             {"7:10", "shape.causal must be a boolean", "got integer"});
+  expect_has(error_of(std::string("name = 5\n") + kAttention), {"name must be a string, got integer"});
+  expect_has(error_of(std::string(kAttention) + "[verify]\natol = \"small\"\n"),
+             {"verify.atol must be a number, got string"});
+  expect_has(error_of("op = \"softmax\"\nshape = 5\n"), {"2:9", "shape must be a table, got integer"});
+  expect_has(error_of(std::string("kernels = \"naive\"\n") + kAttention),
+             {"kernels must be a list of kernel names, got string"});
+  expect_has(error_of(std::string("kernels = [1]\n") + kAttention),
+             {"1:12", "kernels[0] must be a string, got integer"});
+}
+
+TEST(CaseErrors, MissingShapeKey) {
+  expect_has(error_of("op = \"attention\"\n[shape]\nbatch = 1\nheads = 2\nseq_q = 3\n"),
+             {"cases/t.toml:2:1: error: missing key shape.head_dim", "batch, heads, seq_q, head_dim"});
+  expect_has(error_of("op = \"gemm\"\n"), {"cases/t.toml: error: missing key shape.m"});
+  expect_has(error_of("op = \"paged\"\n[shape]\nbatch = 1\nheads = 2\nhead_dim = 8\n"), {"missing key shape.context"});
+  expect_has(error_of("op = \"pipeline\"\n[shape]\nbatch = 1\nheads = 2\nhead_dim = 8\nprompt = 4\n"),
+             {"missing key shape.generate"});
+}
+
+// ---------------------------------------------------------------------------
+// Errors: value validation
+
+// Every size key, per op, refuses 0 at the key's position.
+TEST(CaseErrors, EverySizeMustBePositive) {
+  struct Row {
+    const char* base;
+    std::vector<const char*> keys;
+  };
+  const std::vector<Row> rows = {
+      {"op = \"softmax\"\n[shape]\nrows = 1\ncols = 1\n", {"rows", "cols"}},
+      {"op = \"gemm\"\n[shape]\nm = 1\nn = 1\nk = 1\nbatch = 1\n", {"m", "n", "k", "batch"}},
+      {"op = \"attention\"\n[shape]\nbatch = 1\nheads = 8\nkv_heads = 8\nseq_q = 1\nseq_k = 1\nhead_dim = 8\n",
+       {"batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"}},
+      {"op = \"decode\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 8\ncontext = 4\nmax_context = 8\n",
+       {"batch", "heads", "head_dim", "max_context"}},
+      {"op = \"paged\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 8\ncontext = 4\nblock_size = 16\n"
+       "partition_size = 512\nnum_blocks = 9\n",
+       {"block_size", "partition_size", "num_blocks"}},
+      {"op = \"pipeline\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 8\nprompt = 4\ngenerate = 4\n",
+       {"prompt", "generate"}},
+  };
+  for (const Row& row : rows) {
+    for (const char* key : row.keys) {
+      std::string text = row.base;
+      const std::string line = std::string("\n") + key + " = ";
+      const size_t at = text.find(line);
+      ASSERT_NE(at, std::string::npos) << key;
+      const size_t value = at + line.size();
+      text.replace(value, text.find('\n', value) - value, "0");
+      const size_t line_no = static_cast<size_t>(std::count(text.begin(), text.begin() + value, '\n')) + 1;
+      const std::string where = "cases/t.toml:" + std::to_string(line_no) + ":" + std::to_string(line.size());
+      expect_has(error_of(text), {where.c_str(), ("shape." + std::string(key) + " must be at least 1, got 0").c_str()});
+    }
+  }
+}
+
+TEST(CaseErrors, WindowMayBeZeroButNotNegative) {
+  EXPECT_EQ(parse(std::string(kAttention) + "window = 0\n").points.at(0).shape.window, 0);
+  expect_has(error_of(std::string(kAttention) + "window = -1\n"), {"7:10", "shape.window must be at least 0, got -1"});
+}
+
+TEST(CaseErrors, ContextEntries) {
+  expect_has(error_of("op = \"decode\"\n[shape]\nbatch = 4\nheads = 8\nhead_dim = 64\ncontext = [5, 6, 7, 0]\n"),
+             {"6:21", "context 0 for sequence 3: every sequence needs at least one token"});
+  expect_has(error_of("op = \"decode\"\n[shape]\nbatch = 4\nheads = 8\nhead_dim = 64\ncontext = 0\n"),
+             {"6:11", "context 0: every sequence needs at least one token"});
+  expect_has(error_of("op = \"paged\"\n[shape]\nbatch = 4\nheads = 8\nhead_dim = 64\ncontext = [5, 6, 7]\n"),
+             {"6:11", "shape.context has 3 entries but batch is 4"});
+  expect_has(error_of("op = \"decode\"\n[shape]\nbatch = 2\nheads = 8\nhead_dim = 64\ncontext = [5, \"x\"]\n"),
+             {"shape.context[1] must be an integer, got string"});
+  expect_has(error_of("op = \"decode\"\n[shape]\nbatch = 2\nheads = 8\nhead_dim = 64\ncontext = true\n"),
+             {"shape.context must be an integer or a list of integers"});
+}
+
+TEST(CaseErrors, HeadsAndHeadDim) {
+  expect_has(error_of("op = \"attention\"\n[shape]\nbatch = 1\nheads = 12\nkv_heads = 5\nseq_q = 4\nhead_dim = 64\n"),
+             {"5:12", "heads (12) must be a multiple of kv_heads (5)"});
+  expect_has(error_of("op = \"decode\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 36\ncontext = 4\n"),
+             {"5:12", "shape.head_dim must be a multiple of 8 and at most 256, got 36"});
+  expect_has(error_of("op = \"pipeline\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 264\nprompt = 4\ngenerate = 1\n"),
+             {"got 264"});
+  EXPECT_EQ(parse("op = \"attention\"\n[shape]\nbatch = 1\nheads = 8\nseq_q = 1\nhead_dim = 256\n")
+                .points.at(0)
+                .shape.head_dim,
+            256);
+}
+
+TEST(CaseErrors, DecodeContextFitsMaxContext) {
+  expect_has(error_of(std::string(kDecode) + "max_context = 64\n"),
+             {"7:15", "context 100 for sequence 0 exceeds max_context 64"});
+}
+
+TEST(CaseErrors, PagedBlocks) {
+  expect_has(error_of(std::string(kPaged) + "num_blocks = 4\n"),
+             {"7:14", "shape.num_blocks (4) is too small: the sequences need 5 blocks of 16 tokens"});
+  expect_has(error_of(std::string(kPaged) + "partition_size = 100\n"),
+             {"7:18", "shape.partition_size (100) must be a multiple of block_size (16)"});
+  expect_has(error_of(std::string(kPaged) + "block_size = 48\n"),
+             {"7:14", "shape.partition_size (512) must be a multiple of block_size (48)"});
+  // The key cache packs 16 bytes of head_dim: one fp8 row needs head_dim % 16 == 0.
+  expect_has(
+      error_of("op = \"paged\"\n[shape]\nbatch = 1\nheads = 1\nhead_dim = 8\ncontext = 4\nkv_dtype = \"fp8_e4m3\"\n"),
+      {"must be a multiple of 16 for kv_dtype fp8_e4m3"});
+  expect_has(error_of(std::string(kPaged) + "kv_dtype = \"int8\"\n"),
+             {"7:12", "unknown shape.kv_dtype 'int8' (expected fp32, fp16, bf16 or fp8_e4m3)"});
+}
+
+TEST(CaseErrors, Dtypes) {
+  expect_has(error_of(std::string("dtype = \"fp8_e4m3\"\n") + kPaged),
+             {"1:9", "dtype fp8_e4m3 is only for a paged KV cache", "kv_dtype"});
+  expect_has(error_of(std::string("dtype = \"fp61\"\n") + kAttention),
+             {"1:9", "unknown dtype 'fp61' (did you mean fp16?)"});
+  expect_has(error_of(std::string("dtype = \"half\"\n") + kAttention),
+             {"unknown dtype 'half' (expected fp32, fp16 or bf16)"});
+}
+
+TEST(CaseErrors, GemmLayout) {
+  expect_has(error_of("op = \"gemm\"\n[shape]\nlayout = \"tn\"\nm = 1\nn = 1\nk = 1\n"),
+             {"3:10", "unknown shape.layout 'tn'", "nt or nn"});
+}
+
+TEST(CaseErrors, PipelineLimitsAndVariantNames) {
+  const std::string base =
+      "op = \"pipeline\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 64\nprompt = 100\ngenerate = 50\n";
+  expect_has(error_of(base + "max_context = 120\n"),
+             {"8:15", "shape.max_context (120) must be at least prompt + generate (150)"});
+  expect_has(error_of(base + "prefill = \"flash_mm\"\n"),
+             {"8:11", "unknown kernel 'flash_mm' for op attention (did you mean flash_mma?)"});
+  expect_has(error_of(base + "decode = \"flash_mma\"\n"),
+             {"unknown kernel 'flash_mma' for op decode (known: naive, split_kv)"});
+}
+
+TEST(CaseErrors, KernelNames) {
+  expect_has(error_of(std::string("kernels = [\"naive\", \"flash\"]\n") + kAttention),
+             {"1:21", "unknown kernel 'flash' for op attention (known: naive, cublas, flash_mma)"});
+  expect_has(error_of(std::string("kernels = [\"cublsa\"]\n") + kAttention), {"did you mean cublas?"});
+  expect_has(error_of(std::string("baseline = \"fast\"\n") + kAttention),
+             {"1:12", "unknown kernel 'fast' for op attention"});
+  expect_has(error_of(std::string("kernels = []\n") + kAttention), {"1:11", "kernels is empty"});
+  expect_has(error_of(std::string("kernels = [\"naive\"]\n") + kPaged),
+             {"unknown kernel 'naive' for op paged", "no kernels yet"});
+}
+
+TEST(CaseErrors, VerifyAndBenchRanges) {
+  const std::string base = std::string(kAttention);
+  expect_has(error_of(base + "[verify]\nseed = -1\n"), {"8:8", "verify.seed must be at least 0, got -1"});
+  expect_has(error_of(base + "[verify]\ntrials = 0\n"), {"verify.trials must be between 1 and"});
+  expect_has(error_of(base + "[verify]\natol = -0.5\n"), {"8:8", "verify.atol must be a finite number >= 0, got -0.5"});
+  expect_has(error_of(base + "[verify]\nrtol = nan\n"), {"verify.rtol must be a finite number"});
+  expect_has(error_of(base + "[verify]\nmax_rows = -1\n"), {"verify.max_rows must be at least 0"});
+  expect_has(error_of(base + "[bench]\nmode = \"warm\"\n"),
+             {"8:8", "unknown bench.mode 'warm' (expected cold, hot or graph)"});
+  expect_has(error_of(base + "[bench]\nwarmup_ms = -1\n"), {"bench.warmup_ms must be a finite number >= 0"});
+  expect_has(error_of(base + "[bench]\nmin_time_ms = 100\nmax_time_ms = 50\n"),
+             {"9:15", "bench.max_time_ms (50) must be at least bench.min_time_ms (100)"});
+}
+
+// ---------------------------------------------------------------------------
+// Files
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("attnbench_test_case_" + std::to_string(getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string write(const std::string& rel, const std::string& text) {
+    const fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  fs::path root_;
+};
+
+using CaseFiles = TempDir;
+
+TEST_F(CaseFiles, LoadTakesTheNameFromTheStem) {
+  const std::string path = write("prefill-gqa.toml", kAttention);
+  const Case c = load_case(path, {}, fake_catalog());
+  EXPECT_EQ(c.name, "prefill-gqa");
+  EXPECT_EQ(c.file, path);
+}
+
+TEST_F(CaseFiles, LoadErrorsNameTheFile) {
+  const std::string path = write("bad.toml", "op = \"softmax\"\n[shape]\nrows = 0\ncols = 1\n");
+  try {
+    load_case(path, {}, fake_catalog());
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":3:8: error: shape.rows must be at least 1, got 0");
+  }
+}
+
+TEST_F(CaseFiles, MissingFile) {
+  const std::string path = (root_ / "nope.toml").string();
+  try {
+    load_case(path, {}, fake_catalog());
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    expect_has(e.what(), {path.c_str(), "no such case file"});
+  }
+}
+
+TEST_F(CaseFiles, EmptyFile) {
+  for (const char* text : {"", "  \n\t\n"}) {
+    const std::string path = write("empty.toml", text);
+    try {
+      load_case(path, {}, fake_catalog());
+      ADD_FAILURE() << "no error for '" << text << "'";
+    } catch (const InputError& e) {
+      expect_has(e.what(), {path.c_str(), "empty case file"});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sweeps
+
+TEST(CaseSweep, CartesianProductInFileOrder) {
+  // seq_q comes first in the file, so it is the outer loop, though "batch" sorts first.
+  const Case c = parse(R"(op = "attention"
+[shape]
+heads = 8
+head_dim = 64
+[sweep]
+seq_q = [128, 256]
+batch = [1, 2, 4]
+)");
+  ASSERT_EQ(c.points.size(), 6u);
+  const std::vector<std::string> labels = {"seq_q=128 batch=1", "seq_q=128 batch=2", "seq_q=128 batch=4",
+                                           "seq_q=256 batch=1", "seq_q=256 batch=2", "seq_q=256 batch=4"};
+  const int64_t batches[] = {1, 2, 4};
+  for (size_t i = 0; i < labels.size(); ++i) {
+    EXPECT_EQ(c.points[i].label, labels[i]);
+    EXPECT_EQ(c.points[i].shape.seq_q, i < 3 ? 128 : 256);
+    EXPECT_EQ(c.points[i].shape.seq_k, c.points[i].shape.seq_q);  // defaults follow each point
+    EXPECT_EQ(c.points[i].shape.batch, batches[i % 3]);
+  }
+}
+
+TEST(CaseSweep, Dtype) {
+  const Case c = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\n");
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[0].label, "dtype=fp16");
+  EXPECT_EQ(c.points[0].dtype, DType::fp16);
+  EXPECT_EQ(c.points[0].shape.kv_dtype, DType::fp16);
+  EXPECT_EQ(c.points[1].label, "dtype=bf16");
+  EXPECT_EQ(c.points[1].dtype, DType::bf16);
+  EXPECT_EQ(c.points[1].shape.kv_dtype, DType::bf16);
+}
+
+TEST(CaseSweep, ContextListOfLists) {
+  const Case c = parse(R"(op = "decode"
+[shape]
+batch = 3
+heads = 8
+head_dim = 64
+[sweep]
+context = [[1, 7, 1000], [5, 5, 5]]
+)");
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[0].label, "context=[1,7,1000]");
+  EXPECT_EQ(c.points[0].shape.context, (std::vector<int64_t>{1, 7, 1000}));
+  EXPECT_EQ(c.points[0].shape.max_context, 1000);
+  EXPECT_EQ(c.points[1].label, "context=[5,5,5]");
+  EXPECT_EQ(c.points[1].shape.max_context, 5);
+}
+
+TEST(CaseSweep, ContextListOfIntsIsOnePerPoint) {
+  const Case c =
+      parse("op = \"decode\"\n[shape]\nbatch = 2\nheads = 8\nhead_dim = 64\n[sweep]\ncontext = [128, 4096]\n");
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[0].label, "context=128");
+  EXPECT_EQ(c.points[0].shape.context, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(c.points[1].shape.context, (std::vector<int64_t>{4096, 4096}));
+}
+
+TEST(CaseSweep, StringAndBoolValuesInLabels) {
+  const Case c = parse(std::string(kAttention) + "[sweep]\ncausal = [false, true]\n");
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[1].label, "causal=true");
+  EXPECT_TRUE(c.points[1].shape.causal);
+  EXPECT_EQ(parse("op = \"gemm\"\n[shape]\nm = 1\nn = 1\nk = 1\n[sweep]\nlayout = [\"nn\"]\n").points.at(0).label,
+            "layout=nn");
+}
+
+TEST(CaseSweep, ErrorsNameThePointAndTheValue) {
+  expect_has(error_of("op = \"attention\"\n[shape]\nbatch = 1\nheads = 8\nhead_dim = 64\n[sweep]\nseq_q = [128, 0]\n"),
+             {"cases/t.toml:7:15: error: sweep point seq_q=0: sweep.seq_q[1] must be at least 1, got 0"});
+  expect_has(error_of("op = \"attention\"\n[shape]\nbatch = 1\nheads = 12\nseq_q = 4\nhead_dim = 64\n"
+                      "[sweep]\nkv_heads = [4, 5]\n"),
+             {"8:16", "sweep point kv_heads=5: heads (12) must be a multiple of kv_heads (5)"});
+  expect_has(error_of(std::string(kAttention) + "[sweep]\ndtype = [\"fp16\", \"fp9\"]\n"),
+             {"sweep point dtype=fp9: unknown sweep.dtype[1] 'fp9'"});
+}
+
+TEST(CaseSweep, KeyInShapeAndSweepIsAnError) {
+  expect_has(error_of(std::string(kAttention) + "[sweep]\nseq_q = [1, 2]\n"),
+             {"5:9", "shape.seq_q is also swept; remove one"});
+  expect_has(error_of(std::string("dtype = \"fp16\"\n") + kAttention + "[sweep]\ndtype = [\"bf16\"]\n"),
+             {"1:9", "dtype is also swept; remove one"});
+}
+
+TEST(CaseSweep, ValuesMustBeNonEmptyLists) {
+  expect_has(error_of(std::string(kAttention) + "[sweep]\nwindow = 4\n"),
+             {"8:10", "sweep.window must be a non-empty list", "got integer"});
+  expect_has(error_of(std::string(kAttention) + "[sweep]\nwindow = []\n"), {"sweep.window must be a non-empty list"});
+  expect_has(error_of(std::string(kAttention) + "[sweep]\nwindow = [[1]]\n"),
+             {"sweep.window[0] must be an integer, got list"});
+}
+
+// ---------------------------------------------------------------------------
+// --set overrides
+
+TEST(CaseSet, ScalarReplacesTheFileValue) {
+  const Case c = parse(kAttention, {"shape.seq_q=8192", "verify.trials=5", "name=big"});
+  EXPECT_EQ(c.name, "big");
+  EXPECT_EQ(c.points.at(0).shape.seq_q, 8192);
+  EXPECT_EQ(c.points[0].shape.seq_k, 8192);
+  EXPECT_EQ(c.points[0].verify.trials, 5);  // [verify] did not exist in the file
+}
+
+TEST(CaseSet, BareWordIsAString) {
+  const Case c = parse(kAttention, {"dtype=bf16", "bench.mode = hot", "kernels=[\"cublas\"]"});
+  EXPECT_EQ(c.points.at(0).dtype, DType::bf16);
+  EXPECT_EQ(c.points[0].bench.mode, TimingMode::hot);
+  EXPECT_EQ(c.points[0].kernels, (std::vector<std::string>{"cublas", "naive"}));
+  EXPECT_EQ(parse(kAttention, {"dtype=\"fp16\""}).points.at(0).dtype, DType::fp16);
+}
+
+TEST(CaseSet, ArrayOnAShapeKeyIsASweep) {
+  // The override replaces the file's fixed value and its [sweep] entry; file sweeps stay outer.
+  const char* text = R"(op = "attention"
+[shape]
+seq_q = 128
+head_dim = 64
+[sweep]
+batch = [1, 2]
+heads = [16]
+)";
+  const Case c = parse(text, {"shape.seq_q=[1024,2048]", "shape.heads=[4, 8]"});
+  ASSERT_EQ(c.points.size(), 8u);
+  EXPECT_EQ(c.points[0].label, "batch=1 seq_q=1024 heads=4");
+  EXPECT_EQ(c.points[1].label, "batch=1 seq_q=1024 heads=8");
+  EXPECT_EQ(c.points[2].label, "batch=1 seq_q=2048 heads=4");
+  EXPECT_EQ(c.points[7].label, "batch=2 seq_q=2048 heads=8");
+  EXPECT_EQ(c.points[7].shape.seq_q, 2048);
+  EXPECT_EQ(c.points[7].shape.heads, 8);
+  // A sweep override also replaces a fixed value: no "also swept" conflict.
+  EXPECT_EQ(parse(kAttention, {"sweep.seq_q=[1,2]"}).points.size(), 2u);
+}
+
+TEST(CaseSet, ScalarReplacesASweep) {
+  const Case c = parse(std::string(kDecode) + "[sweep]\nheads = [4, 8]\n", {"shape.heads=16", "shape.context=[1,2,3]"});
+  ASSERT_EQ(c.points.size(), 1u);
+  EXPECT_EQ(c.points[0].label, "");
+  EXPECT_EQ(c.points[0].shape.heads, 16);
+  EXPECT_EQ(c.points[0].shape.context, (std::vector<int64_t>{1, 2, 3}));  // a list of ints is per sequence
+}
+
+TEST(CaseSet, ContextListOfListsIsASweep) {
+  const Case c = parse(kDecode, {"shape.context=[[1,2,3],[4,5,6]]"});
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[1].label, "context=[4,5,6]");
+  EXPECT_EQ(c.points[1].shape.context, (std::vector<int64_t>{4, 5, 6}));
+}
+
+TEST(CaseSet, DtypeListIsASweep) {
+  const Case c = parse(std::string("dtype = \"fp32\"\n") + kAttention, {"dtype=[\"fp16\",\"bf16\"]"});
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[1].label, "dtype=bf16");
+  EXPECT_EQ(c.points[1].dtype, DType::bf16);
+}
+
+TEST(CaseSet, ErrorsPointAtTheOverride) {
+  expect_has(error_of(kAttention, {"shape.seq_len=5"}),
+             {"--set shape.seq_len=5: error: unknown key shape.seq_len (did you mean seq_q"});
+  expect_has(error_of(kAttention, {"shap.seq_q=5"}),
+             {"--set shap.seq_q=5: error: unknown key shap (did you mean shape?)"});
+  expect_has(error_of(kAttention, {"shape.heads=0"}),
+             {"--set shape.heads=0: error: shape.heads must be at least 1, got 0"});
+  expect_has(error_of(kAttention, {"shape.seq_q=[8, 0]"}),
+             {"--set shape.seq_q=[8, 0]: error: sweep point seq_q=0: sweep.seq_q[1] must be at least 1"});
+  expect_has(error_of(kAttention, {"dtype=fp61"}),
+             {"--set dtype=fp61: error: unknown dtype 'fp61' (did you mean fp16?)"});
+}
+
+TEST(CaseSet, Malformed) {
+  expect_has(error_of(kAttention, {"shape.seq_q"}), {"--set shape.seq_q: error: expected KEY=VALUE"});
+  expect_has(error_of(kAttention, {"=5"}), {"--set =5: error: expected KEY=VALUE"});
+  expect_has(error_of(kAttention, {"shape..seq_q=5"}), {"--set shape..seq_q=5: error: bad key 'shape..seq_q'"});
+  expect_has(error_of(kAttention, {"shape.seq_q=[1,"}), {"--set shape.seq_q=[1,: error: bad value '[1,'"});
+  expect_has(error_of(kAttention, {"shape.seq_q="}), {"bad value ''"});
+  expect_has(error_of(kAttention, {"shape.seq_q=1\nop=\"gemm\""}),
+             {"--set shape.seq_q=1\\nop=", "must be on one line"});
+  expect_has(error_of(std::string("dtype = \"fp16\"\n") + kAttention, {"dtype.x=1"}),
+             {"--set dtype.x=1: error: dtype is a string, not a table"});
+  expect_has(error_of(kAttention, {"dtype.x=1"}), {"--set dtype.x=1: error: dtype must be a string, got table"});
+}
+
+// ---------------------------------------------------------------------------
+// Finding case files
+
+class CasePaths : public TempDir {
+ protected:
+  void SetUp() override {
+    TempDir::SetUp();
+    cases_ = (root_ / "cases").string();
+    for (const char* f : {"a.toml", "smoke/c.toml", "smoke/b.toml", "deep/x/d.toml", "one/e.toml", "two/e.toml"})
+      write(std::string("cases/") + f, kAttention);
+    write("cases/notes.txt", "not a case");
+    fs::create_directories(root_ / "empty" / "sub");
+  }
+  std::string at(const std::string& rel) const { return (root_ / "cases" / rel).string(); }
+  std::string error_of_paths(const std::string& arg) const {
+    try {
+      resolve_case_paths(arg, cases_);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an InputError for " << arg;
+    return "";
+  }
+  std::string cases_;
+};
+
+TEST_F(CasePaths, FileAndDirectory) {
+  EXPECT_EQ(resolve_case_paths(at("a.toml"), cases_), (std::vector<std::string>{at("a.toml")}));
+  EXPECT_EQ(resolve_case_paths(at("smoke"), cases_),
+            (std::vector<std::string>{at("smoke/b.toml"), at("smoke/c.toml")}));
+}
+
+TEST_F(CasePaths, AllIsEveryCaseSortedAndRecursive) {
+  EXPECT_EQ(resolve_case_paths("all", cases_),
+            (std::vector<std::string>{at("a.toml"), at("deep/x/d.toml"), at("one/e.toml"), at("smoke/b.toml"),
+                                      at("smoke/c.toml"), at("two/e.toml")}));
+}
+
+TEST_F(CasePaths, BareNames) {
+  EXPECT_EQ(resolve_case_paths("a", cases_), (std::vector<std::string>{at("a.toml")}));
+  EXPECT_EQ(resolve_case_paths("smoke", cases_), (std::vector<std::string>{at("smoke/b.toml"), at("smoke/c.toml")}));
+  EXPECT_EQ(resolve_case_paths("d", cases_), (std::vector<std::string>{at("deep/x/d.toml")}));
+  EXPECT_EQ(resolve_case_paths("smoke/b.toml", cases_), (std::vector<std::string>{at("smoke/b.toml")}));
+}
+
+TEST_F(CasePaths, Errors) {
+  expect_has(error_of_paths("zzz"), {"no case named 'zzz' (looked in", cases_.c_str()});
+  expect_has(error_of_paths((root_ / "nope.toml").string()),
+             {(root_ / "nope.toml").string().c_str(), "no such case file"});
+  expect_has(error_of_paths("e"), {"ambiguous", at("one/e.toml").c_str(), at("two/e.toml").c_str()});
+  expect_has(error_of_paths((root_ / "empty").string()), {(root_ / "empty").string().c_str(), "no .toml case files"});
+}
+
+}  // namespace
+}  // namespace attnbench

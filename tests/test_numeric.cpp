@@ -1,0 +1,113 @@
+// Host storage formats and the input generator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "app/numeric.hpp"
+#include "app/random.hpp"
+
+using namespace attnbench;
+
+TEST(Half, KnownEncodings) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);        // largest finite
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);        // rounds to infinity
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (zero)
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie to even: down
+  EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie to even: up
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(NAN))));
+}
+
+TEST(Half, EveryEncodingRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = half_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_half(f), h) << "half 0x" << std::hex << h;
+  }
+}
+
+TEST(Half, MatchesTheCompilersConversion) {
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 1000000; ++i) {
+    float f;
+    const uint32_t u = bits(gen);
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f)) continue;
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t want;
+    std::memcpy(&want, &h, 2);
+    ASSERT_EQ(float_to_half(f), want) << f;
+  }
+}
+
+TEST(Bf16, KnownEncodingsAndTies) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(-1.5f), 0xbfc0);
+  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie to even: down
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie to even: up
+  EXPECT_EQ(float_to_bf16(1.0f + 1.1f * std::ldexp(1.0f, -8)), 0x3f81);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = bf16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_bf16(f), h);
+  }
+}
+
+TEST(Fp8E4m3, KnownEncodingsSaturationAndRoundTrip) {
+  EXPECT_EQ(float_to_fp8e4m3(1.0f), 0x38);
+  EXPECT_EQ(float_to_fp8e4m3(448.0f), 0x7e);
+  EXPECT_EQ(float_to_fp8e4m3(1000.0f), 0x7e);  // saturates, never NaN
+  EXPECT_EQ(float_to_fp8e4m3(-1000.0f), 0xfe);
+  EXPECT_EQ(float_to_fp8e4m3(std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
+  EXPECT_EQ(float_to_fp8e4m3(NAN), 0x7f);
+  EXPECT_FLOAT_EQ(fp8e4m3_to_float(0x7e), 448.0f);
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float f = fp8e4m3_to_float(static_cast<uint8_t>(b));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_fp8e4m3(f), b) << b;
+  }
+}
+
+TEST(RoundTo, IsIdempotentAndEncodeDecodeAgree) {
+  const std::vector<float> xs = {0.1f, -3.14159f, 1e-3f, 123.456f};
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
+    std::vector<float> r;
+    for (float x : xs) r.push_back(round_to(t, x));
+    for (size_t i = 0; i < r.size(); ++i) EXPECT_EQ(round_to(t, r[i]), r[i]);
+    const auto bytes = encode(t, r);
+    ASSERT_EQ(bytes.size(), r.size() * dtype_bytes(t));
+    for (size_t i = 0; i < r.size(); ++i) EXPECT_EQ(decode_element(t, bytes.data(), i), r[i]) << dtype_name(t);
+  }
+}
+
+TEST(Random, DeterministicPerSeedStreamAndIndex) {
+  EXPECT_EQ(random_uniform(1, 2, 3), random_uniform(1, 2, 3));
+  EXPECT_NE(random_uniform(1, 2, 3), random_uniform(2, 2, 3));
+  EXPECT_NE(random_uniform(1, 2, 3), random_uniform(1, 3, 3));
+  EXPECT_NE(random_uniform(1, 2, 3), random_uniform(1, 2, 4));
+}
+
+TEST(Random, UniformAndNormalMoments) {
+  const int n = 200000;
+  double su = 0, su2 = 0, sn = 0, sn2 = 0, lo = 1, hi = -1;
+  for (int i = 0; i < n; ++i) {
+    const double u = random_uniform(9, 0, i), g = random_normal(9, 1, i);
+    su += u;
+    su2 += u * u;
+    sn += g;
+    sn2 += g * g;
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+  }
+  EXPECT_GE(lo, -1.0);
+  EXPECT_LT(hi, 1.0);
+  EXPECT_NEAR(su / n, 0.0, 0.01);
+  EXPECT_NEAR(su2 / n, 1.0 / 3.0, 0.01);
+  EXPECT_NEAR(sn / n, 0.0, 0.01);
+  EXPECT_NEAR(sn2 / n, 1.0, 0.02);
+}

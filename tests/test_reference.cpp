@@ -1,0 +1,473 @@
+// The fp64 reference: tiny cases computed by hand, then properties that tie the operations to each other
+// (GQA = MHA with repeated heads, decode = last row of causal attention, paged = decode on the gathered cache, ...).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "reference/reference.hpp"
+
+namespace attnbench::ref {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Multiples of 1/32 in [-2, 2]: exact in float, and sums of their products are exact in double, so properties that
+// only regroup arithmetic hold exactly and a constant shift (x + 8) loses nothing to rounding.
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(-64, 64);
+  std::vector<float> x(n);
+  for (float& e : x) e = dist(gen) / 32.0f;
+  return x;
+}
+
+Rows all_rows(int64_t n) {
+  Rows r(n);
+  std::iota(r.begin(), r.end(), 0);
+  return r;
+}
+
+// Element by element, tol relative to max(1, |expected|); NaN never passes. Reports the first mismatch and the count
+// rather than one failure per element.
+void expect_near(const Matrix& got, const Matrix& expected, double tol) {
+  ASSERT_EQ(got.rows(), expected.rows());
+  ASSERT_EQ(got.cols(), expected.cols());
+  int64_t mismatches = 0;
+  std::ostringstream first;
+  for (Eigen::Index i = 0; i < got.rows(); ++i) {
+    for (Eigen::Index j = 0; j < got.cols(); ++j) {
+      if (std::abs(got(i, j) - expected(i, j)) <= tol * std::max(1.0, std::abs(expected(i, j)))) continue;
+      if (mismatches++ == 0) {
+        first << std::setprecision(17) << "first at (" << i << ", " << j << "): got " << got(i, j) << ", expected "
+              << expected(i, j);
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << first.str();
+}
+
+Matrix rows_of(std::initializer_list<std::initializer_list<double>> values) {
+  Matrix m(values.size(), values.begin()->size());
+  int i = 0;
+  for (const auto& row : values) {
+    int j = 0;
+    for (double v : row) m(i, j++) = v;
+    ++i;
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------------------- softmax
+
+TEST(Softmax, HandComputed) {
+  // Row 0: exp(0, ln 2, ln 3) = (1, 2, 3), sum 6 -> (1/6, 1/3, 1/2); float(ln 2) is off by ~3e-8 relative.
+  // Row 1: (1000, 1000, 1000) -> 1/3 each; exp(1000) overflows, so this passes only if the max is subtracted.
+  // Row 2: (-inf, 0, -inf) -> (0, 1, 0).
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {0, std::log(2.0f), std::log(3.0f), 1000, 1000, 1000, -inf, 0, -inf};
+  const Matrix got = softmax(x.data(), 3, {0, 1, 2});
+  expect_near(got, rows_of({{1 / 6.0, 1 / 3.0, 1 / 2.0}, {1 / 3.0, 1 / 3.0, 1 / 3.0}, {0, 1, 0}}), 1e-7);
+}
+
+TEST(Softmax, AllMinusInfinityRowIsZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {-inf, -inf};
+  const Matrix got = softmax(x.data(), 2, {0});
+  EXPECT_EQ(got(0, 0), 0.0);
+  EXPECT_EQ(got(0, 1), 0.0);
+}
+
+TEST(Softmax, RowsSumToOneAndIgnoreAConstantShift) {
+  const int64_t rows = 5, cols = 37;
+  std::vector<float> x = random_values(rows * cols, 1);
+  const Matrix p = softmax(x.data(), cols, all_rows(rows));
+  for (int64_t i = 0; i < rows; ++i) EXPECT_NEAR(p.row(i).sum(), 1.0, 1e-14) << "row " << i;
+  for (float& e : x) e += 8;  // exact: see random_values
+  expect_near(softmax(x.data(), cols, all_rows(rows)), p, 1e-14);
+}
+
+// ------------------------------------------------------------------------------------------------------------- gemm
+
+TEST(Gemm, HandComputed) {
+  // Batch 0: A = [1 2; 3 4], B = [5 6; 7 8].  Batch 1: A = I, B = [1 2; 3 4].
+  const std::vector<float> a = {1, 2, 3, 4, 1, 0, 0, 1};
+  const std::vector<float> b = {5, 6, 7, 8, 1, 2, 3, 4};
+  // nt, batch 0: A·Bᵀ = [1·5+2·6 1·7+2·8; 3·5+4·6 3·7+4·8] = [17 23; 39 53]; batch 1: Bᵀ = [1 3; 2 4].
+  expect_near(gemm(a.data(), b.data(), false, 2, 2, 2, all_rows(4)), rows_of({{17, 23}, {39, 53}, {1, 3}, {2, 4}}), 0);
+  // nn, batch 0: A·B = [1·5+2·7 1·6+2·8; 3·5+4·7 3·6+4·8] = [19 22; 43 50]; batch 1: B = [1 2; 3 4].
+  expect_near(gemm(a.data(), b.data(), true, 2, 2, 2, all_rows(4)), rows_of({{19, 22}, {43, 50}, {1, 2}, {3, 4}}), 0);
+  // Output row r is row r % m of batch r / m, returned in the order asked.
+  expect_near(gemm(a.data(), b.data(), false, 2, 2, 2, {3, 0, 3}), rows_of({{2, 4}, {17, 23}, {2, 4}}), 0);
+}
+
+TEST(Gemm, NtOnBEqualsNnOnBTransposed) {
+  const int64_t batch = 2, m = 5, n = 7, k = 3;
+  const std::vector<float> a = random_values(batch * m * k, 2), b = random_values(batch * n * k, 3);
+  std::vector<float> bt(b.size());  // [batch, k, n]
+  for (int64_t p = 0; p < batch; ++p) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) bt[(p * k + j) * n + i] = b[(p * n + i) * k + j];
+    }
+  }
+  expect_near(gemm(a.data(), b.data(), false, m, n, k, all_rows(batch * m)),
+              gemm(a.data(), bt.data(), true, m, n, k, all_rows(batch * m)), 0);
+}
+
+// Larger than one task in both directions (tiles of 256 rows x 256 columns), checked against a plain triple loop.
+TEST(Gemm, TilesCoverTheOutput) {
+  const int64_t batch = 2, m = 300, n = 520, k = 9;
+  const std::vector<float> a = random_values(batch * m * k, 4), b = random_values(batch * n * k, 5);
+  for (bool nn : {false, true}) {
+    const Matrix c = gemm(a.data(), b.data(), nn, m, n, k, all_rows(batch * m));
+    Matrix expected(batch * m, n);
+    for (int64_t p = 0; p < batch; ++p) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t e = 0; e < k; ++e) {
+            sum += double{a[(p * m + i) * k + e]} * (nn ? b[(p * k + e) * n + j] : b[(p * n + j) * k + e]);
+          }
+          expected(p * m + i, j) = sum;
+        }
+      }
+    }
+    expect_near(c, expected, 0);
+  }
+}
+
+// -------------------------------------------------------------------------------------------------------- attention
+
+// Inputs of an attention problem, drawn at random.
+struct AttentionInputs {
+  std::vector<float> q, k, v;
+  AttentionInputs(const AttentionShape& s, unsigned seed)
+      : q(random_values(s.batch * s.seq_q * s.heads * s.head_dim, seed)),
+        k(random_values(s.batch * s.seq_k * s.kv_heads * s.head_dim, seed + 1)),
+        v(random_values(s.batch * s.seq_k * s.kv_heads * s.head_dim, seed + 2)) {}
+  Matrix run(const AttentionShape& s) const { return attention(s, q.data(), k.data(), v.data(), all_rows(count(s))); }
+  static int64_t count(const AttentionShape& s) { return s.batch * s.seq_q * s.heads; }
+};
+
+// head_dim 4 so that the default scale 1/sqrt(4) = 1/2 is exact.
+//   keys    k0 = (1 0 0 0), k1 = (0 1 0 0), k2 = (0 0 1 0)
+//   values  v0 = (6 0 0 1), v1 = (0 6 0 1), v2 = (0 0 6 1)
+//   queries q0 = (0 0 0 0): every score 0, so uniform over the keys it sees;
+//           q1 = (0, 2 ln 2, 2 ln 3, 0): scores (0, ln 2, ln 3), weights (1, 2, 3) / 6 over keys 0..2.
+struct HandCase {
+  AttentionShape s;
+  std::vector<float> q = {0, 0, 0, 0, 0, 2 * std::log(2.0f), 2 * std::log(3.0f), 0};
+  std::vector<float> k = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  std::vector<float> v = {6, 0, 0, 1, 0, 6, 0, 1, 0, 0, 6, 1};
+  HandCase() {
+    s.seq_q = 2;
+    s.seq_k = 3;
+    s.head_dim = 4;
+  }
+  Matrix run() const { return attention(s, q.data(), k.data(), v.data(), {0, 1}); }
+};
+
+TEST(Attention, HandComputedCausalIsAlignedBottomRight) {
+  HandCase c;
+  c.s.causal = true;
+  // Query i sits at key position i + 3 - 2: q0 sees keys 0, 1 -> (v0 + v1) / 2 = (3 3 0 1);
+  // q1 sees keys 0..2 -> (v0 + 2 v1 + 3 v2) / 6 = (1 2 3 1). (Top-left alignment would give (6 0 0 1), (2 4 0 1).)
+  expect_near(c.run(), rows_of({{3, 3, 0, 1}, {1, 2, 3, 1}}), 1e-7);
+}
+
+TEST(Attention, HandComputedNonCausal) {
+  HandCase c;
+  // q0 sees all three keys -> (v0 + v1 + v2) / 3 = (2 2 2 1); q1 as in the causal case.
+  expect_near(c.run(), rows_of({{2, 2, 2, 1}, {1, 2, 3, 1}}), 1e-7);
+}
+
+TEST(Attention, HandComputedWindow) {
+  HandCase c;
+  c.q.assign(8, 0);  // uniform over the keys each query sees
+  c.s.window = 2;
+  // Positions 1 and 2; without causal |p - j| < 2: p = 1 sees keys 0..2, p = 2 sees keys 1, 2.
+  expect_near(c.run(), rows_of({{2, 2, 2, 1}, {0, 3, 3, 1}}), 1e-15);
+  // With causal also j <= p: p = 1 sees keys 0, 1; p = 2 sees keys 1, 2.
+  c.s.causal = true;
+  expect_near(c.run(), rows_of({{3, 3, 0, 1}, {0, 3, 3, 1}}), 1e-15);
+}
+
+TEST(Attention, HandComputedAlibi) {
+  HandCase c;
+  c.q.assign(8, 0);  // scores are the bias alone
+  c.s.alibi = true;
+  // One head: slope 2^-8. q1 (p = 2) scores -(2, 1, 0)/256 for keys 0..2, so weights are proportional to
+  // (e^-2/256, e^-1/256, 1); q0 (p = 1) scores -(1, 0, 1)/256.
+  const double a = std::exp(-1 / 256.0), a2 = a * a;
+  const double z0 = 2 * a + 1, z1 = a2 + a + 1;
+  expect_near(c.run(), rows_of({{6 * a / z0, 6 / z0, 6 * a / z0, 1}, {6 * a2 / z1, 6 * a / z1, 6 / z1, 1}}), 1e-15);
+}
+
+TEST(Attention, AlibiSlopesForEightHeads) {
+  for (int64_t h = 0; h < 8; ++h) EXPECT_EQ(alibi_slope(h, 8), std::ldexp(1.0, -(h + 1))) << "head " << h;
+}
+
+// Head h of GQA reads kv head h / (heads / kv_heads); repeating each kv head that many times must change nothing.
+void expect_equals_mha_with_repeated_heads(AttentionShape s) {
+  const AttentionInputs in(s, 10);
+  const Matrix grouped = in.run(s);
+  const int64_t group = s.heads / s.kv_heads, d = s.head_dim;
+  AttentionInputs mha = in;
+  mha.k.resize(s.batch * s.seq_k * s.heads * d);
+  mha.v.resize(mha.k.size());
+  for (int64_t t = 0; t < s.batch * s.seq_k; ++t) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t e = 0; e < d; ++e) {
+        mha.k[(t * s.heads + h) * d + e] = in.k[(t * s.kv_heads + h / group) * d + e];
+        mha.v[(t * s.heads + h) * d + e] = in.v[(t * s.kv_heads + h / group) * d + e];
+      }
+    }
+  }
+  s.kv_heads = s.heads;
+  expect_near(grouped, mha.run(s), 0);
+}
+
+TEST(Attention, GqaEqualsMhaWithRepeatedKvHeads) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 8, s.kv_heads = 2, s.seq_q = 5, s.seq_k = 9, s.head_dim = 16;
+  s.causal = true;
+  s.alibi = true;
+  expect_equals_mha_with_repeated_heads(s);
+}
+
+TEST(Attention, MqaEqualsMhaWithRepeatedKvHead) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 4, s.kv_heads = 1, s.seq_q = 7, s.seq_k = 7, s.head_dim = 8;
+  expect_equals_mha_with_repeated_heads(s);
+}
+
+TEST(Attention, WindowOfSeqKIsNoWindow) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 3, s.seq_q = 11, s.seq_k = 11, s.head_dim = 8;
+  const AttentionInputs in(s, 20);
+  const Matrix full = in.run(s);
+  s.window = s.seq_k;
+  expect_near(in.run(s), full, 0);
+  s.window = s.seq_k - 1;  // and the window does something
+  EXPECT_GT((in.run(s) - full).cwiseAbs().maxCoeff(), 1e-3);
+}
+
+TEST(Attention, CausalWithMoreQueriesThanKeysGivesZeroRows) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 2, s.seq_q = 6, s.seq_k = 4, s.head_dim = 8;
+  s.causal = true;
+  const Matrix o = AttentionInputs(s, 30).run(s);
+  EXPECT_FALSE(o.hasNaN());
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t i = 0; i < s.seq_q; ++i) {
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const auto row = o.row((b * s.seq_q + i) * s.heads + h);
+        // Query i sits at key position i - 2: the first two see no key at all.
+        if (i < s.seq_q - s.seq_k) {
+          EXPECT_TRUE((row.array() == 0).all()) << "b " << b << " i " << i << " h " << h;
+        } else {
+          EXPECT_GT(row.cwiseAbs().maxCoeff(), 0) << "b " << b << " i " << i << " h " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, CausalSingleQuerySeesEveryKey) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 2, s.seq_q = 1, s.seq_k = 13, s.head_dim = 8;
+  const AttentionInputs in(s, 40);
+  const Matrix open = in.run(s);
+  s.causal = true;
+  expect_near(in.run(s), open, 0);
+}
+
+// ------------------------------------------------------------------------------------------------------- decode
+
+// A decode problem whose cache slots past each context hold NaN, so reading one shows.
+struct DecodeInputs {
+  DecodeShape s;
+  std::vector<float> q, k, v;
+  DecodeInputs(int64_t heads, int64_t kv_heads, int64_t head_dim, std::vector<int64_t> context, bool alibi) {
+    s.batch = context.size(), s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim;
+    s.max_context = *std::max_element(context.begin(), context.end()) + 3;
+    s.context = context;
+    s.alibi = alibi;
+    q = random_values(s.batch * heads * head_dim, 50);
+    k = random_values(s.batch * s.max_context * kv_heads * head_dim, 51);
+    v = random_values(k.size(), 52);
+    const int64_t token = kv_heads * head_dim;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t t = context[b]; t < s.max_context; ++t) {
+        std::fill_n(k.begin() + (b * s.max_context + t) * token, token, kNaN);
+        std::fill_n(v.begin() + (b * s.max_context + t) * token, token, kNaN);
+      }
+    }
+  }
+  Matrix run(const Rows& rows) const { return decode(s, q.data(), k.data(), v.data(), rows); }
+};
+
+TEST(Decode, EqualsLastRowOfCausalAttention) {
+  for (bool alibi : {false, true}) {
+    const DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
+    const DecodeShape& s = in.s;
+    const Matrix o = in.run(all_rows(s.batch * s.heads));
+    EXPECT_FALSE(o.hasNaN());
+    for (int64_t b = 0; b < s.batch; ++b) {
+      // Sequence b as a prefill: context[b] queries (random, but the last is the decode query) over its tokens.
+      AttentionShape a;
+      a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = a.seq_k = s.context[b], a.head_dim = s.head_dim;
+      a.causal = true;
+      a.alibi = alibi;
+      std::vector<float> q = random_values(a.seq_q * a.heads * a.head_dim, 60);
+      std::copy_n(in.q.begin() + b * s.heads * s.head_dim, s.heads * s.head_dim,
+                  q.end() - s.heads * s.head_dim);  // the last query row
+      const int64_t cache = b * s.max_context * s.kv_heads * s.head_dim;
+      Rows last_row(s.heads);
+      std::iota(last_row.begin(), last_row.end(), (a.seq_q - 1) * a.heads);
+      const Matrix expected = attention(a, q.data(), in.k.data() + cache, in.v.data() + cache, last_row);
+      expect_near(o.middleRows(b * s.heads, s.heads), expected, 1e-15);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------- paged
+
+TEST(Paged, EqualsDecodeOnTheGatheredCache) {
+  for (bool alibi : {false, true}) {
+    const DecodeInputs dense(4, 2, 16, {1, 17, 40}, alibi);
+    const DecodeShape& d = dense.s;
+    PagedShape p;
+    p.decode = d;
+    p.decode.max_context = 0;  // ignored
+    p.block_size = 16;
+    p.x = 8;  // fp16
+    p.max_blocks_per_seq = 4;
+    p.num_blocks = 11;  // 1 + 2 + 3 blocks needed
+    // Each sequence gets distinct blocks from a shuffled pool; unused table entries are -1, never to be read.
+    std::vector<int32_t> pool(p.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937(70));
+    std::vector<int32_t> table(d.batch * p.max_blocks_per_seq, -1);
+    auto next = pool.begin();
+    for (int64_t b = 0; b < d.batch; ++b) {
+      for (int64_t i = 0; i < (d.context[b] + p.block_size - 1) / p.block_size; ++i) {
+        table[b * p.max_blocks_per_seq + i] = *next++;
+      }
+    }
+    // Scatter the dense cache into the pool; every slot not written (spare blocks, tails of last blocks) stays NaN.
+    const int64_t kvh = d.kv_heads, hd = d.head_dim, bs = p.block_size, x = p.x;
+    std::vector<float> k_pool(p.num_blocks * kvh * hd * bs, kNaN), v_pool(k_pool.size(), kNaN);
+    for (int64_t b = 0; b < d.batch; ++b) {
+      for (int64_t t = 0; t < d.context[b]; ++t) {
+        const int64_t block = table[b * p.max_blocks_per_seq + t / bs], slot = t % bs;
+        for (int64_t h = 0; h < kvh; ++h) {
+          for (int64_t e = 0; e < hd; ++e) {
+            const float* src_k = &dense.k[((b * d.max_context + t) * kvh + h) * hd + e];
+            const float* src_v = &dense.v[((b * d.max_context + t) * kvh + h) * hd + e];
+            k_pool[(((block * kvh + h) * (hd / x) + e / x) * bs + slot) * x + e % x] = *src_k;
+            v_pool[((block * kvh + h) * hd + e) * bs + slot] = *src_v;
+          }
+        }
+      }
+    }
+    const Rows rows = all_rows(d.batch * d.heads);
+    const Matrix o = paged(p, dense.q.data(), k_pool.data(), v_pool.data(), table.data(), rows);
+    EXPECT_FALSE(o.hasNaN());
+    expect_near(o, dense.run(rows), 0);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ rows and errors
+
+TEST(Rows, SampledRowsEqualRowsOfTheFullOutput) {
+  // Any order, with repeats. Attention has more than 256 rows per kv head, so its groups are split into tasks.
+  const Rows sample = {599, 0, 5, 5, 300, 2, 599, 1};
+  const auto check = [&](const Matrix& full, const Matrix& sampled) {
+    ASSERT_EQ(sampled.rows(), static_cast<Eigen::Index>(sample.size()));
+    for (size_t n = 0; n < sample.size(); ++n) {
+      expect_near(sampled.row(n), full.row(sample[n]), 1e-13);
+    }
+  };
+  {
+    const std::vector<float> x = random_values(600 * 33, 80);
+    check(softmax(x.data(), 33, all_rows(600)), softmax(x.data(), 33, sample));
+  }
+  {
+    const std::vector<float> a = random_values(3 * 200 * 17, 81), b = random_values(3 * 300 * 17, 82);
+    for (bool nn : {false, true}) {
+      check(gemm(a.data(), b.data(), nn, 200, 300, 17, all_rows(600)),
+            gemm(a.data(), b.data(), nn, 200, 300, 17, sample));
+    }
+  }
+  {
+    AttentionShape s;
+    s.heads = 2, s.kv_heads = 1, s.seq_q = 300, s.seq_k = 310, s.head_dim = 8;
+    s.causal = true;
+    const AttentionInputs in(s, 83);
+    check(in.run(s), attention(s, in.q.data(), in.k.data(), in.v.data(), sample));
+  }
+  {
+    const DecodeInputs in(4, 4, 8, std::vector<int64_t>(150, 5), true);
+    check(in.run(all_rows(600)), in.run(sample));
+  }
+}
+
+TEST(Rows, LargeProblemsGiveTheSameBitsEveryTime) {
+  // Big enough to run on several threads; tasks must not depend on which thread runs them.
+  AttentionShape s;
+  s.batch = 2, s.heads = 4, s.seq_q = 300, s.seq_k = 300, s.head_dim = 64;
+  s.causal = true;
+  const AttentionInputs in(s, 90);
+  const Matrix first = in.run(s);
+  for (int trial = 0; trial < 3; ++trial) EXPECT_TRUE(in.run(s) == first) << "trial " << trial;
+}
+
+TEST(Errors, RowsOutOfRangeThrow) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 2, s.seq_q = 3, s.seq_k = 3, s.head_dim = 4;
+  const AttentionInputs in(s, 100);
+  EXPECT_THROW(attention(s, in.q.data(), in.k.data(), in.v.data(), {0, 12}), std::out_of_range);
+  EXPECT_THROW(attention(s, in.q.data(), in.k.data(), in.v.data(), {-1}), std::out_of_range);
+  EXPECT_NO_THROW(attention(s, in.q.data(), in.k.data(), in.v.data(), {11}));
+
+  const DecodeInputs d(2, 2, 4, {3, 4}, false);
+  EXPECT_THROW(d.run({4}), std::out_of_range);
+  EXPECT_THROW(softmax(in.q.data(), 4, {-1}), std::out_of_range);
+  EXPECT_THROW(gemm(in.q.data(), in.k.data(), false, 2, 2, 2, {-1}), std::out_of_range);
+}
+
+TEST(Errors, BadShapesThrow) {
+  AttentionShape s;
+  s.heads = 3, s.kv_heads = 2;
+  const std::vector<float> x(64, 0);
+  EXPECT_THROW(attention(s, x.data(), x.data(), x.data(), {0}), std::invalid_argument);
+
+  DecodeInputs d(2, 2, 4, {3, 4}, false);
+  d.s.context = {3, 4, 5};
+  EXPECT_THROW(d.run({0}), std::invalid_argument);
+  d.s.context = {3, 0};
+  EXPECT_THROW(d.run({0}), std::invalid_argument);
+
+  PagedShape p;
+  p.decode = DecodeInputs(2, 2, 8, {3}, false).s;
+  p.block_size = 2, p.num_blocks = 4, p.max_blocks_per_seq = 2, p.x = 8;
+  const std::vector<int32_t> bad_block = {0, 4};  // context 3 uses both entries; block 4 is outside the pool
+  const std::vector<float> pool(4 * 2 * 8 * 2, 0), q(2 * 8, 0);
+  EXPECT_THROW(paged(p, q.data(), pool.data(), pool.data(), bad_block.data(), {0}), std::out_of_range);
+  p.x = 3;  // head_dim 8 is not a multiple of 3
+  const std::vector<int32_t> good = {0, 1};
+  EXPECT_THROW(paged(p, q.data(), pool.data(), pool.data(), good.data(), {0}), std::invalid_argument);
+  p.x = 8;
+  EXPECT_NO_THROW(paged(p, q.data(), pool.data(), pool.data(), good.data(), {0}));
+}
+
+}  // namespace
+}  // namespace attnbench::ref
