@@ -61,7 +61,8 @@ void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--seed", o.seed, "first seed of the verification trials (overrides [verify].seed)");
   cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--cases-dir", o.cases_dir, "where case names and `all` are looked up (default: ./cases)");
-  cmd->add_flag("--dry-run", o.dry_run, "load and validate the cases, print what would run; needs no GPU");
+  cmd->add_flag("--dry-run", o.dry_run,
+                "load and validate the cases, print what would run (as on an H100); needs no GPU");
 }
 
 // Loads every case first, so a bad file stops the run before any GPU work.
@@ -91,9 +92,10 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
         continue;
       }
       std::vector<std::string> names;
-      for (const auto& v : problem->variants(DeviceCaps{})) names.push_back(v.name);
+      for (const auto& v : problem->variants(assumed_caps())) names.push_back(v.name);
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
-      for (const auto& n : select_variants(names, p, o.kernels, timed)) std::cout << " " << n;
+      const auto defaults = problem->default_variants(assumed_caps());
+      for (const auto& n : select_variants(names, p, o.kernels, timed, defaults)) std::cout << " " << n;
       std::cout << "\n";
     }
   }

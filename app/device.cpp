@@ -69,6 +69,7 @@ Gpu::Gpu(int index) {
   info_.caps.smem_per_block_optin = p.sharedMemPerBlockOptin;
   info_.caps.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
   info_.total_memory = p.totalGlobalMem;
+  info_.caps.total_memory = p.totalGlobalMem;
   info_.memory_bus_bits = p.memoryBusWidth;
   check_cuda(cudaDriverGetVersion(&info_.driver_version), "cudaDriverGetVersion");
   check_cuda(cudaRuntimeGetVersion(&info_.runtime_version), "cudaRuntimeGetVersion");

@@ -4,12 +4,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <deque>
 #include <vector>
 
 #include "app/case.hpp"
 #include "app/device.hpp"
+#include "app/timing.hpp"
 #include "app/verify.hpp"
 #include "reference/reference.hpp"
 
@@ -39,6 +41,14 @@ struct Tensor {
   std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_bytes(dtype); }
 };
 
+// A generation loop's times (op pipeline): time to first token, then per token.
+struct PipelineTiming {
+  Timing ttft;  // cache writes of the prompt + prefill attention, per repetition
+  Summary tbt;  // one decode step each: cache append + decode
+  double tbt_p99 = 0;
+  int64_t steps = 0;  // decode steps timed
+};
+
 class Problem {
  public:
   explicit Problem(const CasePoint& p) : point_(p) {}
@@ -49,12 +59,13 @@ class Problem {
   virtual std::vector<VariantChoice> variants(const DeviceCaps& caps) const = 0;
   virtual Work work() const = 0;
   // Bytes of all tensors, to refuse a case that cannot fit before allocating.
-  uint64_t device_bytes() const;
+  virtual uint64_t device_bytes() const;
   virtual std::size_t workspace(const std::string& variant) const = 0;
 
-  void allocate();
-  // Draws fresh inputs from `seed` (rounded to their dtypes) and uploads them.
-  void generate(uint64_t seed);
+  virtual void allocate();
+  // Draws fresh inputs from `seed` (rounded to their dtypes), uploads them, then lets
+  // the op build what it derives from them (after_inputs).
+  void generate(uint64_t seed, const LaunchContext& ctx);
   virtual void launch(const std::string& variant, const LaunchContext& ctx) = 0;
 
   // The output viewed as rows x cols, and where an element sits as (b, h, i, d).
@@ -64,9 +75,22 @@ class Problem {
   virtual ref::Rows must_check_rows() const { return {}; }
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
 
-  void poison_output(cudaStream_t stream);
+  virtual void poison_output(cudaStream_t stream);
   // Downloads the output: all of it for the NaN scan, `rows` widened to double.
-  Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+  virtual Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+
+  // The variants to run on this device when the case names none; empty = all of them.
+  virtual std::vector<std::string> default_variants(const DeviceCaps& caps) const {
+    (void)caps;
+    return {};
+  }
+  // Ops that are a sequence of launches (pipeline) time themselves; others return nothing
+  // and the runner times launch().
+  virtual std::optional<PipelineTiming> time_steps(const std::string& variant, Gpu& gpu, const BenchSpec& spec,
+                                                   const LaunchContext& ctx) {
+    (void)variant, (void)gpu, (void)spec, (void)ctx;
+    return std::nullopt;
+  }
 
  protected:
   // Subclasses list their tensors in the constructor; the last one added with
@@ -75,6 +99,17 @@ class Problem {
   Tensor& add_output(const std::string& name, DType dtype, int64_t count);
   const Tensor& input(size_t i) const { return inputs_[i].tensor; }
   const Tensor& output() const { return output_; }
+  // Called once the inputs are on the device: e.g. a paged cache written from them.
+  virtual void after_inputs(uint64_t seed, const LaunchContext& ctx) {
+    (void)seed;
+    (void)ctx;
+  }
+  // Called on each input's drawn values before upload: e.g. NaN in the cache rows no
+  // kernel may read.
+  virtual void shape_input(size_t index, std::vector<float>& values) const {
+    (void)index;
+    (void)values;
+  }
 
  private:
   struct Input {
@@ -88,6 +123,14 @@ class Problem {
 };
 
 std::unique_ptr<Problem> make_problem(const CasePoint& point);
+
+// Attention's useful work: the keys query i sees (causal bottom-right, window), and
+// the (query, key) pairs of one head, so TFLOP/s counts only unmasked pairs.
+int64_t visible_keys(const Shape& s, int64_t i);
+int64_t attention_pairs(const Shape& s);
+
+// What `--dry-run` assumes about the card it has not got: an H100 (sm_90, 132 SMs).
+DeviceCaps assumed_caps();
 
 // Variant names and baselines of every op, from the kernel tables, for the case loader.
 KernelCatalog kernel_catalog();

@@ -73,12 +73,21 @@ namespace {
 std::string detail(const ResultRow& r) {
   std::ostringstream s;
   if (r.status == Status::skipped || r.status == Status::error) return r.reason;
+  if (r.pipeline) {
+    const PipelineTiming& p = *r.pipeline;
+    s << "TTFT " << fmt_fixed(p.ttft.ms.median, 4) << " ms (prompt's cache writes + prefill); TBT mean "
+      << fmt_fixed(p.tbt.mean, 4) << " ms, p50 " << fmt_fixed(p.tbt.median, 4) << ", p99 " << fmt_fixed(p.tbt_p99, 4)
+      << " over " << p.steps << " steps (cache append + decode)";
+    if (r.status == Status::verified) return s.str();
+    s << "; ";
+  }
   if (r.status == Status::failed && r.cmp) {
     const Comparison& c = *r.cmp;
     s << c.mismatches << " of " << c.elements_checked << " checked elements outside " << fmt_sci(r.tol.atol) << " + "
       << fmt_sci(r.tol.rtol) << "*|ref|";
     if (c.nonfinite) s << ", " << c.nonfinite << " NaN/Inf in the output (unwritten or overflowed)";
-    if (c.worst_row >= 0) s << "; worst " << r.worst << ": got " << c.worst_got << ", want " << c.worst_ref;
+    if (c.worst_row >= 0 && c.mismatches) s << "; worst " << r.worst << ": got " << c.worst_got << ", want " << c.worst_ref;
+    if (!c.also_wrong.empty()) s << "; " << c.also_wrong;
     if (!r.reason.empty()) s << "; " << r.reason;
   }
   return s.str();
@@ -199,7 +208,8 @@ std::string csv_quote(const std::string& s) {
 void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
   out << "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
          "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
-         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_ceiling,bound,speedup\n";
+         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_ceiling,bound,speedup,ttft_ms,tbt_mean_ms,tbt_p50_ms,"
+         "tbt_p99_ms\n";
   for (const auto& r : rows) {
     std::ostringstream s;
     s << std::setprecision(6);
@@ -222,6 +232,11 @@ void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
       s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
     }
     if (r.speedup) s << *r.speedup;
+    if (r.pipeline)
+      s << "," << r.pipeline->ttft.ms.median << "," << r.pipeline->tbt.mean << "," << r.pipeline->tbt.median << ","
+        << r.pipeline->tbt_p99;
+    else
+      s << ",,,,";
     out << s.str() << "\n";
   }
 }
@@ -265,6 +280,12 @@ nlohmann::json row_json(const ResultRow& r) {
     j["bound"] = r.bound;
   }
   if (r.speedup) j["speedup"] = *r.speedup;
+  if (r.pipeline) {
+    const PipelineTiming& p = *r.pipeline;
+    j["pipeline"] = {{"ttft_ms", p.ttft.ms.median}, {"tbt_mean_ms", p.tbt.mean}, {"tbt_p50_ms", p.tbt.median},
+                     {"tbt_p99_ms", p.tbt_p99},     {"tbt_min_ms", p.tbt.min},   {"tbt_max_ms", p.tbt.max},
+                     {"steps", p.steps}};
+  }
   return j;
 }
 

@@ -24,7 +24,8 @@ struct ResultRow {
   std::string worst;                 // the worst element as (b, h, i, d)
   Tolerance tol;
   int trials = 0;
-  std::optional<Timing> timing;      // `run` only
+  std::optional<Timing> timing;      // `run` only; for a pipeline, the time to first token
+  std::optional<PipelineTiming> pipeline;
   Work work;
   // Derived from the timing and the card's ceilings:
   double tflops = 0, gbps = 0;

@@ -22,13 +22,15 @@ std::string human_bytes(double b) {
 }
 
 std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
-                                         const std::vector<std::string>& cli_kernels, bool timed) {
+                                         const std::vector<std::string>& cli_kernels, bool timed,
+                                         const std::vector<std::string>& defaults) {
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   std::vector<std::string> out;
   for (const auto& name : all) {
-    const bool wanted = !cli_kernels.empty() ? in(cli_kernels, name) : p.kernels.empty() || in(p.kernels, name);
+    const std::vector<std::string>& chosen = p.kernels.empty() ? defaults : p.kernels;
+    const bool wanted = !cli_kernels.empty() ? in(cli_kernels, name) : chosen.empty() || in(chosen, name);
     if (wanted || (timed && name == p.baseline)) out.push_back(name);
   }
   // A -k list naming none of this op's variants means the user is not asking about this op.
@@ -83,7 +85,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   const std::vector<VariantChoice> choices = problem->variants(gpu_.info().caps);
   std::vector<std::string> names;
   for (const auto& v : choices) names.push_back(v.name);
-  const std::vector<std::string> selected = select_variants(names, p, opts_.kernels, opts_.timed);
+  const std::vector<std::string> selected =
+      select_variants(names, p, opts_.kernels, opts_.timed, problem->default_variants(gpu_.info().caps));
   if (selected.empty()) return;
 
   // Rows are filled in table order; `runnable` indexes into them.
@@ -135,7 +138,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     for (int t = 0; t < trials; ++t) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
       progress("trial " + std::to_string(t + 1) + ": inputs and reference");
-      problem->generate(seed);
+      problem->generate(seed, ctx);
       const ref::Rows check_rows =
           sample_rows(problem->output_rows(), p.verify.max_rows, seed, problem->must_check_rows());
       const ref::Matrix want = problem->reference(check_rows);
@@ -180,7 +183,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         if (r.status != Status::verified && !r.baseline) continue;
         if (r.status == Status::error) continue;
         progress("timing " + r.variant);
-        r.timing = time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec);
+        r.pipeline = problem->time_steps(r.variant, gpu_, spec, ctx);
+        r.timing = r.pipeline ? r.pipeline->ttft : time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec);
         derive_rates(r, p.dtype, ceil);
         if (r.baseline) baseline_ms = r.timing->ms.median;
       }

@@ -53,8 +53,10 @@ class Runner {
 
 // The variants a point runs: -k (those of this op), else the case's `kernels`,
 // else all; in `run` the baseline too, for the speedup column. Table order.
+// `defaults` (the problem's own choice) stands in for the case's `kernels` when it names none.
 std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
-                                         const std::vector<std::string>& cli_kernels, bool timed);
+                                         const std::vector<std::string>& cli_kernels, bool timed,
+                                         const std::vector<std::string>& defaults = {});
 
 std::string human_bytes(double bytes);
 

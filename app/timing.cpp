@@ -77,6 +77,15 @@ double rough_launch_ms(Gpu& gpu, const std::function<void()>& launch) {
 
 }  // namespace
 
+double time_once(Gpu& gpu, const std::function<void()>& work, bool cold) {
+  static thread_local EventPair ev;
+  if (cold) gpu.flush_l2();
+  ev.start(gpu.stream());
+  work();
+  ev.stop(gpu.stream());
+  return ev.ms();
+}
+
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec) {
   Timing t;
   t.mode = spec.mode;

@@ -24,4 +24,8 @@ struct Timing {
 // `launch` enqueues one run of the kernel on gpu.stream().
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec);
 
+// One timed run of `work` (several launches may be enqueued), after an L2 flush when
+// `cold`; waits for it and returns its milliseconds.
+double time_once(Gpu& gpu, const std::function<void()>& work, bool cold);
+
 }  // namespace attnbench

@@ -37,6 +37,7 @@ struct DeviceCaps {
   int cc_major = 0, cc_minor = 0;
   std::size_t smem_per_block_optin = 0;  // bytes a block may ask for after cudaFuncSetAttribute
   std::size_t l2_bytes = 0;
+  std::size_t total_memory = 0;  // device memory, for variants that need large scratch
   int arch() const { return cc_major * 10 + cc_minor; }
 };
 

@@ -1,6 +1,9 @@
 #include "kernels/registry.hpp"
 
+#include "kernels/attention.hpp"
+#include "kernels/decode.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/paged.hpp"
 #include "kernels/softmax.hpp"
 
 namespace attnbench {
@@ -19,6 +22,9 @@ std::vector<FamilyInfo> kernel_families() {
   return {
       family("softmax", softmax_variants()),
       family("gemm", gemm_variants()),
+      family("attention", attention_variants()),
+      family("decode", decode_variants()),
+      family("paged", paged_variants()),
   };
 }
 

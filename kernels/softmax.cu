@@ -249,6 +249,12 @@ __global__ void naive_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
   T* yr = y + row * cols;
   float m = -INFINITY;
   for (int64_t c = 0; c < cols; ++c) m = fmaxf(m, to_float(xr[c]));
+  // A row of only -inf (a fully masked attention row) becomes 0, as the attention reference
+  // has it: otherwise exp(-inf - -inf) = NaN.
+  if (m == -INFINITY) {
+    for (int64_t c = 0; c < cols; ++c) yr[c] = from_float<T>(0.f);
+    return;
+  }
   float l = 0.f;
   for (int64_t c = 0; c < cols; ++c) l += expf(to_float(xr[c]) - m);
   for (int64_t c = 0; c < cols; ++c) yr[c] = from_float<T>(expf(to_float(xr[c]) - m) / l);
@@ -274,6 +280,12 @@ __global__ void __launch_bounds__(kBlockReduceThreads) block_reduce_kernel(const
   }
   m = red[0];
   __syncthreads();  // every thread has read the max before red is reused for the sum
+  // A row of only -inf (a fully masked attention row) becomes 0, as the attention reference
+  // has it: otherwise exp(-inf - -inf) = NaN. m is the same in every thread: all return.
+  if (m == -INFINITY) {
+    for (int64_t c = t; c < cols; c += kBlockReduceThreads) yr[c] = from_float<T>(0.f);
+    return;
+  }
 
   float l = 0.f;
   for (int64_t c = t; c < cols; c += kBlockReduceThreads) l += expf(to_float(xr[c]) - m);
@@ -307,8 +319,11 @@ __global__ void __launch_bounds__(Resident<T, L>::kBlock, 1024 / Resident<T, L>:
   float l = exp_sum(v, ms_t);
   row_reduce<R::kThreads>(m, l);
 
-  // v holds exp(x - m_t); the row's max m rescales it.
-  const float scale = exp2_approx(fmaf(m, -kLog2e, ms_t)) / l;
+  // v holds exp(x - m_t); the row's max m rescales it. A slice of only -inf (m_t = -inf,
+  // v = 0) gets scale 0: exp(m_t - m) = 0, whereas exp(-m) with ms_t = 0 overflows to inf
+  // when m < -88 and inf·0 = NaN; a row of only -inf (m = -inf, l = 0, a fully masked
+  // attention row) thus becomes 0, as the attention reference has it.
+  const float scale = m_t == -INFINITY ? 0.f : exp2_approx(fmaf(m, -kLog2e, ms_t)) / l;
 #pragma unroll
   for (auto& e : v) e *= scale;
   store_chunks<T, R::kChunks, R::kThreads>(y + row * cols, t, cols, vec_ok, v);
@@ -337,7 +352,9 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
   row_reduce<kStreamThreads>(m, l);
 
   const float ms = scaled_max(m);
-  const float inv_l = 1.f / l;
+  // A row of only -inf (a fully masked attention row) has l = 0 and becomes 0, as the
+  // attention reference has it, instead of 0·(1/0) = NaN.
+  const float inv_l = m == -INFINITY ? 0.f : 1.f / l;
   for (int64_t c = threadIdx.x; c < chunks; c += kStep) {
     float v[kStreamChunks * kVec<T>];
     load_chunks<T, kStreamChunks, kStreamThreads>(xr, c, cols, vec_ok, v);

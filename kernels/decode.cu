@@ -1,0 +1,1115 @@
+// decode family: one new query token per sequence attends to its KV cache (DecodeParams,
+// decode.hpp: per-sequence context_lens, GQA, ALiBi), and cache_append. Storage fp32/fp16/bf16;
+// scores, softmax statistics and accumulators fp32. A decode step moves every cached K/V byte
+// once and does ~2·group FLOPs per byte: it is bound by memory bandwidth, so every variant
+// past the baseline is about bytes in flight and reading each byte once.
+//
+//   naive         the course's kernel: one block per (sequence, query head). Scores q·k_j for
+//                 the whole context go to memory (workspace, fp32), one thread per key walking
+//                 its own K row (uncoalesced); the block's max and sum turn them into p_j in
+//                 place; then one thread per dim sums p_j v_j / l. Three passes, and K/V are
+//                 read once per query head: `group` times per byte under GQA. The baseline.
+//   flash_decode  one pass with the online softmax (running max m, sum l, unnormalised o,
+//                 rescaled by exp2(m_old - m_new) when m grows), one block per (sequence, kv
+//                 head) computing every query head of its GQA group, so each K/V byte is read
+//                 once (groups above 8 heads take one block per 8 heads, side by side in the
+//                 grid so that they share the bytes through L2). fp16/bf16 with head_dim <= 128
+//                 run the dot products on tensor cores (mma.sync m16n8k16, fp32 accumulators):
+//                 Sᵀ = K Qᵀ takes 16 keys as M and the group's heads as N, Oᵀ += Vᵀ Pᵀ takes the
+//                 dims as M, so that one n8 covers a group of up to 8 heads, and both operands
+//                 come straight from 16-byte global loads (see mma_decode_kernel for the
+//                 fragment layouts; K/V loads are L2 evict-first where no other block reads
+//                 the bytes, see kv_policy). A warp holds a 16-key tile of K and V in flight (8 KB at
+//                 d128) and reloads K as soon as Sᵀ has consumed it, V after Oᵀ; blocks of 3
+//                 warps, 4 per SM. That is ~25 instructions per key and warp (SASS, d128),
+//                 where a CUDA-core loop with a row's 16-byte chunks on 16 lanes needs ~97 for
+//                 a group of 4 (dots, shuffle reductions and exps per head): ~70% of an H200
+//                 SM's issue slots at 4 TB/s, against ~20%. fp32 (tf32 would miss the fp32
+//                 tolerance) and head_dim > 128 run that CUDA-core loop: up to 32 lanes per
+//                 row, 4 rows (8 loads) in flight per thread, 256-thread blocks. Warps (row
+//                 groups) merge their (m, l, o) through shared memory at the end. No split:
+//                 grid = batch x kv heads (x head tiles).
+//   split_kv      Flash-Decoding (Dao et al., 2023): the same kernel, with the context cut into
+//                 `splits` chunks of keys, one block each, when batch x kv heads would leave SMs
+//                 idle; each block writes its unnormalised o and (m, l) as an fp32 partial, and a
+//                 combine kernel merges them: o = sum_s exp2(m_s - M) o_s / sum_s exp2(m_s - M) l_s.
+//                 Splits fill the card's resident blocks (SMs x occupancy) in one round, as
+//                 exactly as whole key steps of the kernel allow (plan_splits): batch 1 x 8 kv
+//                 heads takes 66 splits = 528 blocks on 132 SMs x 4; chunks of at least kMinChunk
+//                 keys; 1 split means no partials and no combine, the flash_decode launch itself.
+//                 The combine is a programmatic dependent launch on sm_90 (its blocks are
+//                 resident and its launch done before the main kernel ends), and it reads the
+//                 partials in one round of loads per thread.
+//
+// cache_append writes new K/V rows at positions[b] + t: one launch for K and V, 16-byte copies.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/common.cuh"
+#include "kernels/decode.hpp"
+
+namespace attnbench {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// A split streams at least kMinChunk keys (the K/V it reads must outweigh its partial and its
+// share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernel).
+constexpr int64_t kMinChunk = 256;
+// Variant::workspace gets no DeviceCaps, so the workspace is sized for one round of up to
+// kMaxSlots resident blocks (SMs x blocks per SM; 132 x 4 on an H100/H200 at d128), and the
+// launch never asks for more splits than that.
+constexpr int64_t kMaxSlots = 2048;
+// Keys stay below this, so that key indices, chunk ends and tile starts fit in int.
+constexpr int64_t kMaxContext = int64_t{1} << 30;
+
+// Everything a kernel reads, derived once on the host from DecodeParams.
+struct Decode {
+  const void* q;                // [batch, heads, head_dim]
+  const void* k;                // [batch, max_context, kv_heads, head_dim]
+  const void* v;                // [batch, max_context, kv_heads, head_dim]
+  void* o;                      // [batch, heads, head_dim]
+  const int32_t* context_lens;  // [batch]
+  float* part_o;                // [batch, heads, splits, head_dim] unnormalised o per split (splits > 1)
+  float2* part_ml;              // [batch, heads, splits] (m, l) per split, m in log2 units
+  int64_t seq_stride;           // elements between sequences of the cache: max_context·kv_heads·head_dim
+  int64_t row_stride;           // elements between keys: kv_heads·head_dim
+  int heads, kv_heads, group, head_dim;
+  int head_tiles;  // blocks per (sequence, kv head) side by side, each taking kHeads of the group
+  int splits;      // blocks along the context; 1: the block writes o itself
+  int chunk;       // keys per split
+  float scale, scale_log2;
+  bool alibi;
+};
+
+// What one block computes: query heads [h0, h0 + nheads) of sequence b, which read kv head
+// kvh, over keys [begin, end) of its context ctx.
+struct Work {
+  int b, kvh, h0, nheads, split, ctx, begin, end;
+};
+
+// blockIdx.x = (b·kv_heads + kvh)·head_tiles + tile, so that the tiles of one kv head run
+// together and share its bytes through L2; blockIdx.y = split.
+template <int kHeads>
+__device__ __forceinline__ Work block_work(const Decode& p) {
+  Work w;
+  const int tile = static_cast<int>(blockIdx.x % p.head_tiles);
+  const int bk = static_cast<int>(blockIdx.x / p.head_tiles);
+  w.kvh = bk % p.kv_heads;
+  w.b = bk / p.kv_heads;
+  w.h0 = w.kvh * p.group + tile * kHeads;
+  w.nheads = min(kHeads, p.group - tile * kHeads);
+  w.split = static_cast<int>(blockIdx.y);
+  w.ctx = p.context_lens[w.b];
+  w.begin = w.split * p.chunk;
+  // The last split runs to the end of the context, whatever longest_context promised.
+  w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
+  return w;
+}
+
+// ALiBi slope of query head h, 2^(-8 (h + 1) / heads), times log2(e): scores are in exp2 units.
+__device__ __forceinline__ float alibi_slope_log2(int h, int heads) {
+  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)) * kLog2e;
+}
+
+// 2^x on the special-function unit; exp2(-inf) = +0, which masking relies on.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// L2 policy of the K/V loads. With one block per (sequence, kv head, split), head_tiles == 1,
+// no other block reads a K/V byte: evict-first, so that the stream recycles its own lines
+// rather than evicting what the L2 held before it (whatever is dirty there would be written
+// back in the middle of the stream, on the same DRAM bus). Head tiles (group above the
+// block's heads) reuse each other's bytes through L2: evict-normal.
+__device__ __forceinline__ uint64_t kv_policy(bool evict_first) {
+  uint64_t pol;
+  if (evict_first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+
+// 16 bytes of the cache, read once by this block: not kept in L1 (nothing reuses them there),
+// L2 policy pol (kv_policy).
+__device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(ptr), "l"(pol));
+  return r;
+}
+
+// 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
+// hoist a loop-invariant read and hold its registers across the loop.
+__device__ __forceinline__ uint4 lds128(const void* ptr) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))));
+  return r;
+}
+
+// Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
+// combine waits for the main kernel's completion (and memory) before reading the partials.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// One 16-byte vector of T <-> 16 / sizeof(T) floats. bf16 -> fp32 is a shift or a mask.
+template <class T>
+__device__ __forceinline__ void unpack(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      f[i] = __uint_as_float(w[i]);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    } else {
+      const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = h.x;
+      f[2 * i + 1] = h.y;
+    }
+  }
+}
+
+// Two floats as one register of 16-bit values, `lo` in the low half (the lower index).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// Stores N (4 or 8) floats as T at dst (aligned to N elements).
+template <class T, int N>
+__device__ __forceinline__ void store_n(T* dst, const float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<float4*>(dst + i) = make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]);
+  } else if constexpr (N == 8) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+  } else {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]));
+  }
+}
+
+// d += a·b for one m16n8k16 tile, 16-bit inputs, fp32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
+// lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
+// end of the kernel. o rows are padded by 4 floats so that the float4 writes of the lanes that
+// hold different heads spread over more banks.
+template <int kSlices, int kHeads, int kD>
+struct Partials {
+  float o[kSlices][kHeads][kD + 4];
+  float m[kSlices][kHeads];
+  float l[kSlices][kHeads];
+};
+
+// Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
+// partial (several). The block's key range is not empty, so some slice saw a key and the max
+// mx is finite; a slice that saw none has m = -inf, o = l = 0 and weight exp2(-inf - mx) = 0.
+template <class T, int kSlices, int kHeads, int kD>
+__device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, kD>& part, const Decode& p,
+                                                const Work& w) {
+  constexpr int kChunks = kD / 8;
+  const int nchunks = p.head_dim / 8;
+  for (int i = threadIdx.x; i < kHeads * kChunks; i += blockDim.x) {
+    const int n = i / kChunks, c = i % kChunks;
+    if (n >= w.nheads || c >= nchunks) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) mx = fmaxf(mx, part.m[s][n]);
+    float l = 0.f, acc[8] = {};
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const float wgt = exp2_approx(part.m[s][n] - mx);
+      l = fmaf(wgt, part.l[s][n], l);
+      const float4 a = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c]);
+      const float4 b = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c + 4]);
+      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
+    }
+    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
+    if (p.splits == 1) {
+      const float inv_l = 1.f / l;  // l >= 1: the key at the max contributes exp2(0)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] *= inv_l;
+      store_n<T, 8>(static_cast<T*>(p.o) + bh * p.head_dim + 8 * c, acc);
+    } else {
+      const int64_t row = bh * p.splits + w.split;
+      store_n<float, 8>(p.part_o + row * p.head_dim + 8 * c, acc);
+      if (c == 0) p.part_ml[row] = make_float2(mx, l);
+    }
+  }
+}
+
+// Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
+// part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf,
+// l2 = 0, o2 = 0) is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes
+// the weight exp2(-inf) = 0.
+__device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m2, float l2, const float4& o2) {
+  if (m2 == -INFINITY) return;
+  const float mx = fmaxf(m, m2);
+  const float a = exp2_approx(m - mx), b = exp2_approx(m2 - mx);
+  l = l * a + l2 * b;
+  o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
+  m = mx;
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels
+
+constexpr int kNaiveThreads = 128;
+
+// Block max or sum of v (every thread gets it). The barrier after the read lets `red` be reused,
+// and orders the global writes before it for every thread of the block.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float (&red)[kNaiveThreads / 32]) {
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red[0];
+#pragma unroll
+  for (int i = 1; i < kNaiveThreads / 32; ++i) r = kMax ? fmaxf(r, red[i]) : r + red[i];
+  __syncthreads();
+  return r;
+}
+
+// scores: [batch, heads, max_context] fp32. Block b·heads + h owns query head h of sequence b.
+template <class T>
+__global__ void __launch_bounds__(kNaiveThreads)
+    naive_kernel(const Decode p, float* __restrict__ scores, int64_t max_context) {
+  __shared__ float sq[256];
+  __shared__ float red[kNaiveThreads / 32];
+  const int bh = static_cast<int>(blockIdx.x);
+  const int b = bh / p.heads, h = bh % p.heads;
+  const int ctx = p.context_lens[b];
+  const T* q = static_cast<const T*>(p.q) + int64_t{bh} * p.head_dim;
+  const int64_t head_offset = int64_t{b} * p.seq_stride + int64_t{h / p.group} * p.head_dim;
+  const T* k = static_cast<const T*>(p.k) + head_offset;
+  const T* v = static_cast<const T*>(p.v) + head_offset;
+  float* s = scores + int64_t{bh} * max_context;
+  for (int d = threadIdx.x; d < p.head_dim; d += kNaiveThreads) sq[d] = to_float(q[d]);
+  __syncthreads();
+
+  // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
+  const float slope = p.alibi ? exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(p.heads)) : 0.f;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < ctx; j += kNaiveThreads) {
+    const T* kj = k + j * p.row_stride;
+    float dot = 0.f;
+    for (int d = 0; d < p.head_dim; ++d) dot = fmaf(sq[d], to_float(kj[d]), dot);
+    const float x = dot * p.scale - slope * static_cast<float>(ctx - 1 - j);
+    s[j] = x;
+    m = fmaxf(m, x);
+  }
+  m = block_reduce<true>(m, red);  // finite: ctx >= 1
+
+  float l = 0.f;
+  for (int j = threadIdx.x; j < ctx; j += kNaiveThreads) {
+    const float e = expf(s[j] - m);
+    s[j] = e;
+    l += e;
+  }
+  l = block_reduce<false>(l, red);  // its barriers also publish every p_j to the block
+
+  T* o = static_cast<T*>(p.o) + int64_t{bh} * p.head_dim;
+  for (int d = threadIdx.x; d < p.head_dim; d += kNaiveThreads) {
+    float acc = 0.f;
+    for (int j = 0; j < ctx; ++j) acc = fmaf(s[j], to_float(v[j * p.row_stride + d]), acc);
+    o[d] = from_float<T>(acc / l);
+  }
+}
+
+// The tensor-core kernel's shape. kD: head_dim class (64 or 128; a smaller head_dim runs
+// zero-padded).
+template <int kD>
+struct MmaCfg {
+  // d128 needs ~160 registers (64 of K/V in flight, 32 of Oᵀ, the rest addressing and the
+  // softmax): 12 warps per SM, up to 96 KB in flight. As 4 blocks of 3 warps rather than 3 of
+  // 4, an H100/H200 holds 528 blocks at once: the 512 (sequence, kv head) blocks of batch 64 x
+  // 8 kv heads run in one round instead of 396 and then a tail of 116. d64 (~100): 6 blocks.
+  static constexpr int kWarps = 3;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMinBlocks = kD <= 64 ? 6 : 4;
+  static constexpr int kKeys = 16;            // keys per warp tile: M of Sᵀ, K of Oᵀ
+  static constexpr int kHeads = 8;            // query heads per block: N of both products
+  static constexpr int kSteps = kD / 16;      // k16 steps of Sᵀ = m16 tiles of Oᵀ
+  static constexpr int kKChunks = kD / 32;    // 16-byte K chunks a thread loads per key
+  static constexpr int kVChunks = kD / 64;    // 16-byte V chunks a thread loads per key
+  static constexpr int kQPitch = kD / 8 + 4;  // uint4 per Q row in shared memory (+64 B, see below)
+};
+
+// fp16/bf16, head_dim <= kD in {64, 128}. One block: up to 8 query heads of one (sequence, kv
+// head), keys [begin, end), 3 warps taking 16-key tiles in turn (warp w: tiles w, w + 3, ...).
+// Lane = 4 g + t (g = lane / 4, t = lane % 4). Layouts of m16n8k16 (PTX ISA): A (16x16, row)
+// regs {a0, a1, a2, a3} = rows {g, g + 8, g, g + 8} x cols {2t.., 2t.., 2t + 8.., 2t + 8..};
+// B (16x8, col) regs {b0, b1} = rows {2t.., 2t + 8..} x col g; C (16x8) = rows {g, g, g + 8,
+// g + 8} x cols {2t, 2t + 1, 2t, 2t + 1}. A dot product sums over k in any order, and o's dims
+// can be named in any order, so the kernel picks the orders that make every operand a word
+// of a 16-byte load:
+//   Sᵀ = K Qᵀ (16 keys x 8 heads, k = head dims). Thread (g, t) loads K chunks 4i + t of keys
+//     g and g + 8 and Q chunks 4i + t of head g. Words 2hh and 2hh + 1 of those chunks are k
+//     step 2i + hh's cols 2t.. and 2t + 8..: a = {K_g[2hh], K_g+8[2hh], K_g[2hh+1], K_g+8[2hh+1]},
+//     b = {Q_g[2hh], Q_g[2hh+1]}. Every dim is in exactly one (step, col).
+//   Oᵀ += Vᵀ Pᵀ (16 dims x 8 heads per m-tile, k = the 16 keys). Thread (g, t) loads V chunks
+//     g + 8c of keys 2t, 2t + 1, 2t + 8, 2t + 9; m-tile mt = 4c + j takes row g = the low
+//     element and row g + 8 = the high element of word j of chunk g + 8c, so A's register pairs
+//     (two keys, one dim) are byte permutes of two loaded words. Pᵀ is Sᵀ's C fragment packed
+//     to 16 bits (keys g, g + 8 x heads 2t, 2t + 1) transposed by movmatrix into B's
+//     (keys 2t.., 2t + 8.. x head g).
+//   Oᵀ's C fragment: head 2t + jj, m-tile 4c + j, rows g and g + 8 = dims 2j and 2j + 1 of chunk
+//     g + 8c: a thread ends with whole 8-dim chunks of its two heads.
+template <class T, int kD>
+__global__ void __launch_bounds__(MmaCfg<kD>::kThreads, MmaCfg<kD>::kMinBlocks) mma_decode_kernel(const Decode p) {
+  using C = MmaCfg<kD>;
+  // Q rows padded by 64 bytes: the 8 lanes of a quarter warp (2 heads x 4 chunks) hit 8
+  // different 16-byte bank groups.
+  __shared__ uint4 sq[C::kHeads][C::kQPitch];
+  __shared__ Partials<C::kWarps, C::kHeads, kD> part;
+  allow_dependents();
+  const Work w = block_work<C::kHeads>(p);
+  if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
+
+  const int nchunks = p.head_dim / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t head_offset = int64_t{w.b} * p.seq_stride + int64_t{w.kvh} * p.head_dim;
+  const T* kbase = static_cast<const T*>(p.k) + head_offset + 8 * t;
+  const T* vbase = static_cast<const T*>(p.v) + head_offset + 8 * g;
+  const uint64_t pol = kv_policy(p.head_tiles == 1);
+  uint32_t k_ok = 0, v_ok = 0;  // which of this thread's chunks lie within head_dim
+#pragma unroll
+  for (int i = 0; i < C::kKChunks; ++i) k_ok |= (4 * i + t < nchunks ? 1u : 0u) << i;
+#pragma unroll
+  for (int c = 0; c < C::kVChunks; ++c) v_ok |= (g + 8 * c < nchunks ? 1u : 0u) << c;
+
+  // Keys past `end` (the context, or the split) are never read: zeros, then masked to -inf.
+  uint4 kr[2][C::kKChunks], vr[4][C::kVChunks];
+  auto load_k = [&](int key0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + g + 8 * r;
+      const T* row = kbase + key * p.row_stride;
+#pragma unroll
+      for (int i = 0; i < C::kKChunks; ++i) {
+        kr[r][i] = make_uint4(0, 0, 0, 0);
+        if (key < w.end && (k_ok >> i & 1u)) kr[r][i] = ld_stream(row + 32 * i, pol);
+      }
+    }
+  };
+  auto load_v = [&](int key0) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int key = key0 + 2 * t + (r & 1) + 8 * (r >> 1);
+      const T* row = vbase + key * p.row_stride;
+#pragma unroll
+      for (int c = 0; c < C::kVChunks; ++c) {
+        vr[r][c] = make_uint4(0, 0, 0, 0);
+        if (key < w.end && (v_ok >> c & 1u)) vr[r][c] = ld_stream(row + 64 * c, pol);
+      }
+    }
+  };
+
+  // This thread's heads 2t and 2t + 1: statistics in log2 units, m the same in the 8 lanes
+  // that share t, l this thread's keys only until the end.
+  const int pos = w.ctx - 1;
+  float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
+  float o[C::kSteps][4] = {};
+
+  const int ntiles = (w.end - w.begin + C::kKeys - 1) / C::kKeys;
+  int tile = warp;
+  if (tile < ntiles) {
+    load_k(w.begin + tile * C::kKeys);
+    load_v(w.begin + tile * C::kKeys);
+  }
+
+  // Q's tile goes to shared memory while the first K/V tiles fly.
+  for (int i = threadIdx.x; i < C::kHeads * (kD / 8); i += C::kThreads) {
+    const int n = i / (kD / 8), c = i % (kD / 8);
+    uint4 x = make_uint4(0, 0, 0, 0);  // heads past the group and dims past head_dim: 0
+    if (n < w.nheads && c < nchunks)
+      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
+                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
+    sq[n][c] = x;
+  }
+  __syncthreads();
+
+  for (; tile < ntiles; tile += C::kWarps) {
+    const int key0 = w.begin + tile * C::kKeys;
+    const int next = key0 + C::kWarps * C::kKeys;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < C::kKChunks; ++i) {
+      const uint4 qv = lds128(&sq[g][4 * i + t]);  // 4 per tile: cheaper than 16 registers
+      mma_16816<T>(s, kr[0][i].x, kr[1][i].x, kr[0][i].y, kr[1][i].y, qv.x, qv.y);
+      mma_16816<T>(s, kr[0][i].z, kr[1][i].z, kr[0][i].w, kr[1][i].w, qv.z, qv.w);
+    }
+    // K is consumed: the next tile's K flies during the softmax and Oᵀ of this one.
+    if (next < w.end) load_k(next);
+
+    // s = {key g: head 2t, 2t + 1; key g + 8: head 2t, 2t + 1}, in exp2 units with the bias.
+    const int kg = key0 + g;
+    float x[4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool ok = kg + 8 * r < w.end;
+      const float dist = static_cast<float>(kg + 8 * r - pos);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+        x[2 * r + jj] = ok ? fmaf(s[2 * r + jj], p.scale_log2, slope[jj] * dist) : -INFINITY;
+    }
+    // The tile's max per head over its 16 keys (lanes g = 0..7): finite, since key0 < end.
+    float mx[2] = {fmaxf(x[0], x[2]), fmaxf(x[1], x[3])};
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
+    }
+    // Rescale only when some head's max grew: after the first few tiles it rarely does.
+    // m = -inf at the start gives the factor exp2(-inf) = 0 on o = l = 0.
+    const bool grew = mx[0] > m[0] || mx[1] > m[1];
+    if (__any_sync(0xffffffffu, grew)) {
+      float alpha[2];
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const float m_new = fmaxf(m[jj], mx[jj]);
+        alpha[jj] = exp2_approx(m[jj] - m_new);
+        m[jj] = m_new;
+        l[jj] *= alpha[jj];
+      }
+#pragma unroll
+      for (int mt = 0; mt < C::kSteps; ++mt) {
+        o[mt][0] *= alpha[0];
+        o[mt][1] *= alpha[1];
+        o[mt][2] *= alpha[0];
+        o[mt][3] *= alpha[1];
+      }
+    }
+    float pr[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pr[e] = exp2_approx(x[e] - m[e & 1]);
+    l[0] += pr[0] + pr[2];
+    l[1] += pr[1] + pr[3];
+    // P rounded to 16 bits for the tensor cores, as FlashAttention does; l keeps fp32.
+    const uint32_t pb0 = movmatrix_trans(pack2<T>(pr[0], pr[1]));  // keys 2t, 2t + 1 of head g
+    const uint32_t pb1 = movmatrix_trans(pack2<T>(pr[2], pr[3]));  // keys 2t + 8, 2t + 9
+
+#pragma unroll
+    for (int mt = 0; mt < C::kSteps; ++mt) {
+      const int c = mt / 4, j = mt % 4;
+      const uint32_t w0 = (&vr[0][c].x)[j], w1 = (&vr[1][c].x)[j];  // keys 2t, 2t + 1
+      const uint32_t w2 = (&vr[2][c].x)[j], w3 = (&vr[3][c].x)[j];  // keys 2t + 8, 2t + 9
+      mma_16816<T>(o[mt], __byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410),
+                   __byte_perm(w2, w3, 0x7632), pb0, pb1);
+    }
+    // V is consumed too: the next tile's V joins its K in flight.
+    if (next < w.end) load_v(next);
+  }
+
+  // l: the sum over the 8 lanes (keys g, g + 8 of every tile) that share the heads.
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
+  }
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+#pragma unroll
+    for (int c = 0; c < C::kVChunks; ++c) {
+      float* dst = &part.o[warp][2 * t + jj][8 * (g + 8 * c)];
+      *reinterpret_cast<float4*>(dst) =
+          make_float4(o[4 * c][jj], o[4 * c][2 + jj], o[4 * c + 1][jj], o[4 * c + 1][2 + jj]);
+      *reinterpret_cast<float4*>(dst + 4) =
+          make_float4(o[4 * c + 2][jj], o[4 * c + 2][2 + jj], o[4 * c + 3][jj], o[4 * c + 3][2 + jj]);
+    }
+    if (g == 0) {
+      part.m[warp][2 * t + jj] = m[jj];
+      part.l[warp][2 * t + jj] = l[jj];
+    }
+  }
+  __syncthreads();
+  merge_and_store<T>(part, p, w);
+}
+
+// The CUDA-core kernel's shape: fp32 (any head_dim), fp16/bf16 above 128. kG query heads per
+// block: 1, or 4 for any group > 1 (a group of 2 or 3 computes unused heads; larger groups
+// take several blocks).
+template <class T, int kD, int kG>
+struct SimtCfg {
+  static constexpr int kThreads = 256;
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
+  static constexpr int kChunks = kD / kVec;                      // chunks per row
+  static constexpr int kLanes = kChunks < 32 ? kChunks : 32;     // lanes per row: a row group
+  static constexpr int kCpt = kChunks / kLanes;                  // chunks per thread: lane + kLanes·c
+  static constexpr int kElems = kCpt * kVec;                     // dims per thread
+  static constexpr int kGroups = kThreads / kLanes;              // row groups per block
+  static constexpr int kRows = 4 / kCpt;                         // rows per thread per step: 8 loads
+  static constexpr int kStep = kGroups * kRows;                  // keys per block step
+};
+
+// One block: kG query heads of one (sequence, kv head), keys [begin, end). Row group r of the
+// block takes keys begin + step·kStep + r + kGroups·u (u < kRows): a warp's lanes read whole
+// consecutive rows, and every thread issues its kRows·kCpt K and V loads before using one.
+template <class T, int kD, int kG>
+__global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, kG>::kMinBlocks)
+    simt_decode_kernel(const Decode p) {
+  using C = SimtCfg<T, kD, kG>;
+  __shared__ Partials<C::kGroups, kG, kD> part;
+  allow_dependents();
+  const Work w = block_work<kG>(p);
+  if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
+
+  const int li = threadIdx.x % C::kLanes, grp = threadIdx.x / C::kLanes;
+  const int nvec = p.head_dim / C::kVec;  // 16-byte chunks within head_dim
+  bool chunk_ok[C::kCpt];
+#pragma unroll
+  for (int c = 0; c < C::kCpt; ++c) chunk_ok[c] = li + C::kLanes * c < nvec;
+
+  // This thread's dims of every head, fp32; heads past the group and dims past head_dim are 0.
+  float q[kG][C::kElems];
+  float slope[kG];
+#pragma unroll
+  for (int n = 0; n < kG; ++n) {
+    const T* qn = static_cast<const T*>(p.q) + (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim;
+#pragma unroll
+    for (int c = 0; c < C::kCpt; ++c) {
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (n < w.nheads && chunk_ok[c]) x = *reinterpret_cast<const uint4*>(qn + (li + C::kLanes * c) * C::kVec);
+      unpack<T>(x, &q[n][c * C::kVec]);
+    }
+    slope[n] = p.alibi ? alibi_slope_log2(w.h0 + n, p.heads) : 0.f;
+  }
+
+  const int64_t head_offset = int64_t{w.b} * p.seq_stride + int64_t{w.kvh} * p.head_dim + li * C::kVec;
+  const T* kbase = static_cast<const T*>(p.k) + head_offset;
+  const T* vbase = static_cast<const T*>(p.v) + head_offset;
+  const uint64_t pol = kv_policy(p.head_tiles == 1);
+  const int pos = w.ctx - 1;
+  float o[kG][C::kElems] = {}, m[kG], l[kG] = {};
+#pragma unroll
+  for (int n = 0; n < kG; ++n) m[n] = -INFINITY;
+
+  // Every thread runs every step (the bounds are the block's), so the shuffles see full warps.
+  for (int base = w.begin; base < w.end; base += C::kStep) {
+    uint4 kr[C::kRows][C::kCpt], vr[C::kRows][C::kCpt];
+#pragma unroll
+    for (int u = 0; u < C::kRows; ++u) {
+      const int key = base + grp + C::kGroups * u;
+#pragma unroll
+      for (int c = 0; c < C::kCpt; ++c) {
+        kr[u][c] = vr[u][c] = make_uint4(0, 0, 0, 0);
+        if (key < w.end && chunk_ok[c]) {
+          kr[u][c] = ld_stream(kbase + key * p.row_stride + C::kLanes * C::kVec * c, pol);
+          vr[u][c] = ld_stream(vbase + key * p.row_stride + C::kLanes * C::kVec * c, pol);
+        }
+      }
+    }
+    float s[C::kRows][kG];
+#pragma unroll
+    for (int u = 0; u < C::kRows; ++u) {
+      float kf[C::kElems];
+#pragma unroll
+      for (int c = 0; c < C::kCpt; ++c) unpack<T>(kr[u][c], &kf[c * C::kVec]);
+#pragma unroll
+      for (int n = 0; n < kG; ++n) {
+        float dot = 0.f;
+#pragma unroll
+        for (int e = 0; e < C::kElems; ++e) dot = fmaf(q[n][e], kf[e], dot);
+        s[u][n] = dot;
+      }
+    }
+#pragma unroll
+    for (int off = C::kLanes / 2; off > 0; off >>= 1) {
+#pragma unroll
+      for (int u = 0; u < C::kRows; ++u) {
+#pragma unroll
+        for (int n = 0; n < kG; ++n) s[u][n] += __shfl_xor_sync(0xffffffffu, s[u][n], off);
+      }
+    }
+    // Scores in exp2 units with the bias; rows past `end` are -inf.
+#pragma unroll
+    for (int u = 0; u < C::kRows; ++u) {
+      const int key = base + grp + C::kGroups * u;
+      const float dist = static_cast<float>(key - pos);
+#pragma unroll
+      for (int n = 0; n < kG; ++n) s[u][n] = key < w.end ? fmaf(s[u][n], p.scale_log2, slope[n] * dist) : -INFINITY;
+    }
+    // A group whose rows all lie past `end` keeps m = -inf; ms = 0 then stands in for it in
+    // the exponents (exp2(-inf - 0) = 0), since -inf - -inf would be NaN.
+    float ms[kG];
+#pragma unroll
+    for (int n = 0; n < kG; ++n) {
+      float mx = m[n];
+#pragma unroll
+      for (int u = 0; u < C::kRows; ++u) mx = fmaxf(mx, s[u][n]);
+      ms[n] = mx == -INFINITY ? 0.f : mx;
+      const float alpha = exp2_approx(m[n] - ms[n]);
+      m[n] = mx;
+      l[n] *= alpha;
+#pragma unroll
+      for (int e = 0; e < C::kElems; ++e) o[n][e] *= alpha;
+    }
+#pragma unroll
+    for (int u = 0; u < C::kRows; ++u) {
+      float vf[C::kElems];
+#pragma unroll
+      for (int c = 0; c < C::kCpt; ++c) unpack<T>(vr[u][c], &vf[c * C::kVec]);
+#pragma unroll
+      for (int n = 0; n < kG; ++n) {
+        const float pr = exp2_approx(s[u][n] - ms[n]);
+        l[n] += pr;
+#pragma unroll
+        for (int e = 0; e < C::kElems; ++e) o[n][e] = fmaf(pr, vf[e], o[n][e]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int n = 0; n < kG; ++n) {
+#pragma unroll
+    for (int c = 0; c < C::kCpt; ++c) {
+      float* dst = &part.o[grp][n][(li + C::kLanes * c) * C::kVec];
+#pragma unroll
+      for (int e = 0; e < C::kVec; e += 4) {
+        const float* src = &o[n][c * C::kVec + e];
+        *reinterpret_cast<float4*>(dst + e) = make_float4(src[0], src[1], src[2], src[3]);
+      }
+    }
+    if (li == 0) {
+      part.m[grp][n] = m[n];
+      part.l[grp][n] = l[n];
+    }
+  }
+  __syncthreads();
+  merge_and_store<T>(part, p, w);
+}
+
+// The combine's block: cols = head_dim / 4 float4 columns x lanes (a power of two, at most
+// kCombineMaxThreads threads; combine_lanes), each thread loading kCombineBatch splits at once.
+constexpr int kCombineMaxThreads = 512;
+constexpr int kCombineBatch = 8;
+
+// Block b·heads + h merges the splits of query head h of sequence b that hold keys (the first
+// ceil(ctx / chunk); the blocks of the others wrote nothing): M = max m_s, L = sum_s
+// exp2(m_s - M) l_s, o = sum_s exp2(m_s - M) o_s / L. Thread (col, lane) takes float4 column
+// col and splits lane, lane + lanes, ...: it issues the loads of kCombineBatch of them before
+// merging any (online, merge_mlo), so that up to kCombineBatch·lanes splits cost one L2 round
+// trip; then the lanes of a column merge pairwise through shared memory, log2(lanes) steps.
+template <class T>
+__global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const Decode p) {
+  __shared__ float2 red_ml[kCombineMaxThreads];
+  __shared__ float4 red_o[kCombineMaxThreads];
+  const int bh = static_cast<int>(blockIdx.x);
+  const int cols = p.head_dim / 4, lanes = static_cast<int>(blockDim.x) / cols;
+  const int col = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
+  // context_lens is the launch's input, not the main kernel's output: read before the wait.
+  const int ctx = p.context_lens[bh / p.heads];
+  const int n = min(p.splits, (ctx + p.chunk - 1) / p.chunk);
+  const float2* ml = p.part_ml + int64_t{bh} * p.splits;
+  const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
+  wait_for_primary();
+
+  float m = -INFINITY, l = 0.f;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = lane; s0 < n; s0 += kCombineBatch * lanes) {
+    float2 x[kCombineBatch];
+    float4 v[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const int s = s0 + i * lanes;
+      x[i] = make_float2(-INFINITY, 0.f);
+      v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (s < n) {
+        x[i] = ml[s];
+        v[i] = *reinterpret_cast<const float4*>(po + int64_t{s} * p.head_dim);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) merge_mlo(m, l, o, x[i].x, x[i].y, v[i]);
+  }
+  // Lanes [half, 2 half) hand over to lanes [0, half); each slot is written once, then read
+  // once after the barrier, so one barrier per step.
+  for (int half = lanes / 2; half > 0; half /= 2) {
+    if (lane >= half && lane < 2 * half) {
+      red_ml[threadIdx.x] = make_float2(m, l);
+      red_o[threadIdx.x] = o;
+    }
+    __syncthreads();
+    if (lane < half) {
+      const int from = static_cast<int>(threadIdx.x) + half * cols;
+      merge_mlo(m, l, o, red_ml[from].x, red_ml[from].y, red_o[from]);
+    }
+  }
+  if (lane == 0) {
+    const float inv_l = 1.f / l;  // l >= 1: the split holding the max contributes exp2(0)
+    const float out[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
+    store_n<T, 4>(static_cast<T*>(p.o) + int64_t{bh} * p.head_dim + 4 * col, out);
+  }
+}
+
+// k_cache, v_cache: [batch, max_context, row]; k_new, v_new: [batch, tokens, row]; row counted
+// in units W (16 bytes, or one element when rows or pointers are not 16-byte aligned). Threads
+// take the units of K, then those of V, so one launch writes both.
+template <class W>
+__global__ void cache_append_kernel(W* __restrict__ k_cache, W* __restrict__ v_cache, const W* __restrict__ k_new,
+                                    const W* __restrict__ v_new, const int32_t* __restrict__ positions, int64_t tokens,
+                                    int64_t row, int64_t max_context, int64_t per_tensor) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < 2 * per_tensor; i += stride) {
+    const bool is_v = i >= per_tensor;
+    const int64_t j = is_v ? i - per_tensor : i;
+    const int64_t e = j % row, bt = j / row;
+    const int64_t b = bt / tokens, pos = positions[b] + bt % tokens;
+    if (pos < 0 || pos >= max_context) continue;  // outside the cache: never written out of bounds
+    (is_v ? v_cache : k_cache)[(b * max_context + pos) * row + e] = (is_v ? v_new : k_new)[j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+
+// Calls f(T{}) with the storage type T of dtype (supports() has checked it).
+template <class F>
+void with_storage(DType dtype, const char* name, F&& f) {
+  switch (dtype) {
+    case DType::fp32:
+      return f(float{});
+    case DType::fp16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    case DType::fp8_e4m3:
+      break;
+  }
+  throw std::invalid_argument(std::string(name) + ": no kernel for dtype " + dtype_name(dtype));
+}
+
+int padded_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
+Decode make_decode(const DecodeParams& p) {
+  Decode d{};
+  d.q = p.q;
+  d.k = p.k_cache;
+  d.v = p.v_cache;
+  d.o = p.o;
+  d.context_lens = p.context_lens;
+  d.row_stride = p.kv_heads * p.head_dim;
+  d.seq_stride = p.max_context * d.row_stride;
+  d.heads = static_cast<int>(p.heads);
+  d.kv_heads = static_cast<int>(p.kv_heads);
+  d.group = static_cast<int>(p.heads / p.kv_heads);
+  d.head_dim = static_cast<int>(p.head_dim);
+  d.head_tiles = 1;
+  d.splits = 1;
+  d.chunk = static_cast<int>(p.max_context);
+  d.scale = p.scale;
+  d.scale_log2 = p.scale_log2;
+  d.alibi = p.alibi;
+  return d;
+}
+
+void naive(const DecodeParams& p, const LaunchContext& ctx) {
+  const Decode d = make_decode(p);
+  with_storage(p.dtype, "decode/naive", [&](auto tag) {
+    using T = decltype(tag);
+    naive_kernel<T><<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
+        d, static_cast<float*>(ctx.workspace), p.max_context);
+  });
+  check_launch("decode/naive");
+}
+
+int64_t longest_context(const DecodeParams& p) { return std::clamp<int64_t>(p.longest_context, 1, p.max_context); }
+
+// The most splits any launch of p uses: chunks of at least kMinChunk keys, and no more than
+// kMaxSlots blocks over the fewest blocks per split (one per kv head).
+int64_t max_splits(const DecodeParams& p) {
+  const int64_t by_chunk = longest_context(p) / kMinChunk;
+  const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
+  return std::max<int64_t>(1, std::min(by_chunk, by_slots));
+}
+
+// [batch, heads, splits, head_dim] fp32 o, then [batch, heads, splits] float2 (m, l).
+std::size_t partial_o_bytes(const DecodeParams& p, int64_t splits) {
+  return static_cast<std::size_t>(ceil_div(p.batch * p.heads * splits * p.head_dim * 4, 256) * 256);
+}
+
+std::size_t split_workspace(const DecodeParams& p) {
+  const int64_t s = max_splits(p);
+  return s == 1 ? 0 : partial_o_bytes(p, s) + static_cast<std::size_t>(p.batch * p.heads * s * 8);
+}
+
+// How a fused launch spreads over the card.
+struct Policy {
+  bool split;  // false: flash_decode, one block per (sequence, kv head, head tile)
+  const char* name;
+};
+
+// Splits: at most as many as fill one round of `slots` resident blocks with `units` blocks per
+// split (and max_splits). The chunk is the fewest whole `step`-key steps of the kernel (its
+// 16-key tiles, or the CUDA-core kernel's block step) that cover the longest context in that
+// many splits, and the splits are the fewest of that chunk: the longest block as short as the
+// steps allow. Batch 1 x 8 kv heads x 131072 keys on 132 SMs x 4: 66 splits of 2000 keys (the
+// last 1072), 528 blocks; 64-key chunks gave 64 of 2048, 512 blocks. One split means none:
+// the kernel writes o and no combine runs.
+void plan_splits(Decode& d, const DecodeParams& p, int64_t units, int64_t slots, int64_t step) {
+  const int64_t want = std::min(slots / units, max_splits(p));
+  if (want <= 1) return;
+  const int64_t longest = longest_context(p);
+  const int64_t chunk = ceil_div(ceil_div(longest, want), step) * step;
+  const int64_t splits = ceil_div(longest, chunk);
+  if (splits <= 1) return;
+  d.splits = static_cast<int>(splits);
+  d.chunk = static_cast<int>(chunk);
+}
+
+int sm_count(const LaunchContext& ctx) {
+  if (!ctx.caps || ctx.caps->sm_count <= 0) throw std::invalid_argument("decode: LaunchContext has no device caps");
+  return ctx.caps->sm_count;
+}
+
+// Lanes per float4 column of the combine (combine_kernel): the fewest, as a power of two, whose
+// kCombineBatch loads each cover every split, within kCombineMaxThreads.
+int combine_lanes(int head_dim, int splits) {
+  const int cols = head_dim / 4;
+  int lanes = 1;
+  while (lanes * kCombineBatch < splits && 2 * lanes * cols <= kCombineMaxThreads) lanes *= 2;
+  return lanes;
+}
+
+// Launches `kernel` (heads_per_block query heads per block, `step` keys per block step) and,
+// with splits, the combine.
+template <class T, class Kernel>
+void launch_fused(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy, Kernel kernel, int threads,
+                  int heads_per_block, int step, int blocks_per_sm) {
+  Decode d = make_decode(p);
+  d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
+  const int64_t units = p.batch * p.kv_heads * d.head_tiles;
+  if (policy.split) plan_splits(d, p, units, int64_t{sm_count(ctx)} * blocks_per_sm, step);
+  if (d.splits > 1) {
+    d.part_o = static_cast<float*>(ctx.workspace);
+    d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
+  }
+  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, 0, ctx.stream>>>(d);
+  check_launch(policy.name);
+  if (d.splits == 1) return;
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
+  cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
+  cfg.stream = ctx.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ctx.caps->arch() >= 90 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T>, d), policy.name);
+  check_launch(policy.name);
+}
+
+// Resident blocks per SM of a kernel, asked once per kernel (the static is per instantiation).
+template <class Kernel>
+int occupancy(Kernel kernel, int threads) {
+  int n = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0), "decode: occupancy");
+  return n;
+}
+
+template <class T, int kD>
+void launch_mma(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
+  using C = MmaCfg<kD>;
+  static const int blocks_per_sm = occupancy(mma_decode_kernel<T, kD>, C::kThreads);
+  launch_fused<T>(p, ctx, policy, mma_decode_kernel<T, kD>, C::kThreads, C::kHeads, C::kKeys, blocks_per_sm);
+}
+
+template <class T, int kD, int kG>
+void launch_simt(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
+  using C = SimtCfg<T, kD, kG>;
+  static const int blocks_per_sm = occupancy(simt_decode_kernel<T, kD, kG>, C::kThreads);
+  launch_fused<T>(p, ctx, policy, simt_decode_kernel<T, kD, kG>, C::kThreads, kG, C::kStep, blocks_per_sm);
+}
+
+template <class T, int kD>
+void launch_class(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
+  if constexpr (!std::is_same_v<T, float> && kD <= 128) {
+    launch_mma<T, kD>(p, ctx, policy);
+  } else if (p.heads == p.kv_heads) {
+    launch_simt<T, kD, 1>(p, ctx, policy);
+  } else {
+    launch_simt<T, kD, 4>(p, ctx, policy);
+  }
+}
+
+void launch_fused_variant(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
+  with_storage(p.dtype, policy.name, [&](auto tag) {
+    using T = decltype(tag);
+    switch (padded_dim(p.head_dim)) {
+      case 64:
+        return launch_class<T, 64>(p, ctx, policy);
+      case 128:
+        return launch_class<T, 128>(p, ctx, policy);
+      default:
+        return launch_class<T, 256>(p, ctx, policy);
+    }
+  });
+}
+
+void flash_decode(const DecodeParams& p, const LaunchContext& ctx) {
+  launch_fused_variant(p, ctx, {false, "decode/flash_decode"});
+}
+void split_kv(const DecodeParams& p, const LaunchContext& ctx) { launch_fused_variant(p, ctx, {true, "decode/split_kv"}); }
+
+// ---------------------------------------------------------------------------------------
+// supports and workspace
+
+std::string common_reason(const DecodeParams& p) {
+  if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)
+    return std::string("dtype ") + dtype_name(p.dtype) +
+           " is not a decode storage type (fp32, fp16, bf16; an fp8 cache needs a dequantisation scale)";
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.max_context < 1)
+    return "batch, heads, kv_heads and max_context must be >= 1";
+  if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
+  if (p.max_context >= kMaxContext) return "max_context must be < 2^30";
+  if (p.longest_context < 1 || p.longest_context > p.max_context) return "longest_context must be in [1, max_context]";
+  if (p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31 (blocks in gridDim.x)";
+  return {};
+}
+
+std::size_t naive_workspace(const DecodeParams& p) {
+  return static_cast<std::size_t>(p.batch * p.heads * p.max_context) * sizeof(float);
+}
+
+std::string naive_supports(const DecodeParams& p, const DeviceCaps& caps) {
+  std::string r = common_reason(p);
+  if (!r.empty()) return r;
+  if (caps.total_memory > 0 && naive_workspace(p) > caps.total_memory / 4)
+    return "the score matrix [batch, heads, max_context] needs more than a quarter of the card";
+  return {};
+}
+
+std::string fused_supports(const DecodeParams& p, const DeviceCaps& caps) {
+  std::string r = common_reason(p);
+  if (!r.empty()) return r;
+  // Zero caps (a device not chosen yet) are not refused.
+  if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+ (mma.sync with bf16)";
+  for (const void* ptr : {p.q, p.k_cache, p.v_cache, static_cast<const void*>(p.o)})
+    if (ptr && reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k_cache, v_cache and o must be 16-byte aligned";
+  return {};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// cache_append
+
+void cache_append(const CacheAppendParams& p, const LaunchContext& ctx) {
+  const int64_t es = static_cast<int64_t>(dtype_bytes(p.dtype));
+  const int64_t row_bytes = p.kv_heads * p.head_dim * es;
+  bool vec16 = row_bytes % 16 == 0;
+  for (const void* ptr : {static_cast<const void*>(p.k_cache), static_cast<const void*>(p.v_cache), p.k_new, p.v_new})
+    vec16 = vec16 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  auto launch = [&](auto unit) {
+    using W = decltype(unit);
+    const int64_t row = row_bytes / static_cast<int64_t>(sizeof(W));
+    const int64_t per_tensor = p.batch * p.tokens * row;
+    if (per_tensor == 0) return;
+    constexpr int kThreads = 256;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(2 * per_tensor, kThreads), 65535));
+    cache_append_kernel<W><<<blocks, kThreads, 0, ctx.stream>>>(
+        static_cast<W*>(p.k_cache), static_cast<W*>(p.v_cache), static_cast<const W*>(p.k_new),
+        static_cast<const W*>(p.v_new), p.positions, p.tokens, row, p.max_context, per_tensor);
+  };
+  if (vec16) {
+    launch(uint4{});
+  } else {
+    switch (es) {
+      case 4:
+        launch(uint32_t{});
+        break;
+      case 2:
+        launch(uint16_t{});
+        break;
+      default:
+        launch(uint8_t{});
+        break;
+    }
+  }
+  check_launch("decode/cache_append");
+}
+
+// ---------------------------------------------------------------------------------------
+// Variant table
+
+const std::vector<Variant<DecodeParams>>& decode_variants() {
+  static const std::vector<Variant<DecodeParams>> table = {
+      {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V (the baseline)", naive,
+       naive_supports, naive_workspace},
+      {"flash_decode",
+       "one pass, online softmax, one block per (sequence, kv head) for its whole GQA group; mma.sync for fp16/bf16",
+       flash_decode, fused_supports, nullptr},
+      {"split_kv", "Flash-Decoding: flash_decode with the context split to fill the SMs, fp32 partials, combine",
+       split_kv, fused_supports, split_workspace},
+  };
+  return table;
+}
+
+}  // namespace attnbench
