@@ -421,8 +421,11 @@ const OpSpec& op_spec(Op op) {
 
 // What a point is made of before validation: each shape key's value node (from [shape],
 // or one element of a [sweep] list) and the dtype's.
+bool is_bare_word(const std::string& s);
+
 struct RawPoint {
   std::string label;
+  std::vector<std::string> pins;  // --set overrides that select this point alone
   std::map<std::string, Item> shape;
   std::optional<Item> dtype;
 };
@@ -445,6 +448,7 @@ class PointReader {
   CasePoint read(const Common& common) {
     CasePoint p;
     p.label = raw_.label;
+    p.pins = raw_.pins;
     p.op = common.op;
     p.kernels = common.kernels;
     p.baseline = common.baseline;
@@ -773,6 +777,10 @@ class CaseReader {
           else
             q.shape[axis.key] = v;
           q.label += (q.label.empty() ? "" : " ") + axis.key + "=" + show(*v.node);
+          const std::string value = v.node->is_string() && !is_bare_word(show(*v.node))
+                                        ? "\"" + show(*v.node) + "\""
+                                        : show(*v.node);
+          q.pins.push_back((axis.key == "dtype" ? "" : "shape.") + axis.key + "=" + value);
           next.push_back(std::move(q));
         }
       }

@@ -61,6 +61,9 @@ struct BenchSpec {
 // One fully resolved point of a case's sweep: everything a run needs.
 struct CasePoint {
   std::string label;  // the swept values, "seq_q=1024 dtype=bf16"; empty without a sweep
+  // The same as --set overrides ("shape.seq_q=1024", "dtype=bf16"): appended to the
+  // case's own, they make a command line that runs this point alone.
+  std::vector<std::string> pins;
   Op op = Op::softmax;
   DType dtype = DType::fp32;
   Shape shape;

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
+#include "app/compare.hpp"
 #include "app/device.hpp"
 #include "app/ops.hpp"
 #include "app/report.hpp"
@@ -29,12 +31,15 @@ struct Options {
   std::string output;
   std::optional<uint64_t> seed;
   std::string mode;
+  bool keep_samples = false;
+  std::string dump, dump_failures;
   int device = 0;
   std::string cases_dir;
   bool dry_run = false;
   bool remeasure = false;
   std::string list_what = "all";
-  std::string command_line;
+  std::string base_report, new_report, threshold = "5";
+  std::string command_line, program = "attnbench";
 };
 
 // cases/ next to the working directory, else the source tree this binary was built from.
@@ -61,6 +66,9 @@ void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--seed", o.seed, "first seed of the verification trials (overrides [verify].seed)");
   cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--cases-dir", o.cases_dir, "where case names and `all` are looked up (default: ./cases)");
+  cmd->add_option("--dump", o.dump, "write inputs, outputs and the reference of every point as .npy files to DIR");
+  cmd->add_option("--dump-failures", o.dump_failures, "as --dump, only for variants that fail verification")
+      ->excludes("--dump");
   cmd->add_flag("--dry-run", o.dry_run,
                 "load and validate the cases, print what would run (as on an H100); needs no GPU");
 }
@@ -119,13 +127,27 @@ int run_or_verify(const Options& o, bool timed) {
   if (o.mode == "cold") ro.mode = TimingMode::cold;
   if (o.mode == "hot") ro.mode = TimingMode::hot;
   if (o.mode == "graph") ro.mode = TimingMode::graph;
+  if (o.mode == "all") ro.mode = TimingMode::cold;  // the row's own mode; hot and graph beside it
+  ro.all_modes = o.mode == "all";
+  ro.program = o.program;
+  ro.sets = o.sets;
+  ro.device = o.device;
+  ro.dump_dir = o.dump.empty() ? o.dump_failures : o.dump;
+  ro.dump_failures_only = !o.dump_failures.empty();
   ro.progress = isatty(STDERR_FILENO);
-  TableWriter table(std::cout, timed);
+  TableWriter table(std::cout, timed, ro.all_modes);
   Runner runner(gpu, ro, [&](const ResultRow& r) {
     if (stream_table) table.row(r);
   });
 
-  RunMeta meta{ATTNBENCH_VERSION, o.command_line, now_iso(), timed ? "run" : "verify", gpu.info(), std::nullopt};
+  RunMeta meta;
+  meta.version = ATTNBENCH_VERSION;
+  meta.command_line = o.command_line;
+  meta.date = now_iso();
+  meta.mode = timed ? "run" : "verify";
+  meta.timing_mode = o.mode;
+  meta.keep_samples = o.keep_samples;
+  meta.device = gpu.info();
   if (timed) {
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
@@ -138,6 +160,9 @@ int run_or_verify(const Options& o, bool timed) {
       write_report(out, format, meta, runner.rows());
     }
   };
+  size_t points = 0;
+  for (const auto& c : cases) points += c.points.size();
+  runner.set_total_points(points);
   try {
     for (const auto& c : cases) {
       size_t width = 0;
@@ -150,6 +175,9 @@ int run_or_verify(const Options& o, bool timed) {
     throw;
   }
   write_outputs();
+  if (!ro.dump_dir.empty())
+    std::cerr << "attnbench: dumped " << runner.dump_dirs().size() << " point(s) as .npy under " << ro.dump_dir
+              << " (manifest.json in each)\n";
   const Tally& t = runner.tally();
   if (!timed) {
     if (t.skipped) std::cout << t.skipped << " skipped\n";
@@ -194,36 +222,79 @@ int info(const Options& o) {
             << cuda_version_string(d.runtime_version) << ", attnbench " << ATTNBENCH_VERSION << "\n";
   std::cout << "measuring ceilings..." << std::flush;
   const Ceilings& c = gpu.ceilings(o.remeasure);
-  std::cout << "\r\033[K" << "ceilings (" << c.source << "):\n"
-            << "  copy bandwidth   " << fmt_fixed(c.copy_gbps, 0) << " GB/s (device-to-device, read + write)\n"
-            << "  read bandwidth   " << fmt_fixed(c.read_gbps, 0) << " GB/s\n"
-            << "  write bandwidth  " << fmt_fixed(c.write_gbps, 0) << " GB/s\n"
-            << "  fp32 GEMM        " << fmt_fixed(c.fp32_tflops, 1) << " TFLOP/s (cuBLAS, 8192^3, no TF32)\n"
-            << "  fp16 GEMM        " << fmt_fixed(c.fp16_tflops, 1) << " TFLOP/s (cuBLAS, 8192^3, fp32 accumulate)\n"
-            << "  bf16 GEMM        " << fmt_fixed(c.bf16_tflops, 1) << " TFLOP/s (cuBLAS, 8192^3, fp32 accumulate)\n";
+  const std::optional<Datasheet> sheet = datasheet_for(d.name);
+  std::cout << "\r\033[K" << "ceilings (" << c.source << ")"
+            << (sheet ? ", beside NVIDIA's datasheet for the " + sheet->card + " (dense)" : std::string()) << ":\n";
+  auto line = [&](const std::string& what, double measured, int decimals, const std::string& unit, double datasheet,
+                  const std::string& how) {
+    std::cout << "  " << std::left << std::setw(17) << what << std::right << std::setw(8)
+              << (measured > 0 ? fmt_fixed(measured, decimals) : std::string("-")) << " " << std::left
+              << std::setw(8) << unit << std::right << std::setw(9)
+              << (datasheet > 0 ? fmt_fixed(datasheet, decimals) : std::string("")) << "  " << how << "\n";
+  };
+  std::cout << "  " << std::left << std::setw(17) << "" << std::right << std::setw(8) << "measured" << std::setw(18)
+            << (sheet ? "datasheet" : "") << "\n";
+  line("copy bandwidth", c.copy_gbps, 0, "GB/s", sheet ? sheet->hbm_gbps : 0, "device-to-device, read + write");
+  line("read bandwidth", c.read_gbps, 0, "GB/s", sheet ? sheet->hbm_gbps : 0, "");
+  line("write bandwidth", c.write_gbps, 0, "GB/s", sheet ? sheet->hbm_gbps : 0, "");
+  line("fp32 GEMM", c.fp32_tflops, 1, "TFLOP/s", sheet ? sheet->fp32_tflops : 0, "cuBLAS, 8192^3, no TF32");
+  line("tf32 GEMM", c.tf32_tflops, 1, "TFLOP/s", sheet ? sheet->tf32_tflops : 0, "cuBLAS, 8192^3, fp32 data");
+  line("fp16 GEMM", c.fp16_tflops, 1, "TFLOP/s", sheet ? sheet->fp16_tflops : 0, "cuBLAS, 8192^3, fp32 accumulate");
+  line("bf16 GEMM", c.bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0, "cuBLAS, 8192^3, fp32 accumulate");
+  line("bf16 mma.sync", c.mma_sync_bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
+       c.mma_sync_bf16_tflops > 0 ? "m16n8k16 from registers only" : "not measured (needs sm_80)");
+  line("bf16 wgmma", 0, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
+       "not measured yet (a register-only wgmma kernel is still to be written)");
   return kExitOk;
+}
+
+// Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED.
+int compare(const Options& o) {
+  const CompareResult r =
+      compare_reports(read_report(o.base_report), read_report(o.new_report), parse_threshold(o.threshold));
+  const bool markdown = o.format == "markdown" || o.format == "md" ||
+                        (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::markdown);
+  write_compare(std::cout, r, markdown);
+  if (!o.output.empty()) {
+    std::ofstream out(o.output);
+    if (!out) throw InputError(o.output + ": cannot write the comparison");
+    write_compare(out, r, markdown);
+  }
+  if (!r.warning.empty()) std::cerr << "attnbench: warning: " << r.warning << "\n";
+  return r.exit_code();
 }
 
 }  // namespace
 
 int run_cli(int argc, char** argv) {
   Options o;
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(argv[i]);
+  if (argc > 0) o.program = argv[0];
 
   CLI::App app{"attnbench: correctness and speed of attention kernels against an fp64 reference"};
   app.set_version_flag("--version", ATTNBENCH_VERSION);
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 all verified, 1 a verification failed, 2 bad input, 3 no GPU or a CUDA error.");
+  app.footer(
+      "Exit codes: 0 all verified, 1 a verification failed (compare: a row got SLOW or FAILED), 2 bad input, 3 no GPU "
+      "or a CUDA error.");
   auto* run = app.add_subcommand("run", "verify and time the cases; print timings, TFLOP/s, GB/s, % of ceiling");
   add_case_options(run, o);
-  run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph")
-      ->check(CLI::IsMember({"cold", "hot", "graph"}));
+  run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
+      ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
+  run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");
   lst->add_option("what", o.list_what, "kernels | cases (default: both)")
       ->check(CLI::IsMember({"kernels", "cases", "all"}));
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
+  auto* cmp = app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW (needs no GPU)");
+  cmp->add_option("base", o.base_report, "the reference report (json)")->required();
+  cmp->add_option("new", o.new_report, "the report to judge (json)")->required();
+  cmp->add_option("--threshold", o.threshold, "smallest change in % called FAST or SLOW (default 5)");
+  cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
+      ->check(CLI::IsMember({"table", "markdown", "md"}));
+  cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
   auto* inf = app.add_subcommand("info", "the card, and the ceilings attnbench measures on it");
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");
@@ -246,6 +317,7 @@ int run_cli(int argc, char** argv) {
     if (*verify) return run_or_verify(o, false);
     if (*lst) return list(o);
     if (*inf) return info(o);
+    if (*cmp) return compare(o);
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";
     return kExitInput;

@@ -73,6 +73,14 @@ Gpu::Gpu(int index) {
   info_.memory_bus_bits = p.memoryBusWidth;
   check_cuda(cudaDriverGetVersion(&info_.driver_version), "cudaDriverGetVersion");
   check_cuda(cudaRuntimeGetVersion(&info_.runtime_version), "cudaRuntimeGetVersion");
+  char bus[32] = {};
+  check_cuda(cudaDeviceGetPCIBusId(bus, sizeof bus, index), "cudaDeviceGetPCIBusId");
+  info_.pci_bus_id = bus;
+  clock_ = std::make_unique<SmClock>(info_.pci_bus_id);
+  info_.nvml = clock_->active();
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, index) != cudaSuccess) cudaGetLastError();
+  info_.sm_clock_max_mhz = clock_->active() ? clock_->max_mhz() : khz / 1000.0;
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cublas(cublasCreate(&cublas_), "cublasCreate");
   check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
@@ -92,6 +100,20 @@ std::size_t Gpu::free_memory() const {
 }
 
 void Gpu::flush_l2() { check_cuda(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), stream_), "L2 flush"); }
+
+void Gpu::reset_persisting_l2() {
+  cudaStreamAttrValue window{};
+  window.accessPolicyWindow.num_bytes = 0;
+  window.accessPolicyWindow.hitProp = cudaAccessPropertyNormal;
+  window.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
+  check_cuda(cudaStreamSetAttribute(stream_, cudaStreamAttributeAccessPolicyWindow, &window),
+             "clearing the stream's access-policy window");
+  // Cards without persisting L2 (before sm_80) say so; that is the state wanted.
+  for (const cudaError_t e : {cudaCtxResetPersistingL2Cache(), cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0)})
+    if (e != cudaSuccess && e != cudaErrorUnsupportedLimit && e != cudaErrorNotSupported)
+      check_cuda(e, "resetting the persisting L2 cache");
+  cudaGetLastError();
+}
 
 void Gpu::synchronize() const { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
@@ -120,19 +142,21 @@ double median_ms(cudaStream_t stream, int reps, Fn fn) {
   return summarize(ms).median;
 }
 
-double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t) {
+// tf32: fp32 data multiplied on the TF32 tensor cores, the rate an fp32 kernel that allows them can reach.
+double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t, bool tf32 = false) {
   const int n = 8192;
   const cudaDataType_t type = t == DType::fp32 ? CUDA_R_32F : t == DType::fp16 ? CUDA_R_16F : CUDA_R_16BF;
   const std::size_t bytes = static_cast<std::size_t>(n) * n * dtype_bytes(t);
   DeviceBuffer a(bytes), b(bytes), c(bytes);
   launch_fill_uniform(a.get(), static_cast<std::size_t>(n) * n, t, 1, stream);
   launch_fill_uniform(b.get(), static_cast<std::size_t>(n) * n, t, 2, stream);
-  // True fp32 for the fp32 ceiling: TF32 would be another ceiling.
-  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  // True fp32 for the fp32 ceiling: TF32 is another one.
+  check_cublas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float one = 1.f, zero = 0.f;
   const double ms = median_ms(stream, t == DType::fp32 ? 5 : 20, [&] {
     check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, b.get(), type, n, a.get(), type, n, &zero,
-                              c.get(), type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              c.get(), type, n, compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   });
   check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
@@ -147,6 +171,20 @@ std::filesystem::path cache_file() {
 }
 
 }  // namespace
+
+std::optional<Datasheet> datasheet_for(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  // Most specific names first: "H100 NVL" and "H100 PCIe" before the SXM "H100".
+  if (has("H200 NVL")) return Datasheet{"H200 NVL", 4800, 60, 417.5, 835.5, 835.5};
+  if (has("H200")) return Datasheet{"H200 SXM", 4800, 67, 494.7, 989.4, 989.4};
+  if (has("H100 NVL")) return Datasheet{"H100 NVL", 3900, 60, 417.5, 835.5, 835.5};
+  if (has("H100 PCIe")) return Datasheet{"H100 PCIe", 2000, 51, 378, 756, 756};
+  if (has("H100")) return Datasheet{"H100 SXM5", 3350, 67, 494.7, 989.4, 989.4};
+  if (has("A100") && has("80GB") && has("PCIe")) return Datasheet{"A100 80GB PCIe", 1935, 19.5, 156, 312, 312};
+  if (has("A100") && has("80GB")) return Datasheet{"A100 80GB SXM4", 2039, 19.5, 156, 312, 312};
+  if (has("A100")) return Datasheet{"A100 40GB", 1555, 19.5, 156, 312, 312};
+  return std::nullopt;
+}
 
 Ceilings Gpu::measure_ceilings() {
   Ceilings c;
@@ -166,14 +204,23 @@ Ceilings Gpu::measure_ceilings() {
   c.fp32_tflops = gemm_tflops(cublas_, stream_, DType::fp32);
   c.fp16_tflops = gemm_tflops(cublas_, stream_, DType::fp16);
   c.bf16_tflops = gemm_tflops(cublas_, stream_, DType::bf16);
+  c.tf32_tflops = gemm_tflops(cublas_, stream_, DType::fp32, true);
+  if (info_.caps.arch() >= 80) {
+    double flops = 0;
+    const double ms = median_ms(stream_, 10, [&] {
+      flops = launch_mma_sync_peak(static_cast<float*>(sink.get()), info_.caps, stream_);
+    });
+    c.mma_sync_bf16_tflops = flops / (ms * 1e9);
+  }
   c.source = "measured";
   return c;
 }
 
 const Ceilings& Gpu::ceilings(bool remeasure) {
   if (have_ceilings_ && !remeasure) return ceilings_;
+  // "ceilings 2": entries written before tf32 and mma.sync were measured are measured again.
   const std::string key = info_.name + " | driver " + cuda_version_string(info_.driver_version) + " | attnbench " +
-                          ATTNBENCH_VERSION;
+                          ATTNBENCH_VERSION + " | ceilings 2";
   const auto path = cache_file();
   nlohmann::json cache = nlohmann::json::object();
   {
@@ -185,12 +232,13 @@ const Ceilings& Gpu::ceilings(bool remeasure) {
     const auto& j = cache[key];
     ceilings_ = {j.value("copy_gbps", 0.0),   j.value("read_gbps", 0.0),   j.value("write_gbps", 0.0),
                  j.value("fp32_tflops", 0.0), j.value("fp16_tflops", 0.0), j.value("bf16_tflops", 0.0),
-                 path.string()};
+                 j.value("tf32_tflops", 0.0), j.value("mma_sync_bf16_tflops", 0.0), path.string()};
   } else {
     ceilings_ = measure_ceilings();
     cache[key] = {{"copy_gbps", ceilings_.copy_gbps},     {"read_gbps", ceilings_.read_gbps},
                   {"write_gbps", ceilings_.write_gbps},   {"fp32_tflops", ceilings_.fp32_tflops},
-                  {"fp16_tflops", ceilings_.fp16_tflops}, {"bf16_tflops", ceilings_.bf16_tflops}};
+                  {"fp16_tflops", ceilings_.fp16_tflops}, {"bf16_tflops", ceilings_.bf16_tflops},
+                  {"tf32_tflops", ceilings_.tf32_tflops}, {"mma_sync_bf16_tflops", ceilings_.mma_sync_bf16_tflops}};
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     std::ofstream out(path);

@@ -3,7 +3,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+
+#include "app/clocks.hpp"
 
 #include "kernels/kernels.hpp"
 
@@ -36,6 +40,9 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
   int driver_version = 0, runtime_version = 0;  // as 13000 = 13.0
   int memory_bus_bits = 0;
+  std::string pci_bus_id;
+  double sm_clock_max_mhz = 0;  // NVML's maximum SM clock, else the CUDA attribute's
+  bool nvml = false;            // the SM clock can be read while timing
 };
 
 std::string cuda_version_string(int v);  // 13000 -> "13.0"
@@ -46,8 +53,19 @@ struct Ceilings {
   double read_gbps = 0;   // streaming read
   double write_gbps = 0;  // streaming write
   double fp32_tflops = 0, fp16_tflops = 0, bf16_tflops = 0;  // cuBLAS dense GEMM, 8192^3
+  double tf32_tflops = 0;           // cuBLAS, fp32 data through TF32 tensor cores
+  double mma_sync_bf16_tflops = 0;  // mma.sync from registers only; 0 = not measured (before sm_80)
   std::string source;     // "measured" or the cache file it came from
 };
+
+// What NVIDIA's datasheet promises for a card (dense, no sparsity), beside the
+// measured ceilings: how far the card, not the kernel, is from the brochure.
+struct Datasheet {
+  std::string card;  // the datasheet's name for it
+  double hbm_gbps = 0, fp32_tflops = 0, tf32_tflops = 0, fp16_tflops = 0, bf16_tflops = 0;
+};
+// By the CUDA device name ("NVIDIA H100 80GB HBM3", "NVIDIA H200", ...); none for other cards.
+std::optional<Datasheet> datasheet_for(const std::string& device_name);
 
 class Gpu {
  public:
@@ -64,6 +82,10 @@ class Gpu {
   // Evicts L2 by writing a buffer twice its size; enqueued on the stream, never timed.
   void flush_l2();
   void synchronize() const;
+  // No variant may time inside a persisting-L2 carve-out that an earlier one set up:
+  // the stream's access-policy window cleared, persisting lines reset, the carve-out 0.
+  void reset_persisting_l2();
+  const SmClock& clock() const { return *clock_; }
   // Measured once per card and driver, then read from the user's cache directory.
   const Ceilings& ceilings(bool remeasure = false);
 
@@ -74,6 +96,7 @@ class Gpu {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer flush_;
+  std::unique_ptr<SmClock> clock_;
   Ceilings ceilings_;
   bool have_ceilings_ = false;
 };

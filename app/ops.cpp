@@ -81,6 +81,21 @@ void Problem::poison_output(cudaStream_t stream) {
   check_cuda(cudaMemsetAsync(output_.device.get(), 0xff, output_.bytes(), stream), "poison output");
 }
 
+std::vector<const Tensor*> Problem::input_tensors() const {
+  std::vector<const Tensor*> out;
+  for (const auto& in : inputs_) out.push_back(&in.tensor);
+  return out;
+}
+
+std::vector<float> Problem::download_output() const {
+  std::vector<uint8_t> bytes(output_.bytes());
+  output_.device.download(bytes.data(), bytes.size());
+  std::vector<float> out(static_cast<size_t>(output_.count));
+  for (int64_t i = 0; i < output_.count; ++i)
+    out[static_cast<size_t>(i)] = static_cast<float>(decode_element(output_.dtype, bytes.data(), i));
+  return out;
+}
+
 Comparison Problem::check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
   std::vector<uint8_t> bytes(output_.bytes());
   output_.device.download(bytes.data(), bytes.size());

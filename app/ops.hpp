@@ -76,6 +76,11 @@ class Problem {
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
 
   virtual void poison_output(cudaStream_t stream);
+  // For --dump: the inputs as last drawn (host values, already rounded to their
+  // dtypes), and the output downloaded and widened (exactly) to float.
+  std::vector<const Tensor*> input_tensors() const;
+  const Tensor& output_tensor() const { return output_; }
+  std::vector<float> download_output() const;
   // Downloads the output: all of it for the NaN scan, `rows` widened to double.
   virtual Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
 

@@ -1,6 +1,8 @@
 #include "app/report.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -27,11 +29,11 @@ void derive_rates(ResultRow& r, DType dtype, const Ceilings& c) {
   const double tflops_ceiling =
       dtype == DType::fp32 ? c.fp32_tflops : dtype == DType::fp16 ? c.fp16_tflops : c.bf16_tflops;
   const double gbps_ceiling = r.work.bandwidth == Bandwidth::read ? c.read_gbps : c.copy_gbps;
-  const double compute_ms = tflops_ceiling > 0 ? r.work.flops / (tflops_ceiling * 1e9) : 0;
-  const double memory_ms = gbps_ceiling > 0 ? r.work.bytes / (gbps_ceiling * 1e6) : 0;
-  r.floor_ms = std::max(compute_ms, memory_ms);
-  r.bound = compute_ms > memory_ms ? "compute" : "memory";
-  r.pct_of_ceiling = r.floor_ms > 0 ? 100.0 * r.floor_ms / ms : 0;
+  r.floor_compute_ms = tflops_ceiling > 0 ? r.work.flops / (tflops_ceiling * 1e9) : 0;
+  r.floor_memory_ms = gbps_ceiling > 0 ? r.work.bytes / (gbps_ceiling * 1e6) : 0;
+  r.floor_ms = std::max(r.floor_compute_ms, r.floor_memory_ms);
+  r.bound = r.floor_compute_ms > r.floor_memory_ms ? "compute" : "memory";
+  r.pct_of_floor = r.floor_ms > 0 ? 100.0 * r.floor_ms / ms : 0;
 }
 
 std::optional<Format> parse_format(const std::string& s) {
@@ -73,6 +75,13 @@ namespace {
 std::string detail(const ResultRow& r) {
   std::ostringstream s;
   if (r.status == Status::skipped || r.status == Status::error) return r.reason;
+  if (r.timing && r.timing->clock.low_samples) {
+    const ClockStats& c = r.timing->clock;
+    s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
+      << "% of the " << fmt_fixed(c.max_mhz, 0) << " MHz SM clock (throttled)";
+    if (r.status == Status::verified && !r.pipeline) return s.str();
+    s << "; ";
+  }
   if (r.pipeline) {
     const PipelineTiming& p = *r.pipeline;
     s << "TTFT " << fmt_fixed(p.ttft.ms.median, 4) << " ms (prompt's cache writes + prefill); TBT mean "
@@ -93,8 +102,15 @@ std::string detail(const ResultRow& r) {
   return s.str();
 }
 
+// The median of one of the row's other modes (--mode all), "-" when not measured.
+std::string mode_median(const ResultRow& r, TimingMode m) {
+  for (const auto& t : r.other_modes)
+    if (t.mode == m) return fmt_fixed(t.ms.median, 4);
+  return "-";
+}
+
 // One row as the strings the table and markdown formats print, point first.
-std::vector<std::string> cells(const ResultRow& r, bool timed) {
+std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
   const bool checked = r.cmp.has_value();
   std::vector<std::string> c = {r.point.empty() ? "-" : r.point, r.variant + (r.baseline ? "*" : ""),
                                 status_name(r.status), checked ? fmt_sci(r.cmp->max_abs) : "-",
@@ -108,31 +124,53 @@ std::vector<std::string> cells(const ResultRow& r, bool timed) {
   const bool t = r.timing.has_value();
   c.push_back(t ? fmt_fixed(r.timing->ms.median, 4) : "-");
   c.push_back(t ? fmt_fixed(100 * r.timing->ms.noise, 1) + "%" : "-");
+  if (all_modes) {
+    c.push_back(mode_median(r, TimingMode::hot));
+    c.push_back(mode_median(r, TimingMode::graph));
+  }
   c.push_back(t && r.work.flops > 0 ? fmt_fixed(r.tflops, 1) : "-");
   c.push_back(t ? fmt_fixed(r.gbps, 0) : "-");
-  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_ceiling, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-");
+  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.floor_ms, 4) : "-");
+  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_floor, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-");
   c.push_back(r.speedup ? fmt_fixed(*r.speedup, 2) + "x" : "-");
+  // The mean SM clock while sampling; "!" when some samples ran below 90% of the maximum.
+  c.push_back(t && r.timing->clock.samples ? fmt_fixed(r.timing->clock.mean_mhz, 0) +
+                                                 (r.timing->clock.low_samples ? "!" : "")
+                                           : "-");
   return c;
 }
 
-std::vector<std::string> headers(bool timed) {
+std::vector<std::string> headers(bool timed, bool all_modes) {
   if (!timed) return {"point", "variant", "status", "max abs err", "rel L2 err", "rows checked"};
-  return {"point", "variant", "status", "max abs err", "rel L2 err", "median ms", "noise", "TFLOP/s", "GB/s",
-          "% ceiling", "speedup"};
+  std::vector<std::string> h = {"point", "variant", "status", "max abs err", "rel L2 err", "median ms", "noise"};
+  if (all_modes) h.insert(h.end(), {"hot ms", "graph ms"});
+  h.insert(h.end(), {"TFLOP/s", "GB/s", "floor ms", "% floor", "speedup", "MHz"});
+  return h;
 }
 
 // Column widths after the point column; the first three columns are left-aligned.
-const std::vector<size_t> kWidths = {14, 8, 11, 11, 12, 7, 8, 7, 10, 8};
+size_t width_of(const std::string& header) {
+  static const std::map<std::string, size_t> widths = {
+      {"variant", 14},   {"status", 8},  {"max abs err", 11}, {"rel L2 err", 11}, {"rows checked", 12},
+      {"median ms", 12}, {"noise", 7},   {"hot ms", 10},      {"graph ms", 10},   {"TFLOP/s", 8},
+      {"GB/s", 7},       {"floor ms", 10}, {"% floor", 10},   {"speedup", 8}, {"MHz", 6}};
+  const auto it = widths.find(header);
+  return it == widths.end() ? header.size() : it->second;
+}
+
+bool any_other_modes(const std::vector<ResultRow>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const ResultRow& r) { return !r.other_modes.empty(); });
+}
 
 std::string pad(const std::string& s, size_t w, bool left) {
   if (s.size() >= w) return s;
   return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
 }
 
-std::string line_of(const std::vector<std::string>& c, size_t point_width) {
+std::string line_of(const std::vector<std::string>& c, const std::vector<std::string>& h, size_t point_width) {
   std::string line = "  ";
   for (size_t i = 0; i < c.size(); ++i) {
-    const size_t w = i == 0 ? point_width : kWidths[i - 1];
+    const size_t w = i == 0 ? point_width : width_of(h[i]);
     line += pad(c[i], w, i < 3) + (i + 1 < c.size() ? "  " : "");
   }
   while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -152,12 +190,13 @@ void TableWriter::row(const ResultRow& r) {
   if (r.case_name != case_) begin_case(r.case_name, "", r.point.size());
   if (header_pending_) {
     out_ << (first_ ? "" : "\n") << case_ << (description_.empty() ? "" : ": " + description_) << "\n";
-    const std::string h = line_of(headers(timed_), point_width_);
+    const std::vector<std::string> names = headers(timed_, all_modes_);
+    const std::string h = line_of(names, names, point_width_);
     out_ << h << "\n  " << std::string(h.size() - 2, '-') << "\n";
     header_pending_ = false;
     first_ = false;
   }
-  std::string line = line_of(cells(r, timed_), point_width_);
+  std::string line = line_of(cells(r, timed_, all_modes_), headers(timed_, all_modes_), point_width_);
   const std::string d = detail(r);
   if (!d.empty() && r.status == Status::skipped) {
     line += "  " + d;
@@ -176,7 +215,8 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
     out << "**" << m.device->name << "**, " << m.device->caps.sm_count << " SMs, driver "
         << cuda_version_string(m.device->driver_version) << ", attnbench " << m.version << "\n\n";
   }
-  auto h = headers(timed);
+  const bool all_modes = any_other_modes(rows);
+  auto h = headers(timed, all_modes);
   h.insert(h.begin(), "case");
   h.push_back("note");
   out << "|";
@@ -185,7 +225,7 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
   for (size_t i = 0; i < h.size(); ++i) out << (i < 4 || i + 1 == h.size() ? " --- |" : " ---: |");
   out << "\n";
   for (const auto& r : rows) {
-    auto c = cells(r, timed);
+    auto c = cells(r, timed, all_modes);
     c.insert(c.begin(), r.case_name);
     c.push_back(detail(r));
     out << "|";
@@ -195,7 +235,10 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
     }
     out << "\n";
   }
-  if (timed) out << "\n`*` baseline; % ceiling: floor time over measured time, C = compute-bound, M = memory-bound.\n";
+  if (timed)
+    out << "\n`*` baseline; floor: the least time the card's measured ceilings allow; % floor: floor over the median, "
+           "C = compute-bound, M = memory-bound; MHz: mean SM clock while timing, `!` = some samples below 90% of "
+           "its maximum.\n";
 }
 
 std::string csv_quote(const std::string& s) {
@@ -208,8 +251,8 @@ std::string csv_quote(const std::string& s) {
 void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
   out << "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
          "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
-         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_ceiling,bound,speedup,ttft_ms,tbt_mean_ms,tbt_p50_ms,"
-         "tbt_p99_ms\n";
+         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,ttft_ms,tbt_mean_ms,tbt_p50_ms,"
+         "tbt_p99_ms,sm_mhz,low_clock_samples,command\n";
   for (const auto& r : rows) {
     std::ostringstream s;
     s << std::setprecision(6);
@@ -227,7 +270,7 @@ void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
       const Summary& t = r.timing->ms;
       s << mode_name(r.timing->mode) << "," << t.median << "," << t.min << "," << t.max << "," << t.q1 << "," << t.q3
         << "," << t.noise << "," << t.samples << "," << r.work.flops << "," << r.work.bytes << "," << r.tflops << ","
-        << r.gbps << "," << r.floor_ms << "," << r.pct_of_ceiling << "," << r.bound << ",";
+        << r.gbps << "," << r.floor_ms << "," << r.pct_of_floor << "," << r.bound << ",";
     } else {
       s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
     }
@@ -237,15 +280,35 @@ void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
         << r.pipeline->tbt_p99;
     else
       s << ",,,,";
+    if (r.timing && r.timing->clock.samples)
+      s << "," << r.timing->clock.mean_mhz << "," << r.timing->clock.low_samples;
+    else
+      s << ",,";
+    s << "," << csv_quote(r.command);
     out << s.str() << "\n";
   }
 }
 
-nlohmann::json row_json(const ResultRow& r) {
+nlohmann::json timing_json(const Timing& t, bool keep_samples) {
+  const Summary& s = t.ms;
+  nlohmann::json j = {{"mode", mode_name(t.mode)}, {"median_ms", s.median}, {"min_ms", s.min},
+                      {"max_ms", s.max},           {"q1_ms", s.q1},         {"q3_ms", s.q3},
+                      {"mean_ms", s.mean},         {"noise", s.noise},      {"samples", s.samples},
+                      {"launches_per_sample", t.launches_per_sample},       {"elapsed_ms", t.elapsed_ms}};
+  if (t.clock.samples)
+    j["clock"] = {{"mean_mhz", t.clock.mean_mhz}, {"max_mhz", t.clock.max_mhz}, {"samples", t.clock.samples},
+                  {"low_samples", t.clock.low_samples}};
+  j["hold_timeouts"] = t.hold_timeouts;
+  if (keep_samples) j["samples_ms"] = t.samples;
+  return j;
+}
+
+nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   nlohmann::json j = {{"case", r.case_name}, {"point", r.point},     {"op", r.op},
                       {"dtype", r.dtype},    {"variant", r.variant}, {"baseline", r.baseline},
                       {"status", status_name(r.status)}};
   if (!r.reason.empty()) j["reason"] = r.reason;
+  j["command"] = r.command;
   if (r.cmp) {
     const Comparison& c = *r.cmp;
     j["verify"] = {{"max_abs", c.max_abs},
@@ -269,15 +332,16 @@ nlohmann::json row_json(const ResultRow& r) {
   j["flops"] = r.work.flops;
   j["bytes"] = r.work.bytes;
   if (r.timing) {
-    const Summary& t = r.timing->ms;
-    j["timing"] = {{"mode", mode_name(r.timing->mode)}, {"median_ms", t.median}, {"min_ms", t.min},
-                   {"max_ms", t.max},                   {"q1_ms", t.q1},         {"q3_ms", t.q3},
-                   {"noise", t.noise},                  {"samples", t.samples}};
+    j["timing"] = timing_json(*r.timing, keep_samples);
+    j["timings"][mode_name(r.timing->mode)] = timing_json(*r.timing, false);
+    for (const auto& t : r.other_modes) j["timings"][mode_name(t.mode)] = timing_json(t, keep_samples);
     j["tflops"] = r.tflops;
     j["gbps"] = r.gbps;
     j["floor_ms"] = r.floor_ms;
-    j["pct_of_ceiling"] = r.pct_of_ceiling;
+    j["floor_compute_ms"] = r.floor_compute_ms;
+    j["floor_memory_ms"] = r.floor_memory_ms;
     j["bound"] = r.bound;
+    j["pct_of_floor"] = r.pct_of_floor;
   }
   if (r.speedup) j["speedup"] = *r.speedup;
   if (r.pipeline) {
@@ -291,7 +355,9 @@ nlohmann::json row_json(const ResultRow& r) {
 
 void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow>& rows) {
   nlohmann::json j;
-  j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode}};
+  j["schema"] = kJsonSchema;
+  j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
+                    {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode}};
   if (m.device) {
     const DeviceInfo& d = *m.device;
     j["device"] = {{"name", d.name},
@@ -301,15 +367,27 @@ void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow
                    {"memory_bytes", d.total_memory},
                    {"l2_bytes", d.caps.l2_bytes},
                    {"driver", cuda_version_string(d.driver_version)},
-                   {"cuda_runtime", cuda_version_string(d.runtime_version)}};
+                   {"cuda_runtime", cuda_version_string(d.runtime_version)},
+                   {"pci_bus_id", d.pci_bus_id},
+                   {"sm_clock_max_mhz", d.sm_clock_max_mhz},
+                   {"nvml", d.nvml}};
   }
   if (m.ceilings) {
     const Ceilings& c = *m.ceilings;
     j["ceilings"] = {{"copy_gbps", c.copy_gbps},     {"read_gbps", c.read_gbps},     {"write_gbps", c.write_gbps},
-                     {"fp32_tflops", c.fp32_tflops}, {"fp16_tflops", c.fp16_tflops}, {"bf16_tflops", c.bf16_tflops}};
+                     {"fp32_tflops", c.fp32_tflops}, {"fp16_tflops", c.fp16_tflops}, {"bf16_tflops", c.bf16_tflops},
+                     {"tf32_tflops", c.tf32_tflops}, {"mma_sync_bf16_tflops", c.mma_sync_bf16_tflops}};
   }
+  if (m.device)
+    if (const auto d = datasheet_for(m.device->name))
+      j["datasheet"] = {{"card", d->card},
+                        {"hbm_gbps", d->hbm_gbps},
+                        {"fp32_tflops", d->fp32_tflops},
+                        {"tf32_tflops", d->tf32_tflops},
+                        {"fp16_tflops", d->fp16_tflops},
+                        {"bf16_tflops", d->bf16_tflops}};
   j["rows"] = nlohmann::json::array();
-  for (const auto& r : rows) j["rows"].push_back(row_json(r));
+  for (const auto& r : rows) j["rows"].push_back(row_json(r, m.keep_samples));
   out << j.dump(1) << "\n";
 }
 
@@ -318,7 +396,7 @@ void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow
 void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows) {
   switch (f) {
     case Format::table: {
-      TableWriter t(out, meta.mode == "run");
+      TableWriter t(out, meta.mode == "run", any_other_modes(rows));
       for (size_t i = 0; i < rows.size(); ++i) {
         if (i == 0 || rows[i].case_name != rows[i - 1].case_name) {
           size_t w = 0;

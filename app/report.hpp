@@ -24,21 +24,31 @@ struct ResultRow {
   std::string worst;                 // the worst element as (b, h, i, d)
   Tolerance tol;
   int trials = 0;
+  std::string command;               // the command line that runs this row again, alone
   std::optional<Timing> timing;      // `run` only; for a pipeline, the time to first token
+  std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
   std::optional<PipelineTiming> pipeline;
   Work work;
   // Derived from the timing and the card's ceilings:
   double tflops = 0, gbps = 0;
-  double floor_ms = 0, pct_of_ceiling = 0;  // floor = max(FLOPs / compute ceiling, bytes / bandwidth ceiling)
-  std::string bound;                        // which term of the floor is larger: "compute" or "memory"
+  // The floor is the least time the card's measured ceilings allow: the larger of
+  // FLOPs / compute ceiling of the dtype and bytes / bandwidth ceiling of the op.
+  double floor_ms = 0, floor_compute_ms = 0, floor_memory_ms = 0;
+  double pct_of_floor = 0;  // floor / median: 100% = as fast as the card allows
+  std::string bound;        // which term of the floor is larger: "compute" or "memory"
   std::optional<double> speedup;            // baseline median / this median
 };
 
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.
 void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
 
+// Version of the json report's layout (README "json report"); raised when a key changes meaning.
+constexpr int kJsonSchema = 1;
+
 struct RunMeta {
   std::string version, command_line, date, mode;  // mode: "run" or "verify"
+  std::string timing_mode;                        // --mode as given ("all", "cold", ...); empty = the cases' own
+  bool keep_samples = false;                      // json: every sample, not only the statistics
   std::optional<DeviceInfo> device;
   std::optional<Ceilings> ceilings;
 };
@@ -51,14 +61,16 @@ Format format_for_path(const std::string& path);  // by extension; table otherwi
 // grouped under their case's name; the first column is the sweep point.
 class TableWriter {
  public:
-  TableWriter(std::ostream& out, bool timed) : out_(out), timed_(timed) {}
+  // all_modes: a column for each of the hot and graph medians after the (cold) median.
+  TableWriter(std::ostream& out, bool timed, bool all_modes = false)
+      : out_(out), timed_(timed), all_modes_(all_modes) {}
   // Announces the next case (printed with its first row): the widest point label sets the column.
   void begin_case(const std::string& name, const std::string& description, size_t point_width);
   void row(const ResultRow& r);
 
  private:
   std::ostream& out_;
-  bool timed_;
+  bool timed_, all_modes_;
   std::string case_, description_;
   size_t point_width_ = 5;
   bool header_pending_ = true, first_ = true;

@@ -1,10 +1,14 @@
 #include "app/runner.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "app/dump.hpp"
 #include "app/ops.hpp"
 
 namespace attnbench {
@@ -41,6 +45,28 @@ std::vector<std::string> select_variants(const std::vector<std::string>& all, co
   return out;
 }
 
+std::string shell_quote(const std::string& s) {
+  const bool safe = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_-.,/=+:@%", c);
+  });
+  if (safe) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string reproduce_command(const RunOptions& o, const std::string& case_file, const CasePoint& p,
+                              const std::string& variant) {
+  std::string cmd = shell_quote(o.program) + (o.timed ? " run " : " verify ") + shell_quote(case_file);
+  for (const auto& s : o.sets) cmd += " --set " + shell_quote(s);
+  for (const auto& s : p.pins) cmd += " --set " + shell_quote(s);
+  cmd += " -k " + shell_quote(variant);
+  if (o.timed) cmd += std::string(" --mode ") + (o.all_modes ? "all" : mode_name(o.mode.value_or(p.bench.mode)));
+  if (o.seed) cmd += " --seed " + std::to_string(*o.seed);
+  if (o.device) cmd += " --device " + std::to_string(o.device);
+  return cmd;
+}
+
 void Runner::emit(ResultRow r) {
   switch (r.status) {
     case Status::verified: ++tally_.passed; break;
@@ -53,14 +79,44 @@ void Runner::emit(ResultRow r) {
   if (on_row_) on_row_(rows_.back());
 }
 
+std::string format_duration(double seconds) {
+  const auto s = static_cast<long>(std::max(0.0, seconds) + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+std::string progress_line(const std::string& where, const std::string& what, double elapsed_s, size_t done,
+                          size_t total, size_t width) {
+  std::string line = (total ? "[" + std::to_string(std::min(done + 1, total)) + "/" + std::to_string(total) + "] "
+                            : std::string()) +
+                     where + ": " + what;
+  std::string clock = "  " + format_duration(elapsed_s) + " elapsed";
+  if (done > 0 && total > done)
+    clock += ", ~" + format_duration(elapsed_s / static_cast<double>(done) * static_cast<double>(total - done)) + " left";
+  // The times matter more than the end of a long case name: cut the name, keep them.
+  if (width > clock.size() + 8 && line.size() + clock.size() > width) line = line.substr(0, width - clock.size() - 4) + "...";
+  return line + clock;
+}
+
 void Runner::progress(const std::string& what) const {
   if (!opts_.progress) return;
-  std::fprintf(stderr, "\r\033[K%s: %s", where_.c_str(), what.c_str());
+  winsize ws{};
+  const size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col - 1 : 119;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "\r\033[K%s",
+               progress_line(where_, what, elapsed, done_points_, total_points_, width).c_str());
   std::fflush(stderr);
 }
 
 void Runner::run_case(const Case& c) {
-  for (size_t i = 0; i < c.points.size(); ++i) run_point(c, c.points[i], i);
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    run_point(c, c.points[i], i);
+    ++done_points_;
+  }
 }
 
 void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
@@ -98,6 +154,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     ResultRow r = base;
     r.variant = name;
     r.baseline = name == p.baseline;
+    r.command = reproduce_command(opts_, c.file, p, name);
     r.work = problem->work();
     r.tol = default_tolerance(p.dtype);
     if (p.verify.atol) r.tol.atol = *p.verify.atol;
@@ -133,6 +190,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     const LaunchContext ctx = gpu_.context(ws.get());
     const int trials = std::max(1, p.verify.trials);
     const uint64_t seed0 = opts_.seed.value_or(p.verify.seed);
+    std::optional<PointDump> dump;
+    if (!opts_.dump_dir.empty()) dump.emplace(opts_.dump_dir, c, p, opts_.dump_failures_only);
 
     // Verify: fresh inputs per trial, every variant against the same reference.
     for (int t = 0; t < trials; ++t) {
@@ -162,6 +221,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           continue;
         }
         const Comparison cmp = problem->check(check_rows, want, r.tol);
+        if (dump) dump->add(*problem, seed, check_rows, want, r.variant, cmp, r.tol, r.command);
         if (r.cmp)
           r.cmp->merge(cmp);
         else
@@ -172,9 +232,13 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       }
     }
 
+    if (dump) dump_dirs_.insert(dump_dirs_.end(), dump->dirs().begin(), dump->dirs().end());
+
     if (opts_.timed) {
       BenchSpec spec = p.bench;
       if (opts_.mode) spec.mode = *opts_.mode;
+      std::vector<TimingMode> modes = {spec.mode};
+      if (opts_.all_modes) modes = {TimingMode::cold, TimingMode::hot, TimingMode::graph};
       const Ceilings& ceil = gpu_.ceilings();
       std::optional<double> baseline_ms;
       for (size_t i : runnable) {
@@ -182,9 +246,24 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         // A wrong answer's speed means nothing, except the baseline's, which the speedups need.
         if (r.status != Status::verified && !r.baseline) continue;
         if (r.status == Status::error) continue;
-        progress("timing " + r.variant);
-        r.pipeline = problem->time_steps(r.variant, gpu_, spec, ctx);
-        r.timing = r.pipeline ? r.pipeline->ttft : time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec);
+        gpu_.reset_persisting_l2();
+        std::vector<std::string> nvtx = {c.name, r.variant};
+        if (!p.label.empty()) nvtx.insert(nvtx.begin() + 1, p.label);
+        // The first mode is the row's: its median makes the rates, the floor and the speedup.
+        for (TimingMode m : modes) {
+          // A pipeline times its own steps and has no graph mode: its "graph" would be hot again.
+          if (r.pipeline && m == TimingMode::graph) continue;
+          spec.mode = m;
+          progress("timing " + r.variant + " (" + mode_name(m) + ")");
+          const std::optional<PipelineTiming> steps = problem->time_steps(r.variant, gpu_, spec, ctx);
+          Timing t = steps ? steps->ttft : time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec, nvtx);
+          if (r.timing) {
+            r.other_modes.push_back(std::move(t));
+          } else {
+            r.timing = std::move(t);
+            r.pipeline = steps;
+          }
+        }
         derive_rates(r, p.dtype, ceil);
         if (r.baseline) baseline_ms = r.timing->ms.median;
       }

@@ -2,6 +2,7 @@
 // drawn on the host, the reference on sampled rows, then each variant uploaded,
 // poisoned, launched, downloaded, verified and (for `run`) timed.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -18,7 +19,14 @@ struct RunOptions {
   std::vector<std::string> kernels;  // -k: overrides the cases' `kernels`
   std::optional<uint64_t> seed;      // --seed: overrides [verify].seed
   std::optional<TimingMode> mode;    // --mode: overrides [bench].mode
+  bool all_modes = false;            // --mode all: cold, hot and graph, side by side
   bool progress = false;             // a progress line on stderr
+  std::string dump_dir;              // --dump: inputs, outputs and reference as .npy (app/dump.hpp)
+  bool dump_failures_only = false;   // --dump-failures: only variants that failed
+  // How this run was asked for, so that every row can carry the command that redoes it.
+  std::string program = "attnbench";
+  std::vector<std::string> sets;
+  int device = 0;
 };
 
 struct Tally {
@@ -32,11 +40,15 @@ class Runner {
   Runner(Gpu& gpu, RunOptions opts, std::function<void(const ResultRow&)> on_row)
       : gpu_(gpu), opts_(std::move(opts)), on_row_(std::move(on_row)) {}
 
+  // The points the whole run will take, for the progress line's "[k/N]" and time left.
+  void set_total_points(size_t n) { total_points_ = n; }
   // Throws CudaError when the device is left unusable (after emitting the row).
   void run_case(const Case& c);
 
   const std::vector<ResultRow>& rows() const { return rows_; }
   const Tally& tally() const { return tally_; }
+  // Where --dump wrote, one directory per point and seed.
+  const std::vector<std::string>& dump_dirs() const { return dump_dirs_; }
 
  private:
   void run_point(const Case& c, const CasePoint& p, size_t index);
@@ -49,6 +61,9 @@ class Runner {
   std::vector<ResultRow> rows_;
   Tally tally_;
   std::string where_;  // "case [point]" for the progress line
+  size_t total_points_ = 0, done_points_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::vector<std::string> dump_dirs_;
 };
 
 // The variants a point runs: -k (those of this op), else the case's `kernels`,
@@ -59,5 +74,18 @@ std::vector<std::string> select_variants(const std::vector<std::string>& all, co
                                          const std::vector<std::string>& defaults = {});
 
 std::string human_bytes(double bytes);
+
+// The one-line progress display: "[3/12] case [point]: timing v (cold)  0:42 elapsed,
+// ~1:24 left", the time left estimated from the points done so far, cut to `width`.
+std::string progress_line(const std::string& where, const std::string& what, double elapsed_s, size_t done,
+                          size_t total, size_t width);
+std::string format_duration(double seconds);  // 42 -> "0:42", 3725 -> "1:02:05"
+
+// A word as a POSIX shell reads it back: as is when safe, else in single quotes.
+std::string shell_quote(const std::string& s);
+// The command that runs one variant on one sweep point again, alone: the case file,
+// the run's own --set overrides, then the point's (later ones win), -k, the mode.
+std::string reproduce_command(const RunOptions& o, const std::string& case_file, const CasePoint& p,
+                              const std::string& variant);
 
 }  // namespace attnbench

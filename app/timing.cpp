@@ -1,8 +1,13 @@
 #include "app/timing.hpp"
 
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
+
+#include "kernels/ceilings.hpp"
 
 namespace attnbench {
 namespace {
@@ -66,6 +71,64 @@ class Graph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// The stream-hold kernel's flags in host-mapped memory: [0] release, [1] timed out.
+class StreamHold {
+ public:
+  StreamHold() {
+    void* host = nullptr;
+    void* device = nullptr;
+    check_cuda(cudaHostAlloc(&host, 2 * sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+    flags_ = static_cast<volatile int*>(host);
+    check_cuda(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer");
+    device_flags_ = static_cast<volatile int*>(device);
+    flags_[1] = 0;
+  }
+  ~StreamHold() {
+    release();  // never leave the card spinning, even when a launch threw
+    if (stream_) cudaStreamSynchronize(stream_);  // the kernel reads the flags until it sees the release
+    cudaFreeHost(const_cast<int*>(flags_));
+  }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+
+  void hold(cudaStream_t s) {
+    stream_ = s;
+    flags_[0] = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Long enough for any host to queue a sample's launches, short enough not to matter if it goes wrong.
+    launch_stream_hold(device_flags_, const_cast<int*>(device_flags_ + 1), 1000.0, s);
+  }
+  void release() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    flags_[0] = 1;
+  }
+  // Read after the stream is synchronized.
+  bool timed_out() {
+    const bool t = flags_[1] != 0;
+    flags_[1] = 0;
+    return t;
+  }
+
+ private:
+  volatile int* flags_ = nullptr;
+  volatile int* device_flags_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Pushes the ranges on construction, pops them all at the end of the scope.
+class NvtxRanges {
+ public:
+  explicit NvtxRanges(const std::vector<std::string>& names) : n_(names.size()) {
+    for (const auto& name : names) nvtxRangePushA(name.c_str());
+  }
+  ~NvtxRanges() {
+    for (size_t i = 0; i < n_; ++i) nvtxRangePop();
+  }
+
+ private:
+  size_t n_;
+};
+
 // Estimates one launch's time so that a graph holds about 1 ms of work.
 double rough_launch_ms(Gpu& gpu, const std::function<void()>& launch) {
   EventPair ev;
@@ -86,7 +149,8 @@ double time_once(Gpu& gpu, const std::function<void()>& work, bool cold) {
   return ev.ms();
 }
 
-Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec) {
+Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
+                   const std::vector<std::string>& nvtx_ranges) {
   Timing t;
   t.mode = spec.mode;
   const cudaStream_t s = gpu.stream();
@@ -112,24 +176,35 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   }
 
   EventPair ev;
+  StreamHold hold;
+  std::vector<double> mhz;
   const auto t0 = Clock::now();
   // Checking the rule costs a sort; checking at ~10% growth keeps it linear overall.
   size_t next_check = 1;
   while (true) {
+    hold.hold(s);
     if (spec.mode == TimingMode::cold) gpu.flush_l2();
     ev.start(s);
-    if (graph)
-      graph->replay(s);
-    else
-      launch();
+    {
+      const NvtxRanges ranges(nvtx_ranges);
+      if (graph)
+        graph->replay(s);
+      else
+        launch();
+    }
     ev.stop(s);
+    hold.release();
+    mhz.push_back(gpu.clock().current_mhz());  // while the sample runs, or just after
     t.samples.push_back(ev.ms() / per_sample);
+    t.hold_timeouts += hold.timed_out();
     if (t.samples.size() >= next_check) {
       if (rule.done(t.samples, since_ms(t0))) break;
       next_check = t.samples.size() + std::max<size_t>(1, t.samples.size() / 10);
     }
   }
   t.elapsed_ms = since_ms(t0);
+  t.launches_per_sample = per_sample;
+  t.clock = summarize_clocks(mhz, gpu.clock().max_mhz());
   t.ms = summarize(t.samples);
   return t;
 }

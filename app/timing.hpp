@@ -1,12 +1,18 @@
 // Timing one launch with CUDA events (GPU.md "Measuring"): warm-up, then
-// samples until the stopping rule says enough.
+// samples until the stopping rule says enough. Each sample's launches are queued
+// behind a kernel that holds the stream until they all are, so host launch latency
+// stays out of the events; the SM clock is read during each sample (NVML); and NVTX
+// ranges name the timed launch, so Nsight can pick it out.
 //   cold:  L2 flushed before each sample (the flush is enqueued before the start event);
 //   hot:   back-to-back launches, inputs possibly resident in L2;
 //   graph: `graph_launches` launches captured in a CUDA graph, one replay per sample,
 //          time divided by the launch count (no launch overhead).
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
+
+#include "app/clocks.hpp"
 
 #include "app/case.hpp"
 #include "app/device.hpp"
@@ -19,10 +25,16 @@ struct Timing {
   Summary ms;                  // per launch
   std::vector<double> samples; // ms, in the order taken
   double elapsed_ms = 0;       // wall time spent sampling
+  int launches_per_sample = 1; // graph mode: the launches one replay holds
+  ClockStats clock;            // the SM clock during the samples (when NVML is there)
+  int64_t hold_timeouts = 0;   // samples whose stream hold gave up before the launches were queued
 };
 
-// `launch` enqueues one run of the kernel on gpu.stream().
-Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec);
+// `launch` enqueues one run of the kernel on gpu.stream(). `nvtx_ranges` are pushed,
+// outermost first, around the timed launches only (never the flush or the hold):
+// {case, point, variant} lets `ncu --nvtx-include "case/variant/"` find one variant.
+Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
+                   const std::vector<std::string>& nvtx_ranges = {});
 
 // One timed run of `work` (several launches may be enqueued), after an L2 flush when
 // `cold`; waits for it and returns its milliseconds.

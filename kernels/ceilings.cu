@@ -1,6 +1,7 @@
 // Kernels that measure the card's ceilings for `attnbench info`: a pure read
-// stream and a pure write stream over a large buffer. Copy bandwidth uses
-// cudaMemcpyAsync and GEMM rates use cuBLAS, so they need no kernels here.
+// stream and a pure write stream over a large buffer, and the mma.sync peak from
+// registers. Copy bandwidth uses cudaMemcpyAsync and GEMM rates use cuBLAS, so
+// they need no kernels here. Also the stream hold of the timing loop.
 #include "kernels/ceilings.hpp"
 #include "kernels/common.cuh"
 
@@ -46,7 +47,52 @@ __global__ void fill_uniform(T* x, int64_t n, unsigned seed) {
   }
 }
 
+__device__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// One thread polls host memory; the short sleep keeps it off the memory bus.
+__global__ void stream_hold(const volatile int* release, int* timed_out, uint64_t timeout_ns) {
+  const uint64_t t0 = global_ns();
+  while (*release == 0) {
+    if (global_ns() - t0 > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(500);
+  }
+}
+
 int stream_blocks(const DeviceCaps& caps) { return caps.sm_count * 4; }
+
+// Independent accumulator chains per warp: enough MMAs in flight to cover the
+// instruction's latency, so the tensor cores, not dependencies, set the rate.
+constexpr int kMmaChains = 8, kMmaIters = 1 << 15, kMmaThreads = 256;
+constexpr double kMmaFlops = 2.0 * 16 * 8 * 16;  // one m16n8k16
+
+__global__ void __launch_bounds__(kMmaThreads) mma_sync_peak(float* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // Small bf16 values (2^-7 and neighbours), so the fp32 sums stay finite.
+  const uint32_t a0 = 0x3c003c00u + (threadIdx.x & 7u), b0 = 0x3c003c01u;
+  uint32_t a[4] = {a0, a0 ^ 1u, a0 ^ 2u, a0 ^ 3u}, b[2] = {b0, b0 ^ 4u};
+  float c[kMmaChains][4] = {};
+  for (int it = 0; it < kMmaIters; ++it) {
+#pragma unroll
+    for (int ch = 0; ch < kMmaChains; ++ch)
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+          "{%0, %1, %2, %3};\n"
+          : "+f"(c[ch][0]), "+f"(c[ch][1]), "+f"(c[ch][2]), "+f"(c[ch][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  float acc = 0.f;
+#pragma unroll
+  for (int ch = 0; ch < kMmaChains; ++ch) acc += c[ch][0] + c[ch][1] + c[ch][2] + c[ch][3];
+  if (acc == -1.2345e38f) *sink = acc;
+#endif
+}
 
 }  // namespace
 
@@ -66,6 +112,18 @@ void launch_fill_uniform(void* buf, std::size_t count, DType dtype, unsigned see
     case DType::fp8_e4m3: throw CudaError("fill_uniform: fp8 is not a GEMM storage type");
   }
   check_launch("ceilings/fill_uniform");
+}
+
+double launch_mma_sync_peak(float* sink, const DeviceCaps& caps, cudaStream_t stream) {
+  const int blocks = caps.sm_count * 4;  // 32 warps per SM, 8 per scheduler
+  mma_sync_peak<<<blocks, kMmaThreads, 0, stream>>>(sink);
+  check_launch("ceilings/mma_sync_peak");
+  return static_cast<double>(blocks) * (kMmaThreads / 32) * kMmaIters * kMmaChains * kMmaFlops;
+}
+
+void launch_stream_hold(const volatile int* release, int* timed_out, double timeout_ms, cudaStream_t stream) {
+  stream_hold<<<1, 1, 0, stream>>>(release, timed_out, static_cast<uint64_t>(timeout_ms * 1e6));
+  check_launch("ceilings/stream_hold");
 }
 
 void launch_write_stream(void* buf, std::size_t bytes, const DeviceCaps& caps, cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Bandwidth-ceiling kernels for `attnbench info` (kernels/ceilings.cu).
+// Kernels for `attnbench info`'s ceilings, and the stream hold the timing loop
+// uses (kernels/ceilings.cu).
 #pragma once
 #include <cstddef>
 
@@ -13,5 +14,16 @@ void launch_read_stream(const void* buf, std::size_t bytes, float* sink, const D
 void launch_fill_uniform(void* buf, std::size_t count, DType dtype, unsigned seed, cudaStream_t stream);
 // Writes `bytes` (a multiple of 16) of zeros to `buf`.
 void launch_write_stream(void* buf, std::size_t bytes, const DeviceCaps& caps, cudaStream_t stream);
+
+// The dense bf16 tensor-core rate the mma.sync path (m16n8k16, fp32 accumulate)
+// reaches from registers alone: no memory traffic, only independent MMAs. Needs
+// sm_80 or newer. Returns the FLOPs the launch performs.
+double launch_mma_sync_peak(float* sink, const DeviceCaps& caps, cudaStream_t stream);
+
+// Holds `stream` until the host writes nonzero to *release (host-mapped memory), so
+// that the launches queued behind it start back to back, with no host launch
+// latency between the timing events. Gives up after timeout_ms and then writes 1
+// to *timed_out, so a host that never releases cannot hang the card.
+void launch_stream_hold(const volatile int* release, int* timed_out, double timeout_ms, cudaStream_t stream);
 
 }  // namespace attnbench

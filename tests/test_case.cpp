@@ -562,6 +562,19 @@ batch = [1, 2, 4]
   }
 }
 
+TEST(CaseSweep, PinsReproduceEachPoint) {
+  // Each point's pins, given as --set on top of the file, select that point alone.
+  const Case c = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\nblock_size = [16, 32]\n");
+  ASSERT_EQ(c.points.size(), 4u);
+  EXPECT_EQ(c.points[3].pins, (std::vector<std::string>{"dtype=bf16", "shape.block_size=32"}));
+  const Case one = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\nblock_size = [16, 32]\n",
+                         c.points[3].pins);
+  ASSERT_EQ(one.points.size(), 1u);
+  EXPECT_EQ(one.points[0].dtype, DType::bf16);
+  EXPECT_EQ(one.points[0].shape.block_size, 32);
+  EXPECT_TRUE(one.points[0].pins.empty());
+}
+
 TEST(CaseSweep, Dtype) {
   const Case c = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\n");
   ASSERT_EQ(c.points.size(), 2u);

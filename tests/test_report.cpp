@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/compare.hpp"
 #include "app/report.hpp"
+#include "app/runner.hpp"
 
 using namespace attnbench;
 
@@ -59,7 +61,7 @@ TEST(DeriveRates, ComputeBoundGemm) {
   EXPECT_NEAR(r.tflops, 350, 1e-9);
   EXPECT_NEAR(r.gbps, 250, 1e-9);
   EXPECT_NEAR(r.floor_ms, 2.0, 1e-12);
-  EXPECT_NEAR(r.pct_of_ceiling, 50, 1e-9);
+  EXPECT_NEAR(r.pct_of_floor, 50, 1e-9);
   EXPECT_EQ(r.bound, "compute");
 }
 
@@ -67,10 +69,10 @@ TEST(DeriveRates, MemoryBoundUsesTheOpsBandwidth) {
   ResultRow r = timed_row("warp_online", 1.0, 0, 3e9);  // 3 GB in 1 ms
   derive_rates(r, DType::fp32, card());
   EXPECT_EQ(r.bound, "memory");
-  EXPECT_NEAR(r.pct_of_ceiling, 100, 1e-9);  // copy ceiling 3000 GB/s
+  EXPECT_NEAR(r.pct_of_floor, 100, 1e-9);  // copy ceiling 3000 GB/s
   r.work.bandwidth = Bandwidth::read;
   derive_rates(r, DType::fp32, card());
-  EXPECT_NEAR(r.pct_of_ceiling, 100 * 3000.0 / 3300.0, 1e-9);
+  EXPECT_NEAR(r.pct_of_floor, 100 * 3000.0 / 3300.0, 1e-9);
 }
 
 TEST(Report, JsonHoldsMetaRowsAndNullForInfiniteErrors) {
@@ -101,6 +103,170 @@ TEST(Report, JsonHoldsMetaRowsAndNullForInfiniteErrors) {
   EXPECT_EQ(j["rows"][1]["verify"]["mismatches"], 3);
   EXPECT_EQ(j["rows"][2]["reason"], "fp32 only");
   EXPECT_FALSE(j["rows"][2].contains("timing"));
+}
+
+// The json report's layout, as README "json report" documents it (schema 1).
+TEST(Report, JsonSchema) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  r.command = "attnbench run cases/gemm/square.toml --set dtype=bf16 -k mma --mode all";
+  r.timing->samples = {2.0, 2.0, 2.0};
+  Timing graph = *r.timing;
+  graph.mode = TimingMode::graph;
+  graph.launches_per_sample = 50;
+  r.other_modes = {graph};
+  derive_rates(r, DType::bf16, card());
+  RunMeta m = meta("run");
+  m.timing_mode = "all";
+  m.keep_samples = true;
+  m.device = DeviceInfo{};
+  m.device->name = "NVIDIA H200";
+  m.device->driver_version = 13000;
+  m.device->runtime_version = 13000;
+  std::ostringstream out;
+  write_report(out, Format::json, m, {r});
+  const auto j = nlohmann::json::parse(out.str());
+
+  using T = nlohmann::json::value_t;
+  auto has = [](const nlohmann::json& o, const std::string& key, std::initializer_list<T> types) {
+    ASSERT_TRUE(o.contains(key)) << key << " missing in " << o.dump();
+    bool ok = false;
+    for (T t : types) ok = ok || o[key].type() == t;
+    EXPECT_TRUE(ok) << key << " has the wrong type: " << o[key].dump();
+  };
+  const std::initializer_list<T> number = {T::number_float, T::number_integer, T::number_unsigned};
+  const std::initializer_list<T> integer = {T::number_integer, T::number_unsigned};
+  has(j, "schema", integer);
+  EXPECT_EQ(j["schema"], kJsonSchema);
+  for (const char* k : {"version", "command", "date", "mode", "timing_mode"}) has(j["attnbench"], k, {T::string});
+  for (const char* k : {"name", "driver", "cuda_runtime", "compute_capability"}) has(j["device"], k, {T::string});
+  for (const char* k : {"copy_gbps", "read_gbps", "write_gbps", "fp32_tflops", "fp16_tflops", "bf16_tflops",
+                        "tf32_tflops", "mma_sync_bf16_tflops"})
+    has(j["ceilings"], k, number);
+  for (const char* k : {"hbm_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops"})
+    has(j["datasheet"], k, number);
+  const auto& row = j["rows"].at(0);
+  for (const char* k : {"case", "point", "op", "dtype", "variant", "status", "command", "bound"})
+    has(row, k, {T::string});
+  has(row, "baseline", {T::boolean});
+  for (const char* k :
+       {"flops", "bytes", "tflops", "gbps", "floor_ms", "floor_compute_ms", "floor_memory_ms", "pct_of_floor"})
+    has(row, k, number);
+  for (const char* k : {"median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "mean_ms", "noise", "elapsed_ms"})
+    has(row["timing"], k, number);
+  has(row["timing"], "samples", integer);
+  has(row["timing"], "launches_per_sample", integer);
+  has(row["timing"], "samples_ms", {T::array});
+  EXPECT_EQ(row["timing"]["samples_ms"].size(), 3u);
+  EXPECT_EQ(row["command"], r.command);
+  // Every mode measured, by name; the row's own mode is also `timing`.
+  EXPECT_EQ(row["timings"]["cold"]["median_ms"], row["timing"]["median_ms"]);
+  EXPECT_EQ(row["timings"]["graph"]["launches_per_sample"], 50);
+  EXPECT_EQ(row["bound"], "compute");
+  EXPECT_NEAR(row["pct_of_floor"].get<double>(), 100 * 1e12 / 700e12 * 1e3 / 2.0, 1e-9);
+}
+
+TEST(Datasheet, ByDeviceName) {
+  EXPECT_EQ(datasheet_for("NVIDIA H100 80GB HBM3")->card, "H100 SXM5");
+  EXPECT_DOUBLE_EQ(datasheet_for("NVIDIA H100 80GB HBM3")->bf16_tflops, 989.4);
+  EXPECT_EQ(datasheet_for("NVIDIA H100 PCIe")->card, "H100 PCIe");
+  EXPECT_EQ(datasheet_for("NVIDIA H100 NVL")->card, "H100 NVL");
+  EXPECT_DOUBLE_EQ(datasheet_for("NVIDIA H200")->hbm_gbps, 4800);
+  EXPECT_EQ(datasheet_for("NVIDIA H200 NVL")->card, "H200 NVL");
+  EXPECT_EQ(datasheet_for("NVIDIA A100-SXM4-80GB")->card, "A100 80GB SXM4");
+  EXPECT_FALSE(datasheet_for("NVIDIA GeForce RTX 4090").has_value());
+}
+
+TEST(Report, CompareReadsWhatRunWrites) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  Timing hot = *r.timing;
+  hot.mode = TimingMode::hot;
+  r.other_modes = {hot};
+  std::ostringstream out;
+  write_report(out, Format::json, meta("run"), {r});
+  const auto j = nlohmann::json::parse(out.str());
+  const CompareResult c = compare_reports(j, j, 0.05);
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_EQ(c.rows[0].mode, "cold");
+  EXPECT_EQ(c.rows[1].mode, "hot");
+  for (const auto& x : c.rows) EXPECT_EQ(x.verdict, Verdict::same);
+}
+
+TEST(Report, AllModesSideBySide) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  Timing graph = *r.timing;
+  graph.mode = TimingMode::graph;
+  graph.ms = summarize({1.5, 1.5});
+  r.other_modes = {graph};
+  derive_rates(r, DType::bf16, card());
+  std::ostringstream out;
+  TableWriter t(out, true, true);
+  t.row(r);
+  const std::string s = out.str();
+  EXPECT_NE(s.find("hot ms"), std::string::npos) << s;
+  EXPECT_NE(s.find("graph ms"), std::string::npos);
+  EXPECT_NE(s.find("1.5000"), std::string::npos);  // graph's median
+  EXPECT_NE(s.find("floor ms"), std::string::npos);
+  EXPECT_NE(s.find("% floor"), std::string::npos);
+}
+
+TEST(Report, ClockColumnAndThrottleNote) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  derive_rates(r, DType::bf16, card());
+  std::ostringstream none;
+  TableWriter(none, true).row(r);
+  EXPECT_NE(none.str().find("MHz"), std::string::npos);
+  r.timing->clock = summarize_clocks({1980, 1980, 1500}, 1980);
+  std::ostringstream out;
+  TableWriter(out, true).row(r);
+  EXPECT_NE(out.str().find("1820!"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("1 of 3 samples ran below 90% of the 1980 MHz SM clock"), std::string::npos);
+  std::ostringstream js;
+  write_report(js, Format::json, meta("run"), {r});
+  const auto j = nlohmann::json::parse(js.str());
+  EXPECT_EQ(j["rows"][0]["timing"]["clock"]["low_samples"], 1);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["timing"]["clock"]["mean_mhz"].get<double>(), 1820);
+}
+
+TEST(ReproduceCommand, PinsThePointAndTheVariant) {
+  RunOptions o;
+  o.program = "build/bin/attnbench";
+  o.sets = {"verify.trials=5", "shape.seq_q=[1024,2048]"};
+  o.seed = 7;
+  o.device = 1;
+  CasePoint p;
+  p.pins = {"shape.seq_q=2048", "shape.context=[1,7]", "dtype=bf16"};
+  EXPECT_EQ(reproduce_command(o, "cases/attention/gqa.toml", p, "flash_mma"),
+            "build/bin/attnbench run cases/attention/gqa.toml --set verify.trials=5 --set 'shape.seq_q=[1024,2048]' "
+            "--set shape.seq_q=2048 --set 'shape.context=[1,7]' --set dtype=bf16 -k flash_mma --mode cold --seed 7 "
+            "--device 1");
+  o.all_modes = true;
+  o.seed.reset();
+  o.device = 0;
+  o.sets.clear();
+  p.pins.clear();
+  EXPECT_EQ(reproduce_command(o, "my cases/x.toml", p, "naive+naive"),
+            "build/bin/attnbench run 'my cases/x.toml' -k naive+naive --mode all");
+  o.timed = false;
+  EXPECT_EQ(reproduce_command(o, "x.toml", p, "naive"), "build/bin/attnbench verify x.toml -k naive");
+}
+
+TEST(Progress, ElapsedAndTimeLeft) {
+  EXPECT_EQ(format_duration(42), "0:42");
+  EXPECT_EQ(format_duration(3725), "1:02:05");
+  // 3 of 12 points in 30 s: 90 s left.
+  EXPECT_EQ(progress_line("softmax [cols=1000]", "timing warp_online (cold)", 30, 3, 12, 200),
+            "[4/12] softmax [cols=1000]: timing warp_online (cold)  0:30 elapsed, ~1:30 left");
+  EXPECT_EQ(progress_line("x", "y", 5, 0, 12, 200), "[1/12] x: y  0:05 elapsed");
+  const std::string cut = progress_line(std::string(100, 'c'), "timing", 30, 3, 12, 60);
+  EXPECT_LE(cut.size(), 60u);
+  EXPECT_NE(cut.find("~1:30 left"), std::string::npos);
+}
+
+TEST(ReproduceCommand, ShellQuote) {
+  EXPECT_EQ(shell_quote("shape.seq_q=8192"), "shape.seq_q=8192");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
 }
 
 TEST(Report, CsvHasOneLinePerRowAndQuotesCommas) {

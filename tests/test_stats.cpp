@@ -1,6 +1,7 @@
 // Timing statistics and the stopping rule.
 #include <gtest/gtest.h>
 
+#include "app/clocks.hpp"
 #include "app/stats.hpp"
 
 using namespace attnbench;
@@ -56,4 +57,22 @@ TEST(StoppingRule, NoisySamplesKeepGoingUntilNoiseStopsImproving) {
   EXPECT_FALSE(r.done(v, 200));
   for (int i = 0; i < 40; ++i) v.push_back(i % 2 ? 1.0 : 1.2);  // the spread stays put
   EXPECT_TRUE(r.done(v, 400));
+}
+
+TEST(Clocks, MeanAndLowSamples) {
+  // 1980 MHz maximum: below 1782 MHz (90%) is flagged; 0 means "not read".
+  const ClockStats c = summarize_clocks({1980, 1980, 1755, 0, 1410}, 1980);
+  EXPECT_EQ(c.samples, 4);
+  EXPECT_EQ(c.low_samples, 2);
+  EXPECT_DOUBLE_EQ(c.mean_mhz, (1980 + 1980 + 1755 + 1410) / 4.0);
+  EXPECT_DOUBLE_EQ(c.max_mhz, 1980);
+  EXPECT_EQ(summarize_clocks({}, 1980).samples, 0);
+  EXPECT_EQ(summarize_clocks({1000}, 0).low_samples, 0);  // no maximum known: nothing to flag against
+}
+
+TEST(Clocks, WithoutNvmlOrTheDeviceTheClockIsInactive) {
+  // No GPU at this bus id on any machine: NVML absent or not, it must come up inactive.
+  SmClock clock("ffff:ff:1f.7");
+  EXPECT_FALSE(clock.active());
+  EXPECT_EQ(clock.current_mhz(), 0);
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Checks attnbench's fp64 reference against PyTorch's scaled_dot_product_attention
+on a `--dump` of attention or decode cases, outside attnbench.
+
+    attnbench verify cases/attention/gqa.toml --dump /tmp/d
+    python3 tests/npy_sdpa_check.py /tmp/d            # every manifest.json below /tmp/d
+
+For every dumped point it loads q, k, v (numpy), runs SDPA (by default on the GPU in
+the case's storage dtype, the way a model would), and compares the rows attnbench's
+reference covers with the case's tolerance: |sdpa - ref| <= atol + rtol * |ref|.
+The masks follow attnbench's README: query i sits at p = i + seq_k - seq_q (bottom
+right), causal keeps j <= p, a window w keeps p - j < w (and j - p < w when not
+causal), ALiBi adds -slope(h) * |p - j| with slope(h) = 2^(-8 (h + 1) / heads); a
+query that sees no key outputs 0. It also reports how far each dumped variant's
+output is from SDPA.
+
+Exit status: 0 every point agrees, 1 a mismatch, 2 nothing to check or bad input.
+"""
+import argparse
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def alibi_slopes(heads):
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)], dtype=torch.float64)
+
+
+def bias_and_visible(pos, seq_k, heads, causal, window, alibi):
+    """Additive float64 mask [heads, len(pos), seq_k] and which rows see any key."""
+    p = torch.as_tensor(pos, dtype=torch.int64)[:, None]
+    j = torch.arange(seq_k, dtype=torch.int64)[None, :]
+    visible = torch.ones(len(pos), seq_k, dtype=torch.bool)
+    if causal:
+        visible &= j <= p
+    if window > 0:
+        visible &= (p - j) < window
+        if not causal:
+            visible &= (j - p) < window
+    bias = torch.zeros(heads, len(pos), seq_k, dtype=torch.float64)
+    if alibi:
+        bias -= alibi_slopes(heads)[:, None, None] * (p - j).abs().to(torch.float64)[None]
+    bias.masked_fill_(~visible[None], float("-inf"))
+    return bias, visible.any(dim=1)
+
+
+def sdpa_rows(q, k, v, pos, scale, causal, window, alibi, dtype, device):
+    """SDPA for the queries q [heads, n, d] at positions `pos` over k, v [kv_heads, seq_k, d]."""
+    heads, kv_heads = q.shape[0], k.shape[0]
+    k = k.repeat_interleave(heads // kv_heads, dim=0)
+    v = v.repeat_interleave(heads // kv_heads, dim=0)
+    bias, sees = bias_and_visible(pos, k.shape[1], heads, causal, window, alibi)
+    to = lambda x: x.to(device=device, dtype=dtype)
+    out = F.scaled_dot_product_attention(to(q)[None], to(k)[None], to(v)[None], attn_mask=to(bias)[None], scale=scale)
+    out = out[0].to(torch.float64).cpu()
+    out[:, ~sees] = 0  # rows that see no key: attnbench outputs 0, SDPA gives NaN
+    return out
+
+
+def check_point(d, m, args):
+    shape, op = m["shape"], m["op"]
+    load = lambda name: torch.from_numpy(np.load(d / m["inputs"][name]["file"])).to(torch.float64)
+    ref = np.load(d / m["reference"]["file"])
+    rows = np.load(d / m["reference"]["rows_file"])
+    atol, rtol = m["tolerance"]["atol"], m["tolerance"]["rtol"]
+    dtype = {"storage": TORCH_DTYPES[m["dtype"]], "float32": torch.float32, "float64": torch.float64}[args.dtype]
+    device = args.device
+    if dtype is torch.float64 and device == "cuda":
+        device = "cpu"  # fp64 SDPA is a math-only path; the CPU does it as well
+    heads, scale = shape["heads"], shape["scale"]
+    got = np.zeros_like(ref)
+
+    if op == "attention":
+        q, k, v = load("q"), load("k"), load("v")  # [b, s, heads, d]
+        seq_q, seq_k = shape["seq_q"], shape["seq_k"]
+        b_of, i_of, h_of = rows // (seq_q * heads), rows // heads % seq_q, rows % heads
+        for b in np.unique(b_of):
+            sel = np.nonzero(b_of == b)[0]
+            queries = np.unique(i_of[sel])  # only the queries the reference covers
+            out = sdpa_rows(q[b, queries].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1),
+                            queries + seq_k - seq_q, scale, shape["causal"], shape["window"], shape["alibi"],
+                            dtype, device)  # [heads, len(queries), d]
+            where = {int(i): n for n, i in enumerate(queries)}
+            for r in sel:
+                got[r] = out[h_of[r], where[int(i_of[r])]].numpy()
+    elif op == "decode":
+        q, kc, vc = load("q"), load("k_cache"), load("v_cache")  # q [b, heads, d]; caches [b, max_context, kv_heads, d]
+        context = shape["context"]
+        b_of, h_of = rows // heads, rows % heads
+        for b in np.unique(b_of):
+            n = context[b]
+            out = sdpa_rows(q[b][:, None], kc[b, :n].transpose(0, 1), vc[b, :n].transpose(0, 1), [n - 1], scale,
+                            False, 0, shape["alibi"], dtype, device)  # [heads, 1, d]
+            for r in np.nonzero(b_of == b)[0]:
+                got[r] = out[h_of[r], 0].numpy()
+    else:
+        return None
+
+    err = np.abs(got - ref)
+    bad = err > atol + rtol * np.abs(ref)
+    ok = not bad.any() and np.isfinite(got).all()
+    label = f"{m['case']} [{m['point'] or '-'}] seed {m['seed']}"
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: SDPA ({str(dtype).replace('torch.', '')}, {device}) vs reference over "
+          f"{len(rows)} rows: max abs err {err.max():.2e}, {int(bad.sum())} of {bad.size} outside "
+          f"{atol:g} + {rtol:g}*|ref|")
+    for name, o in m["outputs"].items():
+        out = np.load(d / o["file"]).reshape(m["reference"]["output_view"])[rows].astype(np.float64)
+        print(f"       {name}: max abs diff to SDPA {np.nanmax(np.abs(out - got)):.2e}, to reference "
+              f"{np.nanmax(np.abs(out - ref)):.2e}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dump", type=pathlib.Path, help="a --dump directory (searched for manifest.json files)")
+    ap.add_argument("--dtype", choices=["storage", "float32", "float64"], default="storage",
+                    help="SDPA's compute dtype (default: the case's storage dtype)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args()
+    manifests = sorted(args.dump.rglob("manifest.json"))
+    results = []
+    for path in manifests:
+        m = json.loads(path.read_text())
+        ok = check_point(path.parent, m, args)
+        if ok is None:
+            print(f"skip {m['case']}: op {m['op']} (only attention and decode)")
+        else:
+            results.append(ok)
+    if not results:
+        print(f"{args.dump}: no attention or decode dumps found", file=sys.stderr)
+        return 2
+    print(f"{results.count(True)} agree, {results.count(False)} disagree")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
