@@ -565,9 +565,11 @@ class PointReader {
     for (int64_t len : s.context) needed += (len + s.block_size - 1) / s.block_size;
     // Spare blocks stay NaN: a kernel that reads a block not in its table fails verification.
     if (!has("num_blocks")) s.num_blocks = needed + needed / 4 + 1;
-    if (s.num_blocks < needed)
+    // At least one spare: table entries past a sequence's last block point at it.
+    if (s.num_blocks <= needed)
       fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num_blocks) + ") is too small: the sequences need " +
-                             std::to_string(needed) + " blocks of " + std::to_string(s.block_size) + " tokens");
+                             std::to_string(needed) + " blocks of " + std::to_string(s.block_size) +
+                             " tokens, plus one spare that stays NaN");
     if (s.partition_size % s.block_size != 0)
       fail(has("partition_size") ? "partition_size" : "block_size",
            "shape.partition_size (" + std::to_string(s.partition_size) + ") must be a multiple of block_size (" +

@@ -1,14 +1,1593 @@
-// PLACEHOLDER while the paged kernels are written (issue 5): no variants yet.
+// paged family: decode attention (one new query token per sequence) over a KV cache kept in
+// fixed-size blocks of a shared pool and found through per-sequence block tables, in vLLM's
+// layouts (paged.hpp): k_cache [blocks, kv_heads, head_dim / x, block_size, x], so that 16 bytes
+// are x consecutive dims of one key; v_cache [blocks, kv_heads, head_dim, block_size], so that 16
+// bytes are consecutive tokens of one dim. q/o fp32, fp16 or bf16; the cache in q's dtype or fp8
+// e4m3 (value / scale; k_scale and v_scale are folded into the score scale and the output).
+// Scores, softmax statistics and accumulators are fp32. Like dense decode (decode.cu), a step
+// moves every cached byte once for ~2·group FLOPs per byte: memory bound, so what separates the
+// variants is how many times each byte is read and how many bytes are in flight.
+//
+//   v1           vLLM's PagedAttention v1: one block of 4 warps per (sequence, query head), the
+//                whole context in one pass. Warps take cache blocks in turn; in a warp, a thread
+//                group of 32 / block_size lanes takes one key and reads it in 16-byte chunks of
+//                the K layout (dot products reduced across the group by shuffles). Every logit
+//                goes to dynamic shared memory (4 bytes per token of the longest context), the
+//                block's max and sum turn them into probabilities, then each warp sums p_t v_t
+//                over its cache blocks (lanes take 16-byte runs of tokens of one dim), and the
+//                warps add their rows through shared memory. Reads K and V once per query head
+//                (group times per byte under GQA) and refuses contexts whose logits do not fit
+//                the card's opt-in shared memory. The baseline.
+//   v2           vLLM's PagedAttention v2: the same kernel over partitions of partition_size
+//                tokens (a multiple of block_size), one block per (sequence, head, partition):
+//                each writes its max logit, its exp sum and its normalised fp32 output to the
+//                workspace, and a reduce kernel merges the partitions with the stable formula
+//                o = sum_p e_p exp2(m_p - M) o_p / sum_p e_p exp2(m_p - M). A sequence of one
+//                partition writes o directly and the reduce skips it, as vLLM's does. Fills the
+//                card at small batch; still one read per query head.
+//   paged_flash  ours: decode.cu's split_kv on the paged layout. One block per (sequence, kv
+//                head, split) computes every query head of its GQA group (up to 8; larger groups
+//                take side-by-side head tiles that share bytes through L2), so each cache byte
+//                is read once; online softmax (running max in log2 units, lazy rescale); splits
+//                fill SMs x occupancy in one round (plan_splits), fp32 partials and a combine
+//                launched with programmatic dependent launch on sm_90. The block's block-table
+//                entries are copied to shared memory before the key loop, so a key's address is
+//                one shared load and two integer ops whatever the block size. fp16/bf16 queries
+//                with head_dim <= 128 run on tensor cores (mma.sync m16n8k16, fp32 accumulators),
+//                3 warps per block each taking key tiles in turn, the next tile's K and V in
+//                flight while the current one is consumed (8 KB per warp at d128):
+//                  Sᵀ = K Qᵀ takes 16 keys as M, the group's heads as N: a 16-byte K chunk is x
+//                  dims of one key, as in a dense row, so A comes straight from the loads.
+//                  Oᵀ += Vᵀ Pᵀ takes 16 dims as M: a V row of the layout is a row of Vᵀ. The 16
+//                  keys of a tile are put in the order that gives each lane 4 consecutive tokens
+//                  of a dim (one 8-byte load per dim row) as A's k columns; Sᵀ uses the same key
+//                  order, so Pᵀ is Sᵀ's C fragment transposed by movmatrix (see mma_paged_kernel).
+//                  V loads are 8 bytes, not 16: a lane needs 4 tokens of a dim per 16-key step,
+//                  and 16-byte V loads would need 32-key tiles, 128 registers of K/V at d128.
+//                An fp8 cache runs the mma in fp16 (e4m3 -> fp16 is exact, one cvt per 2 values;
+//                bf16 queries are rounded to fp16 once, in shared memory): a warp tile is 32
+//                keys (two Sᵀ tiles; a lane's 8-byte V load is 8 tokens), so that a warp keeps
+//                the same 8 KB in flight as with bf16 for half the bytes per key. fp32 (tf32 would
+//                miss the fp32 tolerance) and head_dim > 128 run a CUDA-core kernel: one thread
+//                per key for Sᵀ (consecutive keys are consecutive 16-byte chunks of the K
+//                layout), one thread per dim for Oᵀ, 128-key steps, 4 heads per block (1 for
+//                MHA). Limits: block_size a power of two from 8 to 256; bf16 queries over an
+//                fp8 cache are rounded to fp16, so |q| must stay below 65504.
+//
+// reshape_and_cache writes token i's K and V rows into slot slot_mapping[i]: one thread per 16
+// bytes of the K layout (x dims of one key), which also writes those dims of V (one element per
+// dim row, block_size elements apart); fp8 caches store __nv_cvt_float_to_fp8(value / scale,
+// satfinite), which rounds to nearest even and saturates at +-448 as app/numeric.cpp does.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/common.cuh"
 #include "kernels/paged.hpp"
 
 namespace attnbench {
+namespace {
 
-void reshape_and_cache(const ReshapeAndCacheParams&, const LaunchContext&) {
-  throw CudaError("paged: reshape_and_cache is not built yet");
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+// Storage type of an fp8 e4m3 cache element (one byte).
+using Fp8 = __nv_fp8_e4m3;
+template <class C>
+constexpr bool kIsFp8 = std::is_same_v<C, Fp8>;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// A split streams at least kMinChunk keys (its K/V must outweigh its partial and its share of
+// the combine), in whole key steps of its kernel.
+constexpr int64_t kMinChunk = 256;
+// Variant::workspace gets no DeviceCaps: partials are sized for one round of up to kMaxSlots
+// resident blocks, and a launch never asks for more splits than that (or than kTable needs).
+constexpr int64_t kMaxSlots = 2048;
+// Block-table entries a paged_flash block keeps in shared memory (4 KB): splits are cut so that
+// a split's keys span at most kTable cache blocks.
+constexpr int kTable = 1024;
+// The longest key step of any paged_flash kernel (the CUDA-core kernel's 128 keys).
+constexpr int64_t kMaxStep = 128;
+// Keys stay below this, so that key indices and chunk ends fit in int.
+constexpr int64_t kMaxContext = int64_t{1} << 30;
+
+// Everything a kernel reads, derived once on the host from PagedParams.
+struct Paged {
+  const void* q;                // [batch, heads, head_dim], T
+  const void* k;                // [num_blocks, kv_heads, head_dim / x, block_size, x], C
+  const void* v;                // [num_blocks, kv_heads, head_dim, block_size], C
+  void* o;                      // [batch, heads, head_dim], T
+  const int32_t* block_tables;  // [batch, max_blocks]
+  const int32_t* context_lens;  // [batch]
+  // paged_flash, splits > 1: [batch, heads, splits, head_dim] unnormalised o (times v_scale) and
+  // [batch, heads, splits] (m, l), m in log2 units.
+  float* part_o;
+  float2* part_ml;
+  // v2, several partitions: [batch, heads, max_parts, head_dim] normalised o (times v_scale),
+  // [batch, heads, max_parts] max logit (log2 units) and exp sum.
+  float* tmp_out;
+  float* max_logits;
+  float* exp_sums;
+  int64_t block_stride;  // cache elements between pool blocks: kv_heads·head_dim·block_size
+  int head_stride;       // cache elements between kv heads of a block: head_dim·block_size
+  int heads, kv_heads, group, head_dim, block_size, log2_bs, max_blocks;
+  int head_tiles;  // paged_flash blocks per (sequence, kv head) side by side
+  int splits;      // paged_flash blocks along the context; 1: the block writes o itself
+  int chunk;       // paged_flash keys per split
+  int partition;   // v1 / v2 tokens per partition (v1: the whole context)
+  int max_parts;   // v2 partitions of the longest context
+  float score_log2;  // softmax scale · log2(e) · k_scale
+  float v_scale;
+  bool alibi;
+};
+
+// What one paged_flash block computes: query heads [h0, h0 + nheads) of sequence b, which read
+// kv head kvh, over keys [begin, end) of its context ctx.
+struct Work {
+  int b, kvh, h0, nheads, split, ctx, begin, end;
+};
+
+// blockIdx.x = (b·kv_heads + kvh)·head_tiles + tile, so that the tiles of one kv head run
+// together and share its bytes through L2; blockIdx.y = split.
+template <int kHeads>
+__device__ __forceinline__ Work block_work(const Paged& p) {
+  Work w;
+  const int tile = static_cast<int>(blockIdx.x % p.head_tiles);
+  const int bk = static_cast<int>(blockIdx.x / p.head_tiles);
+  w.kvh = bk % p.kv_heads;
+  w.b = bk / p.kv_heads;
+  w.h0 = w.kvh * p.group + tile * kHeads;
+  w.nheads = min(kHeads, p.group - tile * kHeads);
+  w.split = static_cast<int>(blockIdx.y);
+  w.ctx = p.context_lens[w.b];
+  w.begin = w.split * p.chunk;
+  // The last split runs to the end of the context, whatever longest_context promised.
+  w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
+  return w;
 }
 
+// The block-table entries of a paged_flash block: entry (key >> log2_bs) - first in shared
+// memory. A last split longer than longest_context promised may run past the window; its keys
+// read the table from global memory.
+struct Table {
+  const int* s;
+  const int32_t* g;
+  int first;
+  __device__ __forceinline__ int block_of(int key, int log2_bs) const {
+    const int i = (key >> log2_bs) - first;
+    return i < kTable ? s[i] : g[i];
+  }
+};
+
+// Copies the entries of keys [w.begin, w.end) to s; a barrier must follow before use.
+__device__ __forceinline__ Table load_table(int* s, const Paged& p, const Work& w) {
+  Table t;
+  t.first = w.begin >> p.log2_bs;
+  t.g = p.block_tables + int64_t{w.b} * p.max_blocks + t.first;
+  t.s = s;
+  const int n = min(kTable, ((w.end - 1) >> p.log2_bs) - t.first + 1);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = t.g[i];
+  return t;
+}
+
+// ALiBi slope of query head h, 2^(-8 (h + 1) / heads), times log2(e): scores are in exp2 units.
+__device__ __forceinline__ float alibi_slope_log2(int h, int heads) {
+  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)) * kLog2e;
+}
+
+// 2^x on the special-function unit; exp2(-inf) = +0, which masking relies on.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// L2 policy of the cache loads: evict-first where no other block reads the bytes (one head tile),
+// so that the stream recycles its own lines; head tiles share bytes through L2: evict-normal.
+__device__ __forceinline__ uint64_t kv_policy(bool evict_first) {
+  uint64_t pol;
+  if (evict_first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+
+// 16 or 8 bytes of the cache read once by this block: not kept in L1, L2 policy pol.
+__device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(ptr), "l"(pol));
+  return r;
+}
+__device__ __forceinline__ uint2 ld_stream8(const void* ptr, uint64_t pol) {
+  uint2 r;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
+      : "=r"(r.x), "=r"(r.y)
+      : "l"(ptr), "l"(pol));
+  return r;
+}
+
+// 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
+// hoist a loop-invariant read and hold its registers across the loop.
+__device__ __forceinline__ uint4 lds128(const void* ptr) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))));
+  return r;
+}
+
+// Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
+// combine waits for the main kernel's completion (and memory) before reading the partials.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Four e4m3 bytes -> two f16x2 words (bytes 0, 1 and bytes 2, 3; the lower byte in the lower
+// half). Exact: every e4m3 value, subnormals included, is an fp16 value.
+__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+
+// kWords 32-bit words of cache elements C -> floats (4 / sizeof(C) per word), in order.
+template <class C, int kWords>
+__device__ __forceinline__ void to_floats(const uint32_t* w, float* f) {
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) {
+    if constexpr (std::is_same_v<C, float>) {
+      f[i] = __uint_as_float(w[i]);
+    } else if constexpr (std::is_same_v<C, __nv_bfloat16>) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    } else if constexpr (std::is_same_v<C, __half>) {
+      const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = h.x;
+      f[2 * i + 1] = h.y;
+    } else {
+      uint32_t lo, hi;
+      e4m3x4_to_f16x4(w[i], lo, hi);
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+      f[4 * i] = a.x;
+      f[4 * i + 1] = a.y;
+      f[4 * i + 2] = b.x;
+      f[4 * i + 3] = b.y;
+    }
+  }
+}
+
+// Two floats as one register of 16-bit values, `lo` in the low half (the lower index).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// Stores N (4 or 8) floats as T at dst (aligned to N elements).
+template <class T, int N>
+__device__ __forceinline__ void store_n(T* dst, const float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<float4*>(dst + i) = make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]);
+  } else if constexpr (N == 8) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+  } else {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]));
+  }
+}
+
+// d += a·b for one m16n8k16 tile, 16-bit inputs, fp32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
+// lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// Block-wide max or sum over kWarps warps (every thread gets it). The second barrier lets `red`
+// be reused by the next call.
+template <bool kMax, int kWarps>
+__device__ __forceinline__ float block_reduce(float v, float* red) {
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red[0];
+#pragma unroll
+  for (int i = 1; i < kWarps; ++i) r = kMax ? fmaxf(r, red[i]) : r + red[i];
+  __syncthreads();
+  return r;
+}
+
+// The (m, l, o) of a block's slices (warps) for its kHeads heads, merged at the end of the
+// kernel. o rows are padded by 4 floats to spread the writes of lanes holding different heads.
+template <int kSlices, int kHeads, int kD>
+struct Partials {
+  float o[kSlices][kHeads][kD + 4];
+  float m[kSlices][kHeads];
+  float l[kSlices][kHeads];
+};
+
+// Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
+// partial (several), times v_scale. The block's key range is not empty, so some slice saw a
+// key and the max mx is finite; a slice that saw none has m = -inf, o = l = 0 and weight
+// exp2(-inf - mx) = 0.
+template <class T, int kSlices, int kHeads, int kD>
+__device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, kD>& part, const Paged& p,
+                                                const Work& w) {
+  constexpr int kChunks = kD / 8;
+  const int nchunks = p.head_dim / 8;
+  for (int i = threadIdx.x; i < kHeads * kChunks; i += blockDim.x) {
+    const int n = i / kChunks, c = i % kChunks;
+    if (n >= w.nheads || c >= nchunks) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) mx = fmaxf(mx, part.m[s][n]);
+    float l = 0.f, acc[8] = {};
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const float wgt = exp2_approx(part.m[s][n] - mx);
+      l = fmaf(wgt, part.l[s][n], l);
+      const float4 a = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c]);
+      const float4 b = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c + 4]);
+      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
+    }
+    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
+    // l >= 1 with one split: the key at the max contributes exp2(0).
+    const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] *= f;
+    if (p.splits == 1) {
+      store_n<T, 8>(static_cast<T*>(p.o) + bh * p.head_dim + 8 * c, acc);
+    } else {
+      const int64_t row = bh * p.splits + w.split;
+      store_n<float, 8>(p.part_o + row * p.head_dim + 8 * c, acc);
+      if (c == 0) p.part_ml[row] = make_float2(mx, l);
+    }
+  }
+}
+
+// Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
+// part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf)
+// is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes weight exp2(-inf) = 0.
+__device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m2, float l2, const float4& o2) {
+  if (m2 == -INFINITY) return;
+  const float mx = fmaxf(m, m2);
+  const float a = exp2_approx(m - mx), b = exp2_approx(m2 - mx);
+  l = l * a + l2 * b;
+  o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
+  m = mx;
+}
+
+// ---------------------------------------------------------------------------------------
+// v1 / v2 (vLLM's PagedAttention)
+
+constexpr int kVllmWarps = 4;
+constexpr int kVllmThreads = 32 * kVllmWarps;
+
+// Bytes of static shared memory of vllm_kernel<kD>: q, the warps' output rows, the reductions.
+constexpr int64_t vllm_static_smem(int kD) { return 4 * (kD + kVllmWarps * kD + kVllmWarps); }
+
+// One block per (query head, sequence, partition): grid (heads, batch, partitions), logits of
+// the partition's tokens in dynamic shared memory. kD: head_dim class (128 or 256, head_dim
+// <= kD runs with the rest skipped); kBS: block size (8, 16, 32).
+template <class T, class C, int kD, int kBS>
+__global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
+  extern __shared__ float logits[];  // [partition tokens], log2 units, then probabilities
+  __shared__ float sq[kD];
+  __shared__ float red[kVllmWarps];
+  __shared__ float out_red[kVllmWarps][kD];
+  const int h = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y), part = static_cast<int>(blockIdx.z);
+  const int ctx = p.context_lens[b];
+  const int t0 = part * p.partition;
+  if (t0 >= ctx) return;  // a partition past this sequence's context: the reduce skips it
+  const int t1 = min(ctx, t0 + p.partition);
+  // max_parts bounds it should a context exceed longest_context: never a write past the workspace.
+  const int nparts = min(p.max_parts, (ctx + p.partition - 1) / p.partition);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kvh = h / p.group;
+
+  const T* q = static_cast<const T*>(p.q) + (int64_t{b} * p.heads + h) * p.head_dim;
+  for (int d = threadIdx.x; d < kD; d += kVllmThreads) sq[d] = d < p.head_dim ? to_float(q[d]) : 0.f;
+  __syncthreads();
+
+  const int32_t* table = p.block_tables + int64_t{b} * p.max_blocks;
+  const C* kc = static_cast<const C*>(p.k) + int64_t{kvh} * p.head_stride;
+  const C* vc = static_cast<const C*>(p.v) + int64_t{kvh} * p.head_stride;
+  const int blk_begin = t0 / kBS, blk_end = (t1 + kBS - 1) / kBS;
+  const float slope = p.alibi ? alibi_slope_log2(h, p.heads) : 0.f;
+  const int pos = ctx - 1;
+
+  // Q·K: a thread group of kTG lanes per key, each lane a 16-byte chunk (x dims) at a time.
+  constexpr int kTG = 32 / kBS > 1 ? 32 / kBS : 1;
+  constexpr int kX = 16 / static_cast<int>(sizeof(C));
+  const int nch = p.head_dim / kX;
+  const int tt = lane / kTG, gl = lane % kTG;  // token of the block, lane of the group
+  float qk_max = -INFINITY;
+  for (int bi = blk_begin + warp; bi < blk_end; bi += kVllmWarps) {
+    const C* kb = kc + int64_t{table[bi]} * p.block_stride + tt * kX;
+    const int token = bi * kBS + tt;
+    float dot = 0.f;
+    if (token < t1) {
+#pragma unroll 2
+      for (int c = gl; c < nch; c += kTG) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(kb + c * kBS * kX);
+        const uint32_t wv[4] = {raw.x, raw.y, raw.z, raw.w};
+        float kf[kX];
+        to_floats<C, 4>(wv, kf);
+#pragma unroll
+        for (int e = 0; e < kX; ++e) dot = fmaf(sq[c * kX + e], kf[e], dot);
+      }
+    }
+#pragma unroll
+    for (int off = kTG / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    if (token < t1) {
+      const float x = fmaf(dot, p.score_log2, slope * static_cast<float>(token - pos));
+      if (gl == 0) logits[token - t0] = x;
+      qk_max = fmaxf(qk_max, x);
+    }
+  }
+  qk_max = block_reduce<true, kVllmWarps>(qk_max, red);  // finite: the partition holds a key
+
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < t1 - t0; i += kVllmThreads) {
+    const float e = exp2_approx(logits[i] - qk_max);
+    logits[i] = e;
+    sum += e;
+  }
+  sum = block_reduce<false, kVllmWarps>(sum, red);  // >= 1; its barriers publish the exps
+  const float inv_sum = 1.f / sum;
+  for (int i = threadIdx.x; i < t1 - t0; i += kVllmThreads) logits[i] *= inv_sum;
+  __syncthreads();
+
+  // P·V: lanes take kVV-token runs of one dim row of a cache block; kNV runs per row.
+  constexpr int kVV = 16 / static_cast<int>(sizeof(C)) < kBS ? 16 / static_cast<int>(sizeof(C)) : kBS;
+  constexpr int kNV = kBS / kVV;
+  constexpr int kRowsPerIter = 32 / kNV;
+  constexpr int kRows = (kD + kRowsPerIter - 1) / kRowsPerIter;
+  constexpr int kVWords = kVV * static_cast<int>(sizeof(C)) / 4;
+  const int vv = lane % kNV, r0 = lane / kNV;
+  float acc[kRows] = {};
+  for (int bi = blk_begin + warp; bi < blk_end; bi += kVllmWarps) {
+    const int tok = bi * kBS + vv * kVV;
+    float pv[kVV];
+#pragma unroll
+    for (int e = 0; e < kVV; ++e) pv[e] = tok + e < t1 ? logits[tok + e - t0] : 0.f;
+    const C* vb = vc + int64_t{table[bi]} * p.block_stride + vv * kVV;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int d = r0 + kRowsPerIter * i;
+      if (d >= p.head_dim) continue;
+      uint32_t wv[kVWords];
+      if constexpr (kVWords == 4) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(vb + d * kBS);
+        wv[0] = raw.x, wv[1] = raw.y, wv[2] = raw.z, wv[3] = raw.w;
+      } else {
+        const uint2 raw = *reinterpret_cast<const uint2*>(vb + d * kBS);
+        wv[0] = raw.x, wv[1] = raw.y;
+      }
+      float vf[kVV];
+      to_floats<C, kVWords>(wv, vf);
+      // Tokens past the partition hold NaN or another partition's keys: 0 * NaN is NaN, so
+      // they are zeroed, not only weighted by p = 0.
+#pragma unroll
+      for (int e = 0; e < kVV; ++e) acc[i] = fmaf(pv[e], tok + e < t1 ? vf[e] : 0.f, acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+    for (int off = kNV / 2; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+  }
+  if (vv == 0) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int d = r0 + kRowsPerIter * i;
+      if (d < kD) out_red[warp][d] = acc[i];
+    }
+  }
+  __syncthreads();
+  const int64_t bh = int64_t{b} * p.heads + h;
+  for (int d = threadIdx.x; d < p.head_dim; d += kVllmThreads) {
+    float out = 0.f;
+#pragma unroll
+    for (int w = 0; w < kVllmWarps; ++w) out += out_red[w][d];
+    out *= p.v_scale;
+    if (nparts == 1)
+      static_cast<T*>(p.o)[bh * p.head_dim + d] = from_float<T>(out);
+    else
+      p.tmp_out[(bh * p.max_parts + part) * p.head_dim + d] = out;
+  }
+  if (nparts > 1 && threadIdx.x == 0) {
+    p.max_logits[bh * p.max_parts + part] = qk_max;
+    p.exp_sums[bh * p.max_parts + part] = sum;
+  }
+}
+
+// v2's reduce: block (head, sequence) merges the partitions of a sequence that has several:
+// M = max m_p, w_p = e_p exp2(m_p - M), o = sum_p w_p o_p / sum_p w_p. Each thread recomputes
+// the weights it needs from the (L1-resident) statistics rather than staging them in shared
+// memory: a few dozen partitions cost a few dozen exp2 per output element.
+template <class T>
+__global__ void __launch_bounds__(kVllmThreads) vllm_reduce_kernel(const Paged p) {
+  __shared__ float red[kVllmWarps];
+  const int h = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
+  const int ctx = p.context_lens[b];
+  const int n = min(p.max_parts, (ctx + p.partition - 1) / p.partition);
+  if (n <= 1) return;  // the main kernel wrote o
+  const int64_t bh = int64_t{b} * p.heads + h;
+  const float* ml = p.max_logits + bh * p.max_parts;
+  const float* es = p.exp_sums + bh * p.max_parts;
+  float mx = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += kVllmThreads) mx = fmaxf(mx, ml[i]);
+  mx = block_reduce<true, kVllmWarps>(mx, red);
+  float total = 0.f;
+  for (int i = threadIdx.x; i < n; i += kVllmThreads) total += es[i] * exp2_approx(ml[i] - mx);
+  total = block_reduce<false, kVllmWarps>(total, red);
+  const float inv = 1.f / total;
+  const float* po = p.tmp_out + bh * p.max_parts * p.head_dim;
+  for (int d = threadIdx.x; d < p.head_dim; d += kVllmThreads) {
+    float acc = 0.f;
+    for (int i = 0; i < n; ++i) acc = fmaf(es[i] * exp2_approx(ml[i] - mx), po[int64_t{i} * p.head_dim + d], acc);
+    static_cast<T*>(p.o)[bh * p.head_dim + d] = from_float<T>(acc * inv);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// paged_flash: tensor-core kernel
+
+// T: q/o; C: the cache (T or Fp8). kD: head_dim class (64 or 128; a smaller head_dim runs
+// zero-padded).
+template <class T, class C, int kD>
+struct MmaCfg {
+  static constexpr bool kFp8 = kIsFp8<C>;
+  // As decode.cu's mma kernel: ~160 registers at d128 (64 of K/V in flight, 32 of Oᵀ), 3 warps
+  // per block, 4 blocks per SM (6 at d64), so that batch 64 x 8 kv heads runs in one round.
+  static constexpr int kWarps = 3;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMinBlocks = kD <= 64 ? 6 : 4;
+  static constexpr int kSub = kFp8 ? 2 : 1;     // 16-key Sᵀ tiles per warp tile (k16 steps of Oᵀ)
+  static constexpr int kKeys = 16 * kSub;       // keys per warp tile
+  static constexpr int kQuad = 4 * kSub;        // tokens of a lane's 8-byte V load
+  static constexpr int kX = 16 / static_cast<int>(sizeof(C));  // dims per 16-byte K chunk
+  static constexpr int kKChunks = kD / kX / 4;  // K chunks a lane loads per key
+  static constexpr int kMTiles = kD / 16;       // m16 tiles of Oᵀ
+  static constexpr int kHeads = 8;              // query heads per block: N of both products
+  // Q rows in shared memory, uint4 (8 fp16/bf16 dims) each, padded so that the 8 lanes of a
+  // quarter warp (2 heads x 4 lanes t) hit distinct 16-byte bank groups: 16-bit lanes read
+  // uint4 4i + t, fp8 lanes 2 (4i + t) + u.
+  static constexpr int kQPitch = kD / 8 + (kFp8 ? 1 : 4);
+};
+
+// fp16/bf16 q, head_dim <= kD in {64, 128}. One block: up to 8 query heads of one (sequence, kv
+// head), keys [begin, end); 3 warps take kKeys-key tiles in turn (warp w: tiles w, w + 3, ...).
+// Lane = 4 g + t. m16n8k16 fragments (PTX ISA): A (16x16, row) {a0, a1, a2, a3} = rows {g, g + 8,
+// g, g + 8} x cols {2t.., 2t.., 2t + 8.., 2t + 8..}; B (16x8, col) {b0, b1} = rows {2t.., 2t + 8..}
+// x col g; C (16x8) = rows {g, g, g + 8, g + 8} x cols {2t, 2t + 1, 2t, 2t + 1}.
+//
+// Key order. Row 2u + e + 8r of Sᵀ sub-tile s (u < 4, e, r < 2) holds tile key
+// kQuad·u + 4s + 2r + e. Oᵀ's k step s then wants from lane t keys {2t, 2t + 1, 2t + 8, 2t + 9}
+// of sub-tile s = tile keys kQuad·t + 4s + {0, 1, 2, 3}: over the sub-tiles, the kQuad
+// consecutive tokens kQuad·t.. of a dim row, which is 8 bytes of the V layout (4 fp16/bf16 or
+// 8 fp8 tokens; within one cache block, whose size is a power of two >= 8).
+//   Sᵀ = K Qᵀ: lane (g, t) loads K chunks 4i + t (x dims each) of its sub-tile rows g and g + 8.
+//     fp16/bf16: words 2hh, 2hh + 1 of chunk i are k step 2i + hh's cols 2t.. and 2t + 8..; fp8:
+//     chunk i's 16 bytes convert to 8 fp16x2 words, of which 2hh and 2hh + 1 are k step
+//     4i + hh's. B takes Q's words of the same dims (q rows in shared memory, as fp16 for fp8).
+//   Oᵀ += Vᵀ Pᵀ: m tile mt's rows g and g + 8 are dims 16 mt + g and 16 mt + g + 8; A's k cols
+//     2t, 2t + 1 / 2t + 8, 2t + 9 of step s are words (fp16/bf16) or converted halves (fp8) of
+//     the lane's 8-byte loads of those two dim rows. Pᵀ is Sᵀ's C fragment packed to 16 bits
+//     (rows = keys g, g + 8 x heads 2t, 2t + 1) transposed by movmatrix into B's (keys 2t..,
+//     2t + 8.. x head g).
+//   Oᵀ's C fragment: dims 16 mt + g (+ 8) of heads 2t, 2t + 1.
+template <class T, class C, int kD>
+__global__ void __launch_bounds__(MmaCfg<T, C, kD>::kThreads, MmaCfg<T, C, kD>::kMinBlocks)
+    mma_paged_kernel(const Paged p) {
+  using Cfg = MmaCfg<T, C, kD>;
+  using M = std::conditional_t<Cfg::kFp8, __half, T>;  // the tensor cores' input type
+  __shared__ uint4 sq[Cfg::kHeads][Cfg::kQPitch];
+  __shared__ int stbl[kTable];
+  __shared__ Partials<Cfg::kWarps, Cfg::kHeads, kD> part;
+  allow_dependents();
+  const Work w = block_work<Cfg::kHeads>(p);
+  if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const Table tbl = load_table(stbl, p, w);
+  // Q's tile: heads past the group and dims past head_dim are 0; rounded to fp16 for fp8.
+  const int nq = p.head_dim / 8;
+  for (int i = threadIdx.x; i < Cfg::kHeads * (kD / 8); i += Cfg::kThreads) {
+    const int n = i / (kD / 8), c = i % (kD / 8);
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (n < w.nheads && c < nq) {
+      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
+                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
+      if constexpr (!std::is_same_v<M, T>) {
+        const uint32_t wv[4] = {x.x, x.y, x.z, x.w};
+        float f[8];
+        to_floats<T, 4>(wv, f);
+        x = make_uint4(pack2<M>(f[0], f[1]), pack2<M>(f[2], f[3]), pack2<M>(f[4], f[5]), pack2<M>(f[6], f[7]));
+      }
+    }
+    sq[n][c] = x;
+  }
+  __syncthreads();
+
+  const int lbs = p.log2_bs, bmask = p.block_size - 1;
+  const C* kc = static_cast<const C*>(p.k) + int64_t{w.kvh} * p.head_stride + t * p.block_size * Cfg::kX;
+  const C* vc = static_cast<const C*>(p.v) + int64_t{w.kvh} * p.head_stride + g * p.block_size;
+  const int kstride = 4 * p.block_size * Cfg::kX;  // chunk 4i + t -> 4 (i + 1) + t
+  const uint64_t pol = kv_policy(p.head_tiles == 1);
+  uint32_t k_ok = 0, v_ok = 0;  // which of this lane's K chunks and V rows lie within head_dim
+#pragma unroll
+  for (int i = 0; i < Cfg::kKChunks; ++i) k_ok |= (4 * i + t < p.head_dim / Cfg::kX ? 1u : 0u) << i;
+#pragma unroll
+  for (int r = 0; r < 2 * Cfg::kMTiles; ++r) v_ok |= (8 * r < p.head_dim ? 1u : 0u) << r;
+
+  // Keys past `end` (the context, or the split) are never read: zeros, then masked to -inf.
+  uint4 kr[Cfg::kSub][2][Cfg::kKChunks];
+  uint2 vr[Cfg::kMTiles][2];
+  auto load_k = [&](int key0) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kSub; ++s) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key0 + Cfg::kQuad * (g >> 1) + 4 * s + 2 * r + (g & 1);
+        const bool ok = key < w.end;
+        const C* row = kc;
+        if (ok) row += int64_t{tbl.block_of(key, lbs)} * p.block_stride + (key & bmask) * Cfg::kX;
+#pragma unroll
+        for (int i = 0; i < Cfg::kKChunks; ++i) {
+          kr[s][r][i] = make_uint4(0, 0, 0, 0);
+          if (ok && (k_ok >> i & 1u)) kr[s][r][i] = ld_stream(row + i * kstride, pol);
+        }
+      }
+    }
+  };
+  // The lane's kQuad tokens of each of its dim rows; tokens past `end` inside the 8 bytes (the
+  // unused tail of a sequence's last block holds NaN) are zeroed: 0 * NaN would be NaN.
+  auto load_v = [&](int key0) {
+    const int tok = key0 + Cfg::kQuad * t;
+    const bool ok = tok < w.end;
+    const C* base = vc;
+    uint32_t mlo = 0, mhi = 0;
+    if (ok) {
+      base += int64_t{tbl.block_of(tok, lbs)} * p.block_stride + (tok & bmask);
+      const int bytes = (w.end - tok) * static_cast<int>(sizeof(C));  // >= 1 valid byte
+      mlo = bytes >= 4 ? ~0u : (1u << (8 * bytes)) - 1u;
+      mhi = bytes >= 8 ? ~0u : bytes <= 4 ? 0u : (1u << (8 * (bytes - 4))) - 1u;
+    }
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        vr[mt][r] = make_uint2(0, 0);
+        if (ok && (v_ok >> (2 * mt + r) & 1u)) {
+          const uint2 x = ld_stream8(base + ((16 * mt + 8 * r) << lbs), pol);
+          vr[mt][r] = make_uint2(x.x & mlo, x.y & mhi);
+        }
+      }
+    }
+  };
+
+  // This lane's heads 2t and 2t + 1: statistics in log2 units, m the same in the 8 lanes that
+  // share t, l this lane's keys only until the end.
+  const int pos = w.ctx - 1;
+  float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
+  float o[Cfg::kMTiles][4] = {};
+
+  const int ntiles = (w.end - w.begin + Cfg::kKeys - 1) / Cfg::kKeys;
+  int tile = warp;
+  if (tile < ntiles) {
+    load_k(w.begin + tile * Cfg::kKeys);
+    load_v(w.begin + tile * Cfg::kKeys);
+  }
+
+  for (; tile < ntiles; tile += Cfg::kWarps) {
+    const int key0 = w.begin + tile * Cfg::kKeys;
+    const int next = key0 + Cfg::kWarps * Cfg::kKeys;
+    float s[Cfg::kSub][4] = {};
+#pragma unroll
+    for (int i = 0; i < Cfg::kKChunks; ++i) {
+      if constexpr (!Cfg::kFp8) {
+        const uint4 qv = lds128(&sq[g][4 * i + t]);  // 4 per tile: cheaper than 16 registers
+        mma_16816<M>(s[0], kr[0][0][i].x, kr[0][1][i].x, kr[0][0][i].y, kr[0][1][i].y, qv.x, qv.y);
+        mma_16816<M>(s[0], kr[0][0][i].z, kr[0][1][i].z, kr[0][0][i].w, kr[0][1][i].w, qv.z, qv.w);
+      } else {
+        const uint4 q0 = lds128(&sq[g][2 * (4 * i + t)]), q1 = lds128(&sq[g][2 * (4 * i + t) + 1]);
+        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int sub = 0; sub < Cfg::kSub; ++sub) {
+          uint32_t a[2][8];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const uint32_t wv[4] = {kr[sub][r][i].x, kr[sub][r][i].y, kr[sub][r][i].z, kr[sub][r][i].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) e4m3x4_to_f16x4(wv[j], a[r][2 * j], a[r][2 * j + 1]);
+          }
+#pragma unroll
+          for (int hh = 0; hh < 4; ++hh)
+            mma_16816<M>(s[sub], a[0][2 * hh], a[1][2 * hh], a[0][2 * hh + 1], a[1][2 * hh + 1], qw[2 * hh],
+                         qw[2 * hh + 1]);
+        }
+      }
+    }
+    // K is consumed: the next tile's K flies during the softmax and Oᵀ of this one.
+    if (next < w.end) load_k(next);
+
+    // x[s] = {row g: head 2t, 2t + 1; row g + 8: head 2t, 2t + 1}, exp2 units with the bias.
+    float x[Cfg::kSub][4];
+#pragma unroll
+    for (int sub = 0; sub < Cfg::kSub; ++sub) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key0 + Cfg::kQuad * (g >> 1) + 4 * sub + 2 * r + (g & 1);
+        const bool ok = key < w.end;
+        const float dist = static_cast<float>(key - pos);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj)
+          x[sub][2 * r + jj] = ok ? fmaf(s[sub][2 * r + jj], p.score_log2, slope[jj] * dist) : -INFINITY;
+      }
+    }
+    // The tile's max per head over its keys (lanes g = 0..7): finite, since key0 < end.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int sub = 0; sub < Cfg::kSub; ++sub) {
+      mx[0] = fmaxf(mx[0], fmaxf(x[sub][0], x[sub][2]));
+      mx[1] = fmaxf(mx[1], fmaxf(x[sub][1], x[sub][3]));
+    }
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
+    }
+    // Rescale only when some head's max grew: after the first few tiles it rarely does.
+    // m = -inf at the start gives the factor exp2(-inf) = 0 on o = l = 0.
+    const bool grew = mx[0] > m[0] || mx[1] > m[1];
+    if (__any_sync(0xffffffffu, grew)) {
+      float alpha[2];
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const float m_new = fmaxf(m[jj], mx[jj]);
+        alpha[jj] = exp2_approx(m[jj] - m_new);
+        m[jj] = m_new;
+        l[jj] *= alpha[jj];
+      }
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+        o[mt][0] *= alpha[0];
+        o[mt][1] *= alpha[1];
+        o[mt][2] *= alpha[0];
+        o[mt][3] *= alpha[1];
+      }
+    }
+    // P rounded to 16 bits for the tensor cores, as FlashAttention does; l keeps fp32.
+    uint32_t pb0[Cfg::kSub], pb1[Cfg::kSub];
+#pragma unroll
+    for (int sub = 0; sub < Cfg::kSub; ++sub) {
+      float pr[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pr[e] = exp2_approx(x[sub][e] - m[e & 1]);
+      l[0] += pr[0] + pr[2];
+      l[1] += pr[1] + pr[3];
+      pb0[sub] = movmatrix_trans(pack2<M>(pr[0], pr[1]));  // k rows 2t, 2t + 1 of head g
+      pb1[sub] = movmatrix_trans(pack2<M>(pr[2], pr[3]));  // k rows 2t + 8, 2t + 9
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+      if constexpr (!Cfg::kFp8) {
+        mma_16816<M>(o[mt], vr[mt][0].x, vr[mt][1].x, vr[mt][0].y, vr[mt][1].y, pb0[0], pb1[0]);
+      } else {
+#pragma unroll
+        for (int sub = 0; sub < Cfg::kSub; ++sub) {
+          uint32_t a0, a1, a2, a3;
+          e4m3x4_to_f16x4(sub == 0 ? vr[mt][0].x : vr[mt][0].y, a0, a2);
+          e4m3x4_to_f16x4(sub == 0 ? vr[mt][1].x : vr[mt][1].y, a1, a3);
+          mma_16816<M>(o[mt], a0, a1, a2, a3, pb0[sub], pb1[sub]);
+        }
+      }
+    }
+    // V is consumed too: the next tile's V joins its K in flight.
+    if (next < w.end) load_v(next);
+  }
+
+  // l: the sum over the 8 lanes (rows g, g + 8 of every tile) that share the heads.
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
+  }
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+      part.o[warp][2 * t + jj][16 * mt + g] = o[mt][jj];
+      part.o[warp][2 * t + jj][16 * mt + g + 8] = o[mt][2 + jj];
+    }
+    if (g == 0) {
+      part.m[warp][2 * t + jj] = m[jj];
+      part.l[warp][2 * t + jj] = l[jj];
+    }
+  }
+  __syncthreads();
+  merge_and_store<T>(part, p, w);
+}
+
+// ---------------------------------------------------------------------------------------
+// paged_flash: CUDA-core kernel
+
+// fp32 q (any cache), or head_dim > 128. kG query heads per block: 1, or 4 for any group > 1
+// (a group of 2 or 3 computes unused heads; larger groups take several blocks).
+template <class T, class C, int kG>
+struct SimtCfg {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  // 4 heads x 8 K chunks in flight need more than the 128 registers of 4 blocks per SM.
+  static constexpr int kMinBlocks = 3;
+  static constexpr int kStep = kThreads;  // keys per block step: one per thread for Sᵀ
+  static constexpr int kMaxD = 256;
+  static constexpr int kDims = kMaxD / kThreads;  // dims per thread for Oᵀ
+  static constexpr int kX = 16 / static_cast<int>(sizeof(C));
+  // Tokens per V load: 16 bytes, except 8 for fp8 (a block of 8 tokens is 8 bytes per dim).
+  static constexpr int kVT = kIsFp8<C> ? 8 : 16 / static_cast<int>(sizeof(C));
+  static constexpr int kVWords = kVT * static_cast<int>(sizeof(C)) / 4;
+  static constexpr int kKBatch = 8;  // K chunks a thread has in flight
+};
+
+// One block: kG query heads of one (sequence, kv head), keys [begin, end), in steps of 128
+// keys. Sᵀ: thread i takes key base + i (its chunks are 16 bytes of consecutive keys' rows:
+// coalesced across the warp), q from shared memory; the block max gives the step's running max
+// m (the same in every thread), p goes to shared memory; Oᵀ: thread i takes dims i and i + 128
+// over the step's tokens, kVT at a time from one dim row of V.
+template <class T, class C, int kG>
+__global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>::kMinBlocks)
+    simt_paged_kernel(const Paged p) {
+  using Cfg = SimtCfg<T, C, kG>;
+  __shared__ __align__(16) float sq[kG][Cfg::kMaxD];
+  __shared__ __align__(16) float sp[kG][Cfg::kStep];
+  __shared__ float red[Cfg::kWarps][kG];
+  __shared__ int stbl[kTable];
+  allow_dependents();
+  const Work w = block_work<kG>(p);
+  if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const Table tbl = load_table(stbl, p, w);
+  for (int i = threadIdx.x; i < kG * Cfg::kMaxD; i += Cfg::kThreads) {
+    const int n = i / Cfg::kMaxD, d = i % Cfg::kMaxD;
+    float x = 0.f;
+    if (n < w.nheads && d < p.head_dim)
+      x = to_float(static_cast<const T*>(p.q)[(int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + d]);
+    sq[n][d] = x;
+  }
+  __syncthreads();
+
+  const int lbs = p.log2_bs, bmask = p.block_size - 1;
+  const C* kc = static_cast<const C*>(p.k) + int64_t{w.kvh} * p.head_stride;
+  const C* vc = static_cast<const C*>(p.v) + int64_t{w.kvh} * p.head_stride;
+  const uint64_t pol = kv_policy(p.head_tiles == 1);
+  const int nch = p.head_dim / Cfg::kX;
+  const int kstride = p.block_size * Cfg::kX;  // elements between K chunks of a key
+  const int pos = w.ctx - 1;
+  float slope[kG], m[kG], lsum[kG], acc[kG][Cfg::kDims];
+#pragma unroll
+  for (int n = 0; n < kG; ++n) {
+    slope[n] = p.alibi ? alibi_slope_log2(w.h0 + n, p.heads) : 0.f;
+    m[n] = -INFINITY;
+    lsum[n] = 0.f;
+#pragma unroll
+    for (int j = 0; j < Cfg::kDims; ++j) acc[n][j] = 0.f;
+  }
+
+  for (int base = w.begin; base < w.end; base += Cfg::kStep) {
+    const int key = base + static_cast<int>(threadIdx.x);
+    float sc[kG];
+    if (key < w.end) {
+      const C* row = kc + int64_t{tbl.block_of(key, lbs)} * p.block_stride + (key & bmask) * Cfg::kX;
+      float dot[kG] = {};
+      for (int c0 = 0; c0 < nch; c0 += Cfg::kKBatch) {
+        uint4 kv[Cfg::kKBatch];
+#pragma unroll
+        for (int u = 0; u < Cfg::kKBatch; ++u)
+          kv[u] = c0 + u < nch ? ld_stream(row + (c0 + u) * kstride, pol) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < Cfg::kKBatch; ++u) {
+          if (c0 + u >= nch) break;
+          const uint32_t wv[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w};
+          float kf[Cfg::kX];
+          to_floats<C, 4>(wv, kf);
+#pragma unroll
+          for (int n = 0; n < kG; ++n) {
+#pragma unroll
+            for (int e = 0; e < Cfg::kX; e += 4) {
+              const float4 qv = *reinterpret_cast<const float4*>(&sq[n][(c0 + u) * Cfg::kX + e]);
+              dot[n] = fmaf(qv.x, kf[e], dot[n]);
+              dot[n] = fmaf(qv.y, kf[e + 1], dot[n]);
+              dot[n] = fmaf(qv.z, kf[e + 2], dot[n]);
+              dot[n] = fmaf(qv.w, kf[e + 3], dot[n]);
+            }
+          }
+        }
+      }
+      const float dist = static_cast<float>(key - pos);
+#pragma unroll
+      for (int n = 0; n < kG; ++n) sc[n] = fmaf(dot[n], p.score_log2, slope[n] * dist);
+    } else {
+#pragma unroll
+      for (int n = 0; n < kG; ++n) sc[n] = -INFINITY;
+    }
+    // The step's max per head over the block (finite: key base < end is in it).
+#pragma unroll
+    for (int n = 0; n < kG; ++n) {
+      const float x = warp_max(sc[n]);
+      if (lane == 0) red[warp][n] = x;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < kG; ++n) {
+      float mx = m[n];
+#pragma unroll
+      for (int i = 0; i < Cfg::kWarps; ++i) mx = fmaxf(mx, red[i][n]);
+      const float alpha = exp2_approx(m[n] - mx);  // m = -inf at the start: 0 on l = o = 0
+      m[n] = mx;
+      const float pr = exp2_approx(sc[n] - mx);
+      lsum[n] = fmaf(lsum[n], alpha, pr);
+      sp[n][threadIdx.x] = pr;
+#pragma unroll
+      for (int j = 0; j < Cfg::kDims; ++j) acc[n][j] *= alpha;
+    }
+    __syncthreads();  // sp is complete, and every thread has read red
+
+    const int ntok = min(Cfg::kStep, w.end - base);
+#pragma unroll
+    for (int j = 0; j < Cfg::kDims; ++j) {
+      const int d = static_cast<int>(threadIdx.x) + Cfg::kThreads * j;
+      if (d >= p.head_dim) continue;
+      const C* vrow = vc + (d << lbs);
+#pragma unroll 4
+      for (int tt = 0; tt < ntok; tt += Cfg::kVT) {
+        const int tok = base + tt;
+        const C* ptr = vrow + int64_t{tbl.block_of(tok, lbs)} * p.block_stride + (tok & bmask);
+        uint32_t wv[Cfg::kVWords];
+        if constexpr (Cfg::kVWords == 4) {
+          const uint4 raw = *reinterpret_cast<const uint4*>(ptr);
+          wv[0] = raw.x, wv[1] = raw.y, wv[2] = raw.z, wv[3] = raw.w;
+        } else {
+          const uint2 raw = *reinterpret_cast<const uint2*>(ptr);
+          wv[0] = raw.x, wv[1] = raw.y;
+        }
+        float vf[Cfg::kVT];
+        to_floats<C, Cfg::kVWords>(wv, vf);
+        // Tokens past `end` may hold NaN: zeroed, since p = 0 alone would give 0 * NaN.
+        if (tt + Cfg::kVT > ntok) {
+#pragma unroll
+          for (int e = 0; e < Cfg::kVT; ++e) vf[e] = tt + e < ntok ? vf[e] : 0.f;
+        }
+#pragma unroll
+        for (int n = 0; n < kG; ++n) {
+#pragma unroll
+          for (int e = 0; e < Cfg::kVT; e += 4) {
+            const float4 pv = *reinterpret_cast<const float4*>(&sp[n][tt + e]);
+            acc[n][j] = fmaf(pv.x, vf[e], acc[n][j]);
+            acc[n][j] = fmaf(pv.y, vf[e + 1], acc[n][j]);
+            acc[n][j] = fmaf(pv.z, vf[e + 2], acc[n][j]);
+            acc[n][j] = fmaf(pv.w, vf[e + 3], acc[n][j]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // sp is read before the next step writes it
+  }
+
+  // l per head: the sum over the block's threads (each held its keys' p).
+#pragma unroll
+  for (int n = 0; n < kG; ++n) {
+    const float x = warp_sum(lsum[n]);
+    if (lane == 0) red[warp][n] = x;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < kG; ++n) {
+    if (n >= w.nheads) break;
+    float l = 0.f;
+#pragma unroll
+    for (int i = 0; i < Cfg::kWarps; ++i) l += red[i][n];
+    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
+    const int64_t row = bh * p.splits + w.split;
+    // l >= 1: the key at the max contributes exp2(0).
+    const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
+#pragma unroll
+    for (int j = 0; j < Cfg::kDims; ++j) {
+      const int d = static_cast<int>(threadIdx.x) + Cfg::kThreads * j;
+      if (d >= p.head_dim) continue;
+      if (p.splits == 1)
+        static_cast<T*>(p.o)[bh * p.head_dim + d] = from_float<T>(acc[n][j] * f);
+      else
+        p.part_o[row * p.head_dim + d] = acc[n][j] * f;
+    }
+    if (p.splits > 1 && threadIdx.x == 0) p.part_ml[row] = make_float2(m[n], l);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// paged_flash: combine
+
+// The combine's block: cols = head_dim / 4 float4 columns x lanes (a power of two, at most
+// kCombineMaxThreads threads; combine_lanes), each thread loading kCombineBatch splits at once.
+constexpr int kCombineMaxThreads = 512;
+constexpr int kCombineBatch = 8;
+
+// Block b·heads + h merges the splits of query head h of sequence b that hold keys (the first
+// ceil(ctx / chunk)): M = max m_s, L = sum_s exp2(m_s - M) l_s, o = sum_s exp2(m_s - M) o_s / L.
+// Thread (col, lane) takes float4 column col and splits lane, lane + lanes, ...; then the lanes
+// of a column merge pairwise through shared memory.
+template <class T>
+__global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const Paged p) {
+  __shared__ float2 red_ml[kCombineMaxThreads];
+  __shared__ float4 red_o[kCombineMaxThreads];
+  const int bh = static_cast<int>(blockIdx.x);
+  const int cols = p.head_dim / 4, lanes = static_cast<int>(blockDim.x) / cols;
+  const int col = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
+  // context_lens is the launch's input, not the main kernel's output: read before the wait.
+  const int ctx = p.context_lens[bh / p.heads];
+  const int n = min(p.splits, (ctx + p.chunk - 1) / p.chunk);
+  const float2* ml = p.part_ml + int64_t{bh} * p.splits;
+  const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
+  wait_for_primary();
+
+  float m = -INFINITY, l = 0.f;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = lane; s0 < n; s0 += kCombineBatch * lanes) {
+    float2 x[kCombineBatch];
+    float4 v[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const int s = s0 + i * lanes;
+      x[i] = make_float2(-INFINITY, 0.f);
+      v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (s < n) {
+        x[i] = ml[s];
+        v[i] = *reinterpret_cast<const float4*>(po + int64_t{s} * p.head_dim);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) merge_mlo(m, l, o, x[i].x, x[i].y, v[i]);
+  }
+  for (int half = lanes / 2; half > 0; half /= 2) {
+    if (lane >= half && lane < 2 * half) {
+      red_ml[threadIdx.x] = make_float2(m, l);
+      red_o[threadIdx.x] = o;
+    }
+    __syncthreads();
+    if (lane < half) {
+      const int from = static_cast<int>(threadIdx.x) + half * cols;
+      merge_mlo(m, l, o, red_ml[from].x, red_ml[from].y, red_o[from]);
+    }
+  }
+  if (lane == 0) {
+    const float inv_l = 1.f / l;  // l >= 1: the split holding the max contributes exp2(0)
+    const float out[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
+    store_n<T, 4>(static_cast<T*>(p.o) + int64_t{bh} * p.head_dim + 4 * col, out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// reshape_and_cache
+
+// One thread per (token, kv head, K chunk of x dims): reads the x dims (16-byte loads where
+// kVec), writes them to K as one 16-byte store and to V as x elements block_size apart. Tokens
+// with a negative slot (vLLM's padding) are skipped.
+template <class Tin, class C, bool kVec>
+__global__ void reshape_and_cache_kernel(const Tin* __restrict__ k, const Tin* __restrict__ v, C* __restrict__ k_cache,
+                                         C* __restrict__ v_cache, const int64_t* __restrict__ slot_mapping,
+                                         int64_t tokens, int kv_heads, int head_dim, int block_size, float k_scale,
+                                         float v_scale) {
+  constexpr int kX = 16 / static_cast<int>(sizeof(C));
+  const int nch = head_dim / kX;
+  const int64_t total = tokens * kv_heads * nch;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int c = static_cast<int>(i % nch);
+    const int64_t th = i / nch;
+    const int h = static_cast<int>(th % kv_heads);
+    const int64_t tok = th / kv_heads;
+    const int64_t slot = slot_mapping[tok];
+    if (slot < 0) continue;
+    const int64_t blk = slot / block_size;
+    const int off = static_cast<int>(slot % block_size);
+    const int64_t src = (tok * kv_heads + h) * head_dim + int64_t{c} * kX;
+    const int64_t head = blk * kv_heads + h;
+    C* kdst = k_cache + ((head * nch + c) * block_size + off) * kX;
+    C* vdst = v_cache + (head * head_dim + int64_t{c} * kX) * block_size + off;
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+      const Tin* in = (which ? v : k) + src;
+      __align__(16) C out[kX];
+      if constexpr (std::is_same_v<Tin, C>) {
+        if constexpr (kVec) {
+          *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(in);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kX; ++e) out[e] = in[e];
+        }
+      } else {  // fp8: value / scale, rounded to nearest even, saturated at +-448
+        const float scale = which ? v_scale : k_scale;
+        float f[kX];
+        if constexpr (kVec) {
+          constexpr int kWords = kX * static_cast<int>(sizeof(Tin)) / 4;
+          uint32_t wv[kWords];
+#pragma unroll
+          for (int u = 0; u < kWords / 4; ++u) {
+            const uint4 raw = reinterpret_cast<const uint4*>(in)[u];
+            wv[4 * u] = raw.x, wv[4 * u + 1] = raw.y, wv[4 * u + 2] = raw.z, wv[4 * u + 3] = raw.w;
+          }
+          to_floats<Tin, kWords>(wv, f);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kX; ++e) f[e] = to_float(in[e]);
+        }
+#pragma unroll
+        for (int e = 0; e < kX; ++e)
+          out[e].__x = __nv_cvt_float_to_fp8(__fdiv_rn(f[e], scale), __NV_SATFINITE, __NV_E4M3);
+      }
+      if (which == 0) {
+        if constexpr (kVec) {
+          *reinterpret_cast<uint4*>(kdst) = *reinterpret_cast<const uint4*>(out);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kX; ++e) kdst[e] = out[e];
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kX; ++e) vdst[int64_t{e} * block_size] = out[e];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+
+// Calls f(T{}, C{}) with the storage types of q/o and of the cache (supports() has checked them).
+template <class F>
+void with_types(DType dtype, DType kv_dtype, const char* name, F&& f) {
+  auto with_cache = [&](auto tag) {
+    using T = decltype(tag);
+    if (kv_dtype == DType::fp8_e4m3) return f(T{}, Fp8{});
+    return f(T{}, T{});
+  };
+  switch (dtype) {
+    case DType::fp32:
+      return with_cache(float{});
+    case DType::fp16:
+      return with_cache(__half{});
+    case DType::bf16:
+      return with_cache(__nv_bfloat16{});
+    case DType::fp8_e4m3:
+      break;
+  }
+  throw std::invalid_argument(std::string(name) + ": no kernel for dtype " + dtype_name(dtype));
+}
+
+int log2_exact(int64_t x) {
+  int l = 0;
+  while ((int64_t{1} << l) < x) ++l;
+  return l;
+}
+
+int64_t longest_context(const PagedParams& p) {
+  return std::clamp<int64_t>(p.longest_context, 1, p.max_blocks_per_seq * p.block_size);
+}
+
+Paged make_paged(const PagedParams& p) {
+  Paged d{};
+  d.q = p.q;
+  d.k = p.k_cache;
+  d.v = p.v_cache;
+  d.o = p.o;
+  d.block_tables = p.block_tables;
+  d.context_lens = p.context_lens;
+  d.block_stride = p.kv_heads * p.head_dim * p.block_size;
+  d.head_stride = static_cast<int>(p.head_dim * p.block_size);
+  d.heads = static_cast<int>(p.heads);
+  d.kv_heads = static_cast<int>(p.kv_heads);
+  d.group = static_cast<int>(p.heads / p.kv_heads);
+  d.head_dim = static_cast<int>(p.head_dim);
+  d.block_size = static_cast<int>(p.block_size);
+  d.log2_bs = log2_exact(p.block_size);
+  d.max_blocks = static_cast<int>(p.max_blocks_per_seq);
+  d.head_tiles = 1;
+  d.splits = 1;
+  d.chunk = static_cast<int>(kMaxContext);
+  d.partition = static_cast<int>(p.max_blocks_per_seq * p.block_size);
+  d.max_parts = 1;
+  d.score_log2 = p.scale_log2 * p.k_scale;
+  d.v_scale = p.v_scale;
+  d.alibi = p.alibi;
+  return d;
+}
+
+// ---- v1 / v2
+
+int64_t vllm_class(int64_t head_dim) { return head_dim <= 128 ? 128 : 256; }
+
+// v1: one partition of the longest context rounded up to whole blocks.
+int64_t v1_tokens(const PagedParams& p) { return ceil_div(longest_context(p), p.block_size) * p.block_size; }
+int64_t v2_parts(const PagedParams& p) { return ceil_div(longest_context(p), p.partition_size); }
+
+// Raises the kernel's dynamic shared memory limit once per size it has not been allowed yet.
+template <class Kernel>
+void allow_smem(Kernel kernel, int64_t bytes, int64_t& allowed, const char* name) {
+  if (bytes <= 48 * 1024 || bytes <= allowed) return;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name);
+  allowed = bytes;
+}
+
+template <class T, class C, int kD, int kBS>
+void launch_vllm(const PagedParams& p, const LaunchContext& ctx, bool v2) {
+  const char* name = v2 ? "paged/v2" : "paged/v1";
+  Paged d = make_paged(p);
+  int64_t parts = 1;
+  if (v2) {
+    d.partition = static_cast<int>(p.partition_size);
+    parts = v2_parts(p);
+    d.max_parts = static_cast<int>(parts);
+    if (parts > 1) {
+      char* ws = static_cast<char*>(ctx.workspace);
+      const int64_t rows = p.batch * p.heads * parts;
+      d.tmp_out = reinterpret_cast<float*>(ws);
+      d.max_logits = reinterpret_cast<float*>(ws + ceil_div(rows * p.head_dim * 4, 256) * 256);
+      d.exp_sums = d.max_logits + rows;
+    }
+  } else {
+    d.partition = static_cast<int>(v1_tokens(p));
+  }
+  const int64_t smem = int64_t{d.partition} * 4;
+  static int64_t allowed = 0;
+  auto kernel = vllm_kernel<T, C, kD, kBS>;
+  allow_smem(kernel, smem, allowed, name);
+  kernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(parts)),
+           kVllmThreads, static_cast<size_t>(smem), ctx.stream>>>(d);
+  check_launch(name);
+  if (parts == 1) return;
+  vllm_reduce_kernel<T><<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch)), kVllmThreads, 0,
+                          ctx.stream>>>(d);
+  check_launch(name);
+}
+
+void launch_vllm_variant(const PagedParams& p, const LaunchContext& ctx, bool v2) {
+  with_types(p.dtype, p.kv_dtype, v2 ? "paged/v2" : "paged/v1", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    auto by_block = [&](auto dim) {
+      constexpr int kD = decltype(dim)::value;
+      switch (p.block_size) {
+        case 8:
+          return launch_vllm<T, C, kD, 8>(p, ctx, v2);
+        case 16:
+          return launch_vllm<T, C, kD, 16>(p, ctx, v2);
+        default:
+          return launch_vllm<T, C, kD, 32>(p, ctx, v2);
+      }
+    };
+    if (vllm_class(p.head_dim) == 128) return by_block(std::integral_constant<int, 128>{});
+    return by_block(std::integral_constant<int, 256>{});
+  });
+}
+
+void v1(const PagedParams& p, const LaunchContext& ctx) { launch_vllm_variant(p, ctx, false); }
+void v2(const PagedParams& p, const LaunchContext& ctx) { launch_vllm_variant(p, ctx, true); }
+
+// ---- paged_flash
+
+int64_t max_splits_by_slots(const PagedParams& p) {
+  const int64_t by_chunk = longest_context(p) / kMinChunk;
+  const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
+  return std::max<int64_t>(1, std::min(by_chunk, by_slots));
+}
+
+// The longest chunk (whole `step`-key steps) whose keys span at most kTable cache blocks
+// wherever it starts.
+int64_t chunk_cap(const PagedParams& p, int64_t step) {
+  return std::max(step, (kTable - 1) * p.block_size / step * step);
+}
+
+// The most splits any launch of p uses.
+int64_t max_splits(const PagedParams& p) {
+  return std::max(max_splits_by_slots(p), ceil_div(longest_context(p), chunk_cap(p, kMaxStep)));
+}
+
+// [batch, heads, splits, head_dim] fp32 o, then [batch, heads, splits] float2 (m, l).
+std::size_t partial_o_bytes(const PagedParams& p, int64_t splits) {
+  return static_cast<std::size_t>(ceil_div(p.batch * p.heads * splits * p.head_dim * 4, 256) * 256);
+}
+
+// Splits: as many as fill one round of `slots` resident blocks with `units` blocks per split
+// (decode.cu's plan_splits), in chunks of whole `step`-key steps, and no chunk longer than
+// chunk_cap (the block-table window). One split means none: the kernel writes o.
+void plan_splits(Paged& d, const PagedParams& p, int64_t units, int64_t slots, int64_t step) {
+  const int64_t longest = longest_context(p);
+  const int64_t want = std::min(slots / units, max_splits_by_slots(p));
+  int64_t chunk = want > 1 ? ceil_div(ceil_div(longest, want), step) * step : ceil_div(longest, step) * step;
+  chunk = std::min(chunk, chunk_cap(p, step));
+  const int64_t splits = ceil_div(longest, chunk);
+  if (splits <= 1) return;
+  d.splits = static_cast<int>(splits);
+  d.chunk = static_cast<int>(chunk);
+}
+
+int sm_count(const LaunchContext& ctx) {
+  if (!ctx.caps || ctx.caps->sm_count <= 0) throw std::invalid_argument("paged: LaunchContext has no device caps");
+  return ctx.caps->sm_count;
+}
+
+// Lanes per float4 column of the combine: the fewest, as a power of two, whose kCombineBatch
+// loads each cover every split, within kCombineMaxThreads.
+int combine_lanes(int head_dim, int splits) {
+  const int cols = head_dim / 4;
+  int lanes = 1;
+  while (lanes * kCombineBatch < splits && 2 * lanes * cols <= kCombineMaxThreads) lanes *= 2;
+  return lanes;
+}
+
+// Resident blocks per SM of a kernel.
+template <class Kernel>
+int occupancy(Kernel kernel, int threads) {
+  int n = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0), "paged: occupancy");
+  return std::max(n, 1);
+}
+
+// Launches `kernel` (heads_per_block query heads per block, `step` keys per block step) and,
+// with splits, the combine.
+template <class T, class Kernel>
+void launch_fused(const PagedParams& p, const LaunchContext& ctx, Kernel kernel, int threads, int heads_per_block,
+                  int step, int blocks_per_sm) {
+  const char* name = "paged/paged_flash";
+  Paged d = make_paged(p);
+  d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
+  const int64_t units = p.batch * p.kv_heads * d.head_tiles;
+  plan_splits(d, p, units, int64_t{sm_count(ctx)} * blocks_per_sm, step);
+  if (d.splits > 1) {
+    d.part_o = static_cast<float*>(ctx.workspace);
+    d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
+  }
+  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, 0, ctx.stream>>>(d);
+  check_launch(name);
+  if (d.splits == 1) return;
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
+  cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
+  cfg.stream = ctx.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ctx.caps->arch() >= 90 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T>, d), name);
+  check_launch(name);
+}
+
+template <class T, class C, int kD>
+void launch_mma(const PagedParams& p, const LaunchContext& ctx) {
+  using Cfg = MmaCfg<T, C, kD>;
+  static const int blocks_per_sm = occupancy(mma_paged_kernel<T, C, kD>, Cfg::kThreads);
+  launch_fused<T>(p, ctx, mma_paged_kernel<T, C, kD>, Cfg::kThreads, Cfg::kHeads, Cfg::kKeys, blocks_per_sm);
+}
+
+template <class T, class C, int kG>
+void launch_simt(const PagedParams& p, const LaunchContext& ctx) {
+  using Cfg = SimtCfg<T, C, kG>;
+  static const int blocks_per_sm = occupancy(simt_paged_kernel<T, C, kG>, Cfg::kThreads);
+  launch_fused<T>(p, ctx, simt_paged_kernel<T, C, kG>, Cfg::kThreads, kG, Cfg::kStep, blocks_per_sm);
+}
+
+void paged_flash(const PagedParams& p, const LaunchContext& ctx) {
+  with_types(p.dtype, p.kv_dtype, "paged/paged_flash", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (p.head_dim <= 64) return launch_mma<T, C, 64>(p, ctx);
+      if (p.head_dim <= 128) return launch_mma<T, C, 128>(p, ctx);
+    }
+    if (p.heads == p.kv_heads) return launch_simt<T, C, 1>(p, ctx);
+    return launch_simt<T, C, 4>(p, ctx);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// supports and workspace
+
+bool power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+std::string common_reason(const PagedParams& p, const DeviceCaps& caps) {
+  if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)
+    return std::string("dtype ") + dtype_name(p.dtype) + " is not a query/output type (fp32, fp16, bf16)";
+  if (p.kv_dtype != p.dtype && p.kv_dtype != DType::fp8_e4m3)
+    return std::string("kv_dtype ") + dtype_name(p.kv_dtype) + " must be the query's dtype or fp8_e4m3";
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1) return "batch, heads and kv_heads must be >= 1";
+  if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
+  if (p.head_dim % paged_x(p.kv_dtype) != 0)
+    return "head_dim must be a multiple of x = " + std::to_string(paged_x(p.kv_dtype)) +
+           " (16 bytes of the cache's type) for the K layout";
+  if (p.num_blocks < 1 || p.max_blocks_per_seq < 1) return "num_blocks and max_blocks_per_seq must be >= 1";
+  if (p.longest_context < 1 || p.longest_context > p.max_blocks_per_seq * p.block_size)
+    return "longest_context must be in [1, max_blocks_per_seq * block_size]";
+  if (p.max_blocks_per_seq * p.block_size >= kMaxContext) return "max_blocks_per_seq * block_size must be < 2^30";
+  if (p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
+  if (p.kv_dtype == DType::fp8_e4m3 && !(p.k_scale > 0 && p.v_scale > 0 && std::isfinite(p.k_scale) &&
+                                         std::isfinite(p.v_scale)))
+    return "k_scale and v_scale must be positive and finite";
+  if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+";
+  if (caps.cc_major != 0 && p.kv_dtype == DType::fp8_e4m3 && caps.arch() < 89)
+    return "an fp8 cache needs sm_89+ (cvt e4m3x2 -> f16x2)";
+  for (const void* ptr : {p.q, p.k_cache, p.v_cache, static_cast<const void*>(p.o)})
+    if (ptr && reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k_cache, v_cache and o must be 16-byte aligned";
+  return {};
+}
+
+std::string vllm_reason(const PagedParams& p, const DeviceCaps& caps) {
+  std::string r = common_reason(p, caps);
+  if (!r.empty()) return r;
+  if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) return "block_size must be 8, 16 or 32 (vLLM's)";
+  if (p.batch > 65535) return "batch must be <= 65535 (gridDim.y)";
+  return {};
+}
+
+// Shared memory a vllm_kernel block asks for with `tokens` logits.
+std::string smem_reason(const PagedParams& p, const DeviceCaps& caps, int64_t tokens, const char* what) {
+  const int64_t bytes = tokens * 4 + vllm_static_smem(static_cast<int>(vllm_class(p.head_dim)));
+  if (caps.smem_per_block_optin != 0 && bytes > static_cast<int64_t>(caps.smem_per_block_optin))
+    return std::string(what) + " needs " + std::to_string(bytes) + " bytes of shared memory (" +
+           std::to_string(tokens) + " fp32 logits), more than the card's " +
+           std::to_string(caps.smem_per_block_optin) + " per block";
+  return {};
+}
+
+std::string v1_supports(const PagedParams& p, const DeviceCaps& caps) {
+  std::string r = vllm_reason(p, caps);
+  if (!r.empty()) return r;
+  return smem_reason(p, caps, v1_tokens(p), "the longest context");
+}
+
+std::string v2_supports(const PagedParams& p, const DeviceCaps& caps) {
+  std::string r = vllm_reason(p, caps);
+  if (!r.empty()) return r;
+  if (p.partition_size < p.block_size || p.partition_size % p.block_size != 0)
+    return "partition_size must be a positive multiple of block_size";
+  if (p.partition_size >= kMaxContext) return "partition_size must be < 2^30";
+  if (v2_parts(p) > 65535) return "more than 65535 partitions (gridDim.z)";
+  if (v2_parts(p) * 4 > 48 * 1024) return "more than 12288 partitions (the reduce's shared memory)";
+  return smem_reason(p, caps, p.partition_size, "a partition");
+}
+
+std::size_t v2_workspace(const PagedParams& p) {
+  if (p.partition_size <= 0 || p.block_size <= 0) return 0;
+  const int64_t parts = v2_parts(p);
+  if (parts <= 1) return 0;
+  const int64_t rows = p.batch * p.heads * parts;
+  return static_cast<std::size_t>(ceil_div(rows * p.head_dim * 4, 256) * 256 + rows * 8);
+}
+
+std::string paged_flash_supports(const PagedParams& p, const DeviceCaps& caps) {
+  std::string r = common_reason(p, caps);
+  if (!r.empty()) return r;
+  if (!power_of_two(p.block_size) || p.block_size < 8 || p.block_size > 256)
+    return "block_size must be a power of two from 8 to 256";
+  if (max_splits(p) > 65535) return "the context needs more than 65535 splits (gridDim.y)";
+  return {};
+}
+
+std::size_t paged_flash_workspace(const PagedParams& p) {
+  if (p.block_size <= 0 || p.batch < 1 || p.kv_heads < 1) return 0;
+  const int64_t s = max_splits(p);
+  return s == 1 ? 0 : partial_o_bytes(p, s) + static_cast<std::size_t>(p.batch * p.heads * s * 8);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// reshape_and_cache
+
+void reshape_and_cache(const ReshapeAndCacheParams& p, const LaunchContext& ctx) {
+  const char* name = "paged/reshape_and_cache";
+  if (p.kv_dtype != p.dtype && p.kv_dtype != DType::fp8_e4m3)
+    throw std::invalid_argument(std::string(name) + ": kv_dtype must be dtype or fp8_e4m3");
+  const int64_t x = paged_x(p.kv_dtype);
+  if (p.head_dim < x || p.head_dim % x != 0 || p.block_size < 1 || p.kv_heads < 1)
+    throw std::invalid_argument(std::string(name) + ": head_dim must be a multiple of x = " + std::to_string(x) +
+                                ", block_size and kv_heads >= 1");
+  if (p.tokens <= 0) return;
+  bool vec = true;
+  for (const void* ptr : {p.k, p.v, static_cast<const void*>(p.k_cache), static_cast<const void*>(p.v_cache)})
+    vec = vec && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  const int64_t total = p.tokens * p.kv_heads * (p.head_dim / x);
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, kThreads), 65535));
+  with_types(p.dtype, p.kv_dtype, name, [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    auto launch = [&](auto kernel) {
+      kernel<<<blocks, kThreads, 0, ctx.stream>>>(
+          static_cast<const T*>(p.k), static_cast<const T*>(p.v), static_cast<C*>(p.k_cache),
+          static_cast<C*>(p.v_cache), p.slot_mapping, p.tokens, static_cast<int>(p.kv_heads),
+          static_cast<int>(p.head_dim), static_cast<int>(p.block_size), p.k_scale, p.v_scale);
+    };
+    if (vec)
+      launch(reshape_and_cache_kernel<T, C, true>);
+    else
+      launch(reshape_and_cache_kernel<T, C, false>);
+  });
+  check_launch(name);
+}
+
+// ---------------------------------------------------------------------------------------
+// Variant table
+
 const std::vector<Variant<PagedParams>>& paged_variants() {
-  static const std::vector<Variant<PagedParams>> table = {};
+  static const std::vector<Variant<PagedParams>> table = {
+      {"v1",
+       "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory (the baseline)",
+       v1, v1_supports, nullptr},
+      {"v2", "vLLM PagedAttention v2: v1 over partition_size-token partitions, fp32 partials, reduce kernel", v2,
+       v2_supports, v2_workspace},
+      {"paged_flash",
+       "one block per (sequence, kv head, split) for its whole GQA group, online softmax, mma.sync for 16-bit q, "
+       "block table in shared memory, combine",
+       paged_flash, paged_flash_supports, paged_flash_workspace},
+  };
   return table;
 }
 

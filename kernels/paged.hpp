@@ -21,12 +21,12 @@ inline int64_t paged_x(DType kv_dtype) { return 16 / static_cast<int64_t>(dtype_
 // v_scale. Table entries past a sequence's last block, and every pool slot no
 // sequence owns, point at NaN: a kernel that reads beyond a context fails.
 struct PagedParams {
-  const void* q;                // [batch, heads, head_dim], dtype
-  const void* k_cache;          // [num_blocks, kv_heads, head_dim / x, block_size, x], kv_dtype
-  const void* v_cache;          // [num_blocks, kv_heads, head_dim, block_size], kv_dtype
-  void* o;                      // [batch, heads, head_dim], dtype
-  const int32_t* block_tables;  // [batch, max_blocks_per_seq], on the device
-  const int32_t* context_lens;  // [batch], on the device; every entry >= 1
+  const void* q = nullptr;      // [batch, heads, head_dim], dtype
+  const void* k_cache = nullptr;  // [num_blocks, kv_heads, head_dim / x, block_size, x], kv_dtype
+  const void* v_cache = nullptr;  // [num_blocks, kv_heads, head_dim, block_size], kv_dtype
+  void* o = nullptr;            // [batch, heads, head_dim], dtype
+  const int32_t* block_tables = nullptr;  // [batch, max_blocks_per_seq], on the device
+  const int32_t* context_lens = nullptr;  // [batch], on the device; every entry >= 1
   int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 64;
   int64_t block_size = 16, num_blocks = 1, max_blocks_per_seq = 1;
   int64_t longest_context = 1;  // the largest context_lens entry, known on the host

@@ -410,7 +410,9 @@ TEST(CaseErrors, DecodeContextFitsMaxContext) {
 
 TEST(CaseErrors, PagedBlocks) {
   expect_has(error_of(std::string(kPaged) + "num_blocks = 4\n"),
-             {"7:14", "shape.num_blocks (4) is too small: the sequences need 5 blocks of 16 tokens"});
+             {"7:14", "shape.num_blocks (4) is too small: the sequences need 5 blocks of 16 tokens, plus one spare"});
+  // Exactly the blocks needed leaves no spare: an entry past a table's end would read real data.
+  expect_has(error_of(std::string(kPaged) + "num_blocks = 5\n"), {"shape.num_blocks (5) is too small"});
   expect_has(error_of(std::string(kPaged) + "partition_size = 100\n"),
              {"7:18", "shape.partition_size (100) must be a multiple of block_size (16)"});
   expect_has(error_of(std::string(kPaged) + "block_size = 48\n"),
