@@ -243,8 +243,9 @@ int info(const Options& o) {
   line("bf16 GEMM", c.bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0, "cuBLAS, 8192^3, fp32 accumulate");
   line("bf16 mma.sync", c.mma_sync_bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
        c.mma_sync_bf16_tflops > 0 ? "m16n8k16 from registers only" : "not measured (needs sm_80)");
-  line("bf16 wgmma", 0, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
-       "not measured yet (a register-only wgmma kernel is still to be written)");
+  line("bf16 wgmma", c.wgmma_bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
+       c.wgmma_bf16_tflops > 0 ? "m64n256k16, A from registers, B from one shared tile"
+                               : "not measured (needs a build for sm_90a on an sm_90 card)");
   return kExitOk;
 }
 

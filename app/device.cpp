@@ -189,7 +189,7 @@ std::optional<Datasheet> datasheet_for(const std::string& name) {
 Ceilings Gpu::measure_ceilings() {
   Ceilings c;
   const std::size_t bytes = std::size_t{1} << 30;
-  DeviceBuffer src(bytes), dst(bytes), sink(sizeof(float));
+  DeviceBuffer src(bytes), dst(bytes), sink(2 * sizeof(float));
   launch_fill_uniform(src.get(), bytes / 4, DType::fp32, 3, stream_);
   const double copy_ms = median_ms(stream_, 20, [&] {
     check_cuda(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
@@ -212,15 +212,26 @@ Ceilings Gpu::measure_ceilings() {
     });
     c.mma_sync_bf16_tflops = flops / (ms * 1e9);
   }
+  if (info_.caps.arch() == 90) {
+    // sink[1] turns 1 only where the binary holds the sm_90a body (wgmma is not in plain sm_90).
+    check_cuda(cudaMemsetAsync(sink.get(), 0, 2 * sizeof(float), stream_), "wgmma peak: clear");
+    double flops = 0;
+    const double ms = median_ms(stream_, 10, [&] {
+      flops = launch_wgmma_peak(static_cast<float*>(sink.get()), info_.caps, stream_);
+    });
+    float ran[2] = {0, 0};
+    sink.download(ran, sizeof(ran));
+    if (ran[1] == 1.f) c.wgmma_bf16_tflops = flops / (ms * 1e9);
+  }
   c.source = "measured";
   return c;
 }
 
 const Ceilings& Gpu::ceilings(bool remeasure) {
   if (have_ceilings_ && !remeasure) return ceilings_;
-  // "ceilings 2": entries written before tf32 and mma.sync were measured are measured again.
+  // "ceilings 3": entries written before tf32, mma.sync and wgmma were measured are measured again.
   const std::string key = info_.name + " | driver " + cuda_version_string(info_.driver_version) + " | attnbench " +
-                          ATTNBENCH_VERSION + " | ceilings 2";
+                          ATTNBENCH_VERSION + " | ceilings 3";
   const auto path = cache_file();
   nlohmann::json cache = nlohmann::json::object();
   {
@@ -232,13 +243,15 @@ const Ceilings& Gpu::ceilings(bool remeasure) {
     const auto& j = cache[key];
     ceilings_ = {j.value("copy_gbps", 0.0),   j.value("read_gbps", 0.0),   j.value("write_gbps", 0.0),
                  j.value("fp32_tflops", 0.0), j.value("fp16_tflops", 0.0), j.value("bf16_tflops", 0.0),
-                 j.value("tf32_tflops", 0.0), j.value("mma_sync_bf16_tflops", 0.0), path.string()};
+                 j.value("tf32_tflops", 0.0), j.value("mma_sync_bf16_tflops", 0.0), j.value("wgmma_bf16_tflops", 0.0),
+                 path.string()};
   } else {
     ceilings_ = measure_ceilings();
     cache[key] = {{"copy_gbps", ceilings_.copy_gbps},     {"read_gbps", ceilings_.read_gbps},
                   {"write_gbps", ceilings_.write_gbps},   {"fp32_tflops", ceilings_.fp32_tflops},
                   {"fp16_tflops", ceilings_.fp16_tflops}, {"bf16_tflops", ceilings_.bf16_tflops},
-                  {"tf32_tflops", ceilings_.tf32_tflops}, {"mma_sync_bf16_tflops", ceilings_.mma_sync_bf16_tflops}};
+                  {"tf32_tflops", ceilings_.tf32_tflops}, {"mma_sync_bf16_tflops", ceilings_.mma_sync_bf16_tflops},
+                  {"wgmma_bf16_tflops", ceilings_.wgmma_bf16_tflops}};
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     std::ofstream out(path);

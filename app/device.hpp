@@ -55,6 +55,7 @@ struct Ceilings {
   double fp32_tflops = 0, fp16_tflops = 0, bf16_tflops = 0;  // cuBLAS dense GEMM, 8192^3
   double tf32_tflops = 0;           // cuBLAS, fp32 data through TF32 tensor cores
   double mma_sync_bf16_tflops = 0;  // mma.sync from registers only; 0 = not measured (before sm_80)
+  double wgmma_bf16_tflops = 0;     // wgmma, B from a fixed shared tile; 0 = not measured (needs sm_90a)
   std::string source;     // "measured" or the cache file it came from
 };
 

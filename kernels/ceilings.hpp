@@ -20,6 +20,11 @@ void launch_write_stream(void* buf, std::size_t bytes, const DeviceCaps& caps, c
 // sm_80 or newer. Returns the FLOPs the launch performs.
 double launch_mma_sync_peak(float* sink, const DeviceCaps& caps, cudaStream_t stream);
 
+// The same from wgmma (m64n256k16, A from registers, B from a fixed shared tile), the
+// instruction cuBLAS and cuDNN use on Hopper. Only a build for sm_90a has the body: it
+// writes 1 to sink[1] when it ran (sink holds 2 floats). Returns the FLOPs of the launch.
+double launch_wgmma_peak(float* sink, const DeviceCaps& caps, cudaStream_t stream);
+
 // Holds `stream` until the host writes nonzero to *release (host-mapped memory), so
 // that the launches queued behind it start back to back, with no host launch
 // latency between the timing events. Gives up after timeout_ms and then writes 1

@@ -140,7 +140,7 @@ TEST(Report, JsonSchema) {
   for (const char* k : {"version", "command", "date", "mode", "timing_mode"}) has(j["attnbench"], k, {T::string});
   for (const char* k : {"name", "driver", "cuda_runtime", "compute_capability"}) has(j["device"], k, {T::string});
   for (const char* k : {"copy_gbps", "read_gbps", "write_gbps", "fp32_tflops", "fp16_tflops", "bf16_tflops",
-                        "tf32_tflops", "mma_sync_bf16_tflops"})
+                        "tf32_tflops", "mma_sync_bf16_tflops", "wgmma_bf16_tflops"})
     has(j["ceilings"], k, number);
   for (const char* k : {"hbm_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops"})
     has(j["datasheet"], k, number);
