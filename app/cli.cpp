@@ -32,6 +32,7 @@ struct Options {
   std::optional<uint64_t> seed;
   std::string mode;
   bool keep_samples = false;
+  std::string flush = "read";
   std::string dump, dump_failures;
   int device = 0;
   std::string cases_dir;
@@ -119,6 +120,7 @@ int run_or_verify(const Options& o, bool timed) {
                                    : *parse_format(o.format);
   const bool stream_table = format == Format::table || !o.output.empty();
   Gpu gpu(o.device);
+  gpu.set_flush_writes(o.flush == "write");
 
   RunOptions ro;
   ro.timed = timed;
@@ -283,6 +285,10 @@ int run_cli(int argc, char** argv) {
   run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
       ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
   run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
+  run->add_option("--flush", o.flush,
+                  "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as Triton's "
+                  "do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
+      ->check(CLI::IsMember({"read", "write"}));
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");

@@ -86,6 +86,8 @@ Gpu::Gpu(int index) {
   check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
   // Twice the L2, so that nothing an earlier launch touched survives a flush.
   flush_ = DeviceBuffer(std::max<std::size_t>(2 * info_.caps.l2_bytes, 64u << 20));
+  flush_sink_ = DeviceBuffer(sizeof(float));
+  check_cuda(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), stream_), "L2 flush buffer");
 }
 
 Gpu::~Gpu() {
@@ -99,7 +101,16 @@ std::size_t Gpu::free_memory() const {
   return free;
 }
 
-void Gpu::flush_l2() { check_cuda(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), stream_), "L2 flush"); }
+// A read pass, not a memset: a memset leaves the L2 full of dirty lines, and their write-back
+// lands in the timed kernel. Reading twice the L2 writes back whatever is dirty (the flush
+// buffer, the previous launch's outputs) before the start event.
+void Gpu::flush_l2() {
+  if (flush_writes_) {
+    check_cuda(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), stream_), "L2 flush");
+    return;
+  }
+  launch_l2_flush(flush_.get(), flush_.bytes(), static_cast<float*>(flush_sink_.get()), info_.caps, stream_);
+}
 
 void Gpu::reset_persisting_l2() {
   cudaStreamAttrValue window{};

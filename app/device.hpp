@@ -80,8 +80,14 @@ class Gpu {
   cudaStream_t stream() const { return stream_; }
   LaunchContext context(void* workspace) const { return {stream_, cublas_, &info_.caps, workspace}; }
   std::size_t free_memory() const;
-  // Evicts L2 by writing a buffer twice its size; enqueued on the stream, never timed.
+  // Evicts L2 before a cold sample; enqueued on the stream before the start event.
+  //   read:  loads over a buffer twice the L2: dirty lines are written back during the
+  //          flush, and the L2 is left holding clean lines (the default);
+  //   write: zeroes that buffer, as Triton's do_bench (and so peers.py) does: the L2 is left
+  //          full of dirty lines whose write-back lands in the timed kernel (17-36 us on an
+  //          H200's decode shapes). For like-for-like ratios against such tools.
   void flush_l2();
+  void set_flush_writes(bool writes) { flush_writes_ = writes; }
   void synchronize() const;
   // No variant may time inside a persisting-L2 carve-out that an earlier one set up:
   // the stream's access-policy window cleared, persisting lines reset, the carve-out 0.
@@ -96,7 +102,8 @@ class Gpu {
   DeviceInfo info_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer flush_;
+  DeviceBuffer flush_, flush_sink_;
+  bool flush_writes_ = false;
   std::unique_ptr<SmClock> clock_;
   Ceilings ceilings_;
   bool have_ceilings_ = false;

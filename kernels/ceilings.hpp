@@ -9,6 +9,9 @@ namespace attnbench {
 
 // Reads `bytes` (a multiple of 16) of `buf` once; `sink` is a device float never written in practice.
 void launch_read_stream(const void* buf, std::size_t bytes, float* sink, const DeviceCaps& caps, cudaStream_t stream);
+// Reads `bytes` (a multiple of 16) of `buf` with loads that allocate in L2: with a buffer
+// twice the L2 this evicts everything, dirty lines included, and leaves only clean lines.
+void launch_l2_flush(const void* buf, std::size_t bytes, float* sink, const DeviceCaps& caps, cudaStream_t stream);
 // Fills `count` elements of `buf` (dtype fp32, fp16 or bf16) with uniform values in
 // [-1, 1): GEMM rates are measured on random data, never on zeros.
 void launch_fill_uniform(void* buf, std::size_t count, DType dtype, unsigned seed, cudaStream_t stream);
