@@ -30,12 +30,14 @@
 //                take side-by-side head tiles that share bytes through L2), so each cache byte
 //                is read once; online softmax (running max in log2 units, lazy rescale); splits
 //                fill SMs x occupancy in one round (plan_splits), fp32 partials and a combine
-//                launched with programmatic dependent launch on sm_90. The block's block-table
-//                entries are copied to shared memory before the key loop, so a key's address is
-//                one shared load and two integer ops whatever the block size. fp16/bf16 queries
-//                with head_dim <= 128 run on tensor cores (mma.sync m16n8k16, fp32 accumulators),
-//                3 warps per block each taking key tiles in turn, the next tile's K and V in
-//                flight while the current one is consumed (8 KB per warp at d128):
+//                launched with programmatic dependent launch on sm_90 (the partial layout, the
+//                combine, its launch and the device helpers are split_kv.cuh's, shared with
+//                decode.cu). The block's block-table entries are copied to shared memory before
+//                the key loop, so a key's address is one shared load and two integer ops
+//                whatever the block size. fp16/bf16 queries with head_dim <= 128 run on tensor
+//                cores (mma.sync m16n8k16, fp32 accumulators), 3 warps per block each taking key
+//                tiles in turn, the next tile's K and V in flight while the current one is
+//                consumed (8 KB per warp at d128):
 //                  Sᵀ = K Qᵀ takes 16 keys as M, the group's heads as N: a 16-byte K chunk is x
 //                  dims of one key, as in a dense row, so A comes straight from the loads.
 //                  Oᵀ += Vᵀ Pᵀ takes 16 dims as M: a V row of the layout is a row of Vᵀ. The 16
@@ -74,9 +76,12 @@
 
 #include "kernels/common.cuh"
 #include "kernels/paged.hpp"
+#include "kernels/split_kv.cuh"
 
 namespace attnbench {
 namespace {
+
+using namespace splitkv;
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -86,21 +91,11 @@ using Fp8 = __nv_fp8_e4m3;
 template <class C>
 constexpr bool kIsFp8 = std::is_same_v<C, Fp8>;
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-// A split streams at least kMinChunk keys (its K/V must outweigh its partial and its share of
-// the combine), in whole key steps of its kernel.
-constexpr int64_t kMinChunk = 256;
-// Variant::workspace gets no DeviceCaps: partials are sized for one round of up to kMaxSlots
-// resident blocks, and a launch never asks for more splits than that (or than kTable needs).
-constexpr int64_t kMaxSlots = 2048;
 // Block-table entries a paged_flash block keeps in shared memory (4 KB): splits are cut so that
-// a split's keys span at most kTable cache blocks.
+// a split's keys span at most kTable cache blocks (max_splits, and so the workspace, count those).
 constexpr int kTable = 1024;
 // The longest key step of any paged_flash kernel (the CUDA-core kernel's 128 keys).
 constexpr int64_t kMaxStep = 128;
-// Keys stay below this, so that key indices and chunk ends fit in int.
-constexpr int64_t kMaxContext = int64_t{1} << 30;
 
 // Everything a kernel reads, derived once on the host from PagedParams.
 struct Paged {
@@ -132,31 +127,6 @@ struct Paged {
   bool alibi;
 };
 
-// What one paged_flash block computes: query heads [h0, h0 + nheads) of sequence b, which read
-// kv head kvh, over keys [begin, end) of its context ctx.
-struct Work {
-  int b, kvh, h0, nheads, split, ctx, begin, end;
-};
-
-// blockIdx.x = (b·kv_heads + kvh)·head_tiles + tile, so that the tiles of one kv head run
-// together and share its bytes through L2; blockIdx.y = split.
-template <int kHeads>
-__device__ __forceinline__ Work block_work(const Paged& p) {
-  Work w;
-  const int tile = static_cast<int>(blockIdx.x % p.head_tiles);
-  const int bk = static_cast<int>(blockIdx.x / p.head_tiles);
-  w.kvh = bk % p.kv_heads;
-  w.b = bk / p.kv_heads;
-  w.h0 = w.kvh * p.group + tile * kHeads;
-  w.nheads = min(kHeads, p.group - tile * kHeads);
-  w.split = static_cast<int>(blockIdx.y);
-  w.ctx = p.context_lens[w.b];
-  w.begin = w.split * p.chunk;
-  // The last split runs to the end of the context, whatever longest_context promised.
-  w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
-  return w;
-}
-
 // The block-table entries of a paged_flash block: entry (key >> log2_bs) - first in shared
 // memory. A last split longer than longest_context promised may run past the window; its keys
 // read the table from global memory.
@@ -181,66 +151,14 @@ __device__ __forceinline__ Table load_table(int* s, const Paged& p, const Work& 
   return t;
 }
 
-// ALiBi slope of query head h, 2^(-8 (h + 1) / heads), times log2(e): scores are in exp2 units.
-__device__ __forceinline__ float alibi_slope_log2(int h, int heads) {
-  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)) * kLog2e;
-}
-
-// 2^x on the special-function unit; exp2(-inf) = +0, which masking relies on.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// L2 policy of the cache loads: evict-first where no other block reads the bytes (one head tile),
-// so that the stream recycles its own lines; head tiles share bytes through L2: evict-normal.
-__device__ __forceinline__ uint64_t kv_policy(bool evict_first) {
-  uint64_t pol;
-  if (evict_first)
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  else
-    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-
-// 16 or 8 bytes of the cache read once by this block: not kept in L1, L2 policy pol.
-__device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(ptr), "l"(pol));
-  return r;
-}
+// 8 bytes of the cache read once by this block (split_kv.cuh's ld_stream, 8-byte form): not kept in
+// L1, L2 policy pol.
 __device__ __forceinline__ uint2 ld_stream8(const void* ptr, uint64_t pol) {
   uint2 r;
   asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
       : "=r"(r.x), "=r"(r.y)
       : "l"(ptr), "l"(pol));
   return r;
-}
-
-// 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
-// hoist a loop-invariant read and hold its registers across the loop.
-__device__ __forceinline__ uint4 lds128(const void* ptr) {
-  uint4 r;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))));
-  return r;
-}
-
-// Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
-// combine waits for the main kernel's completion (and memory) before reading the partials.
-__device__ __forceinline__ void allow_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
 }
 
 // Four e4m3 bytes -> two f16x2 words (bytes 0, 1 and bytes 2, 3; the lower byte in the lower
@@ -278,58 +196,6 @@ __device__ __forceinline__ void to_floats(const uint32_t* w, float* f) {
   }
 }
 
-// Two floats as one register of 16-bit values, `lo` in the low half (the lower index).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
-
-// Stores N (4 or 8) floats as T at dst (aligned to N elements).
-template <class T, int N>
-__device__ __forceinline__ void store_n(T* dst, const float* f) {
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll
-    for (int i = 0; i < N; i += 4)
-      *reinterpret_cast<float4*>(dst + i) = make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]);
-  } else if constexpr (N == 8) {
-    *reinterpret_cast<uint4*>(dst) =
-        make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
-  } else {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]));
-  }
-}
-
-// d += a·b for one m16n8k16 tile, 16-bit inputs, fp32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-// Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
-// lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
-}
-
 // Block-wide max or sum over kWarps warps (every thread gets it). The second barrier lets `red`
 // be reused by the next call.
 template <bool kMax, int kWarps>
@@ -343,15 +209,6 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   __syncthreads();
   return r;
 }
-
-// The (m, l, o) of a block's slices (warps) for its kHeads heads, merged at the end of the
-// kernel. o rows are padded by 4 floats to spread the writes of lanes holding different heads.
-template <int kSlices, int kHeads, int kD>
-struct Partials {
-  float o[kSlices][kHeads][kD + 4];
-  float m[kSlices][kHeads];
-  float l[kSlices][kHeads];
-};
 
 // Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
 // partial (several), times v_scale. The block's key range is not empty, so some slice saw a
@@ -392,18 +249,6 @@ __device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, 
       if (c == 0) p.part_ml[row] = make_float2(mx, l);
     }
   }
-}
-
-// Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
-// part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf)
-// is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes weight exp2(-inf) = 0.
-__device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m2, float l2, const float4& o2) {
-  if (m2 == -INFINITY) return;
-  const float mx = fmaxf(m, m2);
-  const float a = exp2_approx(m - mx), b = exp2_approx(m2 - mx);
-  l = l * a + l2 * b;
-  o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
-  m = mx;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1060,68 +905,6 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
 }
 
 // ---------------------------------------------------------------------------------------
-// paged_flash: combine
-
-// The combine's block: cols = head_dim / 4 float4 columns x lanes (a power of two, at most
-// kCombineMaxThreads threads; combine_lanes), each thread loading kCombineBatch splits at once.
-constexpr int kCombineMaxThreads = 512;
-constexpr int kCombineBatch = 8;
-
-// Block b·heads + h merges the splits of query head h of sequence b that hold keys (the first
-// ceil(ctx / chunk)): M = max m_s, L = sum_s exp2(m_s - M) l_s, o = sum_s exp2(m_s - M) o_s / L.
-// Thread (col, lane) takes float4 column col and splits lane, lane + lanes, ...; then the lanes
-// of a column merge pairwise through shared memory.
-template <class T>
-__global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const Paged p) {
-  __shared__ float2 red_ml[kCombineMaxThreads];
-  __shared__ float4 red_o[kCombineMaxThreads];
-  const int bh = static_cast<int>(blockIdx.x);
-  const int cols = p.head_dim / 4, lanes = static_cast<int>(blockDim.x) / cols;
-  const int col = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
-  // context_lens is the launch's input, not the main kernel's output: read before the wait.
-  const int ctx = p.context_lens[bh / p.heads];
-  const int n = min(p.splits, (ctx + p.chunk - 1) / p.chunk);
-  const float2* ml = p.part_ml + int64_t{bh} * p.splits;
-  const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
-  wait_for_primary();
-
-  float m = -INFINITY, l = 0.f;
-  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = lane; s0 < n; s0 += kCombineBatch * lanes) {
-    float2 x[kCombineBatch];
-    float4 v[kCombineBatch];
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; ++i) {
-      const int s = s0 + i * lanes;
-      x[i] = make_float2(-INFINITY, 0.f);
-      v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (s < n) {
-        x[i] = ml[s];
-        v[i] = *reinterpret_cast<const float4*>(po + int64_t{s} * p.head_dim);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; ++i) merge_mlo(m, l, o, x[i].x, x[i].y, v[i]);
-  }
-  for (int half = lanes / 2; half > 0; half /= 2) {
-    if (lane >= half && lane < 2 * half) {
-      red_ml[threadIdx.x] = make_float2(m, l);
-      red_o[threadIdx.x] = o;
-    }
-    __syncthreads();
-    if (lane < half) {
-      const int from = static_cast<int>(threadIdx.x) + half * cols;
-      merge_mlo(m, l, o, red_ml[from].x, red_ml[from].y, red_o[from]);
-    }
-  }
-  if (lane == 0) {
-    const float inv_l = 1.f / l;  // l >= 1: the split holding the max contributes exp2(0)
-    const float out[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
-    store_n<T, 4>(static_cast<T*>(p.o) + int64_t{bh} * p.head_dim + 4 * col, out);
-  }
-}
-
-// ---------------------------------------------------------------------------------------
 // reshape_and_cache
 
 // One thread per (token, kv head, K chunk of x dims): reads the x dims (16-byte loads where
@@ -1347,11 +1130,6 @@ int64_t max_splits(const PagedParams& p) {
   return std::max(max_splits_by_slots(p), ceil_div(longest_context(p), chunk_cap(p, kMaxStep)));
 }
 
-// [batch, heads, splits, head_dim] fp32 o, then [batch, heads, splits] float2 (m, l).
-std::size_t partial_o_bytes(const PagedParams& p, int64_t splits) {
-  return static_cast<std::size_t>(ceil_div(p.batch * p.heads * splits * p.head_dim * 4, 256) * 256);
-}
-
 // Splits: as many as fill one round of `slots` resident blocks with `units` blocks per split
 // (decode.cu's plan_splits), in chunks of whole `step`-key steps, and no chunk longer than
 // chunk_cap (the block-table window). One split means none: the kernel writes o.
@@ -1364,20 +1142,6 @@ void plan_splits(Paged& d, const PagedParams& p, int64_t units, int64_t slots, i
   if (splits <= 1) return;
   d.splits = static_cast<int>(splits);
   d.chunk = static_cast<int>(chunk);
-}
-
-int sm_count(const LaunchContext& ctx) {
-  if (!ctx.caps || ctx.caps->sm_count <= 0) throw std::invalid_argument("paged: LaunchContext has no device caps");
-  return ctx.caps->sm_count;
-}
-
-// Lanes per float4 column of the combine: the fewest, as a power of two, whose kCombineBatch
-// loads each cover every split, within kCombineMaxThreads.
-int combine_lanes(int head_dim, int splits) {
-  const int cols = head_dim / 4;
-  int lanes = 1;
-  while (lanes * kCombineBatch < splits && 2 * lanes * cols <= kCombineMaxThreads) lanes *= 2;
-  return lanes;
 }
 
 // Resident blocks per SM of a kernel.
@@ -1397,26 +1161,8 @@ void launch_fused(const PagedParams& p, const LaunchContext& ctx, Kernel kernel,
   Paged d = make_paged(p);
   d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
   const int64_t units = p.batch * p.kv_heads * d.head_tiles;
-  plan_splits(d, p, units, int64_t{sm_count(ctx)} * blocks_per_sm, step);
-  if (d.splits > 1) {
-    d.part_o = static_cast<float*>(ctx.workspace);
-    d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
-  }
-  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, 0, ctx.stream>>>(d);
-  check_launch(name);
-  if (d.splits == 1) return;
-
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
-  cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = ctx.caps->arch() >= 90 ? 1 : 0;
-  check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T>, d), name);
-  check_launch(name);
+  plan_splits(d, p, units, int64_t{sm_count(ctx, "paged: LaunchContext has no device caps")} * blocks_per_sm, step);
+  launch_split<T>(d, p, ctx, kernel, units, threads, name);
 }
 
 template <class T, class C, int kD>
@@ -1532,8 +1278,7 @@ std::string paged_flash_supports(const PagedParams& p, const DeviceCaps& caps) {
 
 std::size_t paged_flash_workspace(const PagedParams& p) {
   if (p.block_size <= 0 || p.batch < 1 || p.kv_heads < 1) return 0;
-  const int64_t s = max_splits(p);
-  return s == 1 ? 0 : partial_o_bytes(p, s) + static_cast<std::size_t>(p.batch * p.heads * s * 8);
+  return partials_workspace(p, max_splits(p));
 }
 
 }  // namespace

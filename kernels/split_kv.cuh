@@ -1,0 +1,340 @@
+// Split-KV machinery shared by dense decode (decode.cu: flash_decode, split_kv) and paged decode
+// (paged.cu: paged_flash), which run the same scheme over different cache layouts: one block per
+// (sequence, kv head, head tile, split) computes the query heads of its GQA group over one chunk
+// of keys, its slices (warps or row groups) merge their (m, l, o) in shared memory (Partials),
+// and with several splits each block writes an fp32 partial, [batch, heads, splits, head_dim]
+// unnormalised o then [batch, heads, splits] (m, l) with m in log2 units, which combine_kernel
+// merges; the combine is a programmatic dependent launch on sm_90 (launch_split).
+//
+// Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
+// block_work), the device helpers both families' kernels use (exp2 and ALiBi in log2 units,
+// L2-policy streaming loads, shared loads, PDL, 16-bit packing and stores, mma.sync m16n8k16,
+// movmatrix), the (m, l, o) merge, the combine kernel, and the host side of the partials
+// (workspace size and placement, combine block shape, the main + combine launch).
+//
+// The kernel parameter struct (decode.cu's Decode, paged.cu's Paged) is a template parameter P:
+// it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
+// context_lens, o, part_o and part_ml. The host parameters (DecodeParams, PagedParams) likewise
+// need batch, heads and head_dim. Everything is inline or a template, so that both .cu files can
+// include this header; kernels and helpers instantiated with a .cu's own (anonymous-namespace)
+// struct stay local to that translation unit.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.hpp"
+
+namespace attnbench {
+namespace splitkv {
+
+// ---------------------------------------------------------------------------------------
+// Limits
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// A split streams at least kMinChunk keys (the K/V it reads must outweigh its partial and its
+// share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernels).
+constexpr int64_t kMinChunk = 256;
+// Variant::workspace gets no DeviceCaps, so the workspace is sized for one round of up to
+// kMaxSlots resident blocks (SMs x blocks per SM; 132 x 4 on an H100/H200 at d128), and the
+// launch never asks for more splits than that.
+constexpr int64_t kMaxSlots = 2048;
+// Keys stay below this, so that key indices, chunk ends and tile starts fit in int.
+constexpr int64_t kMaxContext = int64_t{1} << 30;
+
+// ---------------------------------------------------------------------------------------
+// Device helpers
+
+// What one block computes: query heads [h0, h0 + nheads) of sequence b, which read kv head
+// kvh, over keys [begin, end) of its context ctx.
+struct Work {
+  int b, kvh, h0, nheads, split, ctx, begin, end;
+};
+
+// blockIdx.x = (b·kv_heads + kvh)·head_tiles + tile, so that the tiles of one kv head run
+// together and share its bytes through L2; blockIdx.y = split.
+template <int kHeads, class P>
+__device__ __forceinline__ Work block_work(const P& p) {
+  Work w;
+  const int tile = static_cast<int>(blockIdx.x % p.head_tiles);
+  const int bk = static_cast<int>(blockIdx.x / p.head_tiles);
+  w.kvh = bk % p.kv_heads;
+  w.b = bk / p.kv_heads;
+  w.h0 = w.kvh * p.group + tile * kHeads;
+  w.nheads = min(kHeads, p.group - tile * kHeads);
+  w.split = static_cast<int>(blockIdx.y);
+  w.ctx = p.context_lens[w.b];
+  w.begin = w.split * p.chunk;
+  // The last split runs to the end of the context, whatever longest_context promised.
+  w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
+  return w;
+}
+
+// ALiBi slope of query head h, 2^(-8 (h + 1) / heads), times log2(e): scores are in exp2 units.
+__device__ __forceinline__ float alibi_slope_log2(int h, int heads) {
+  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)) * kLog2e;
+}
+
+// 2^x on the special-function unit; exp2(-inf) = +0, which masking relies on.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// L2 policy of the K/V loads. With one block per (sequence, kv head, split), head_tiles == 1,
+// no other block reads a K/V byte: evict-first, so that the stream recycles its own lines
+// rather than evicting what the L2 held before it (whatever is dirty there would be written
+// back in the middle of the stream, on the same DRAM bus). Head tiles (group above the
+// block's heads) reuse each other's bytes through L2: evict-normal.
+__device__ __forceinline__ uint64_t kv_policy(bool evict_first) {
+  uint64_t pol;
+  if (evict_first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+
+// 16 bytes of the cache, read once by this block: not kept in L1 (nothing reuses them there),
+// L2 policy pol (kv_policy).
+__device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(ptr), "l"(pol));
+  return r;
+}
+
+// 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
+// hoist a loop-invariant read and hold its registers across the loop.
+__device__ __forceinline__ uint4 lds128(const void* ptr) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))));
+  return r;
+}
+
+// Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
+// combine waits for the main kernel's completion (and memory) before reading the partials.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Two floats as one register of 16-bit values, `lo` in the low half (the lower index).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// Stores N (4 or 8) floats as T at dst (aligned to N elements).
+template <class T, int N>
+__device__ __forceinline__ void store_n(T* dst, const float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<float4*>(dst + i) = make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]);
+  } else if constexpr (N == 8) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+  } else {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]));
+  }
+}
+
+// d += a·b for one m16n8k16 tile, 16-bit inputs, fp32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
+// lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
+// end of the kernel (each .cu's merge_and_store). o rows are padded by 4 floats so that the
+// float4 writes of the lanes that hold different heads spread over more banks.
+template <int kSlices, int kHeads, int kD>
+struct Partials {
+  float o[kSlices][kHeads][kD + 4];
+  float m[kSlices][kHeads];
+  float l[kSlices][kHeads];
+};
+
+// Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
+// part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf,
+// l2 = 0, o2 = 0) is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes
+// the weight exp2(-inf) = 0.
+__device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m2, float l2, const float4& o2) {
+  if (m2 == -INFINITY) return;
+  const float mx = fmaxf(m, m2);
+  const float a = exp2_approx(m - mx), b = exp2_approx(m2 - mx);
+  l = l * a + l2 * b;
+  o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
+  m = mx;
+}
+
+// ---------------------------------------------------------------------------------------
+// Combine
+
+// The combine's block: cols = head_dim / 4 float4 columns x lanes (a power of two, at most
+// kCombineMaxThreads threads; combine_lanes), each thread loading kCombineBatch splits at once.
+constexpr int kCombineMaxThreads = 512;
+constexpr int kCombineBatch = 8;
+
+// Block b·heads + h merges the splits of query head h of sequence b that hold keys (the first
+// ceil(ctx / chunk); the blocks of the others wrote nothing): M = max m_s, L = sum_s
+// exp2(m_s - M) l_s, o = sum_s exp2(m_s - M) o_s / L. Thread (col, lane) takes float4 column
+// col and splits lane, lane + lanes, ...: it issues the loads of kCombineBatch of them before
+// merging any (online, merge_mlo), so that up to kCombineBatch·lanes splits cost one L2 round
+// trip; then the lanes of a column merge pairwise through shared memory, log2(lanes) steps.
+template <class T, class P>
+__global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const P p) {
+  __shared__ float2 red_ml[kCombineMaxThreads];
+  __shared__ float4 red_o[kCombineMaxThreads];
+  const int bh = static_cast<int>(blockIdx.x);
+  const int cols = p.head_dim / 4, lanes = static_cast<int>(blockDim.x) / cols;
+  const int col = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
+  // context_lens is the launch's input, not the main kernel's output: read before the wait.
+  const int ctx = p.context_lens[bh / p.heads];
+  const int n = min(p.splits, (ctx + p.chunk - 1) / p.chunk);
+  const float2* ml = p.part_ml + int64_t{bh} * p.splits;
+  const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
+  wait_for_primary();
+
+  float m = -INFINITY, l = 0.f;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = lane; s0 < n; s0 += kCombineBatch * lanes) {
+    float2 x[kCombineBatch];
+    float4 v[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const int s = s0 + i * lanes;
+      x[i] = make_float2(-INFINITY, 0.f);
+      v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (s < n) {
+        x[i] = ml[s];
+        v[i] = *reinterpret_cast<const float4*>(po + int64_t{s} * p.head_dim);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) merge_mlo(m, l, o, x[i].x, x[i].y, v[i]);
+  }
+  // Lanes [half, 2 half) hand over to lanes [0, half); each slot is written once, then read
+  // once after the barrier, so one barrier per step.
+  for (int half = lanes / 2; half > 0; half /= 2) {
+    if (lane >= half && lane < 2 * half) {
+      red_ml[threadIdx.x] = make_float2(m, l);
+      red_o[threadIdx.x] = o;
+    }
+    __syncthreads();
+    if (lane < half) {
+      const int from = static_cast<int>(threadIdx.x) + half * cols;
+      merge_mlo(m, l, o, red_ml[from].x, red_ml[from].y, red_o[from]);
+    }
+  }
+  if (lane == 0) {
+    const float inv_l = 1.f / l;  // l >= 1: the split holding the max contributes exp2(0)
+    const float out[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
+    store_n<T, 4>(static_cast<T*>(p.o) + int64_t{bh} * p.head_dim + 4 * col, out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host side
+
+// [batch, heads, splits, head_dim] fp32 o, then [batch, heads, splits] float2 (m, l).
+template <class Params>
+std::size_t partial_o_bytes(const Params& p, int64_t splits) {
+  return static_cast<std::size_t>(ceil_div(p.batch * p.heads * splits * p.head_dim * 4, 256) * 256);
+}
+
+// Workspace of `splits` splits' partials: none for one split (the kernel writes o itself).
+template <class Params>
+std::size_t partials_workspace(const Params& p, int64_t splits) {
+  return splits == 1 ? 0 : partial_o_bytes(p, splits) + static_cast<std::size_t>(p.batch * p.heads * splits * 8);
+}
+
+// SMs of the launch's device; `what` is the error message when the context has no caps.
+inline int sm_count(const LaunchContext& ctx, const char* what) {
+  if (!ctx.caps || ctx.caps->sm_count <= 0) throw std::invalid_argument(what);
+  return ctx.caps->sm_count;
+}
+
+// Lanes per float4 column of the combine (combine_kernel): the fewest, as a power of two, whose
+// kCombineBatch loads each cover every split, within kCombineMaxThreads.
+inline int combine_lanes(int head_dim, int splits) {
+  const int cols = head_dim / 4;
+  int lanes = 1;
+  while (lanes * kCombineBatch < splits && 2 * lanes * cols <= kCombineMaxThreads) lanes *= 2;
+  return lanes;
+}
+
+// Launches `kernel` over units x d.splits blocks of `threads` threads (d's splits and chunk
+// already planned) and, with splits, places the partials in ctx.workspace and launches the
+// combine as a programmatic dependent launch (sm_90).
+template <class T, class P, class Params, class Kernel>
+void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel, int64_t units, int threads,
+                  const char* name) {
+  if (d.splits > 1) {
+    d.part_o = static_cast<float*>(ctx.workspace);
+    d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
+  }
+  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, 0, ctx.stream>>>(d);
+  check_launch(name);
+  if (d.splits == 1) return;
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
+  cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
+  cfg.stream = ctx.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ctx.caps->arch() >= 90 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T, P>, d), name);
+  check_launch(name);
+}
+
+}  // namespace splitkv
+}  // namespace attnbench
