@@ -8,9 +8,9 @@
 //
 // Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
 // block_work), the device helpers both families' kernels use (exp2 and ALiBi in log2 units,
-// L2-policy streaming loads, shared loads, PDL, 16-bit packing and stores, mma.sync m16n8k16,
-// movmatrix), the (m, l, o) merge, the combine kernel, and the host side of the partials
-// (workspace size and placement, combine block shape, the main + combine launch).
+// L2-policy streaming loads, shared loads, PDL, 16-bit stores (pack2 is in common.cuh),
+// mma.sync m16n8k16, movmatrix), the (m, l, o) merge, the combine kernel, and the host side of
+// the partials (workspace size and placement, combine block shape, the main + combine launch).
 //
 // The kernel parameter struct (decode.cu's Decode, paged.cu's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
@@ -138,17 +138,6 @@ __device__ __forceinline__ void wait_for_primary() {
 #endif
 }
 
-// Two floats as one register of 16-bit values, `lo` in the low half (the lower index).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
 
 // Stores N (4 or 8) floats as T at dst (aligned to N elements).
 template <class T, int N>
