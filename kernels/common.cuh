@@ -50,6 +50,32 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// cp.async groups: close the group of the copies issued so far; wait until at most N of this
+// thread's groups are pending (their shared writes are then visible to this thread; a barrier
+// or __syncwarp makes them visible to the others).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 matrices of 16-bit values from shared memory: lane l gives the address of row l % 8
+// of matrix l / 8; register i receives matrix i in the mma fragment layout (row lane / 4,
+// columns 2 (lane % 4), 2 (lane % 4) + 1).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The same, each matrix transposed: register i holds (column lane / 4, rows 2 (lane % 4),
+// 2 (lane % 4) + 1) of matrix i.
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace attnbench

@@ -16,16 +16,16 @@
 //                 grid so that they share the bytes through L2). fp16/bf16 with head_dim <= 128
 //                 run the dot products on tensor cores (mma.sync m16n8k16, fp32 accumulators):
 //                 Sᵀ = K Qᵀ takes 16 keys as M and the group's heads as N, Oᵀ += Vᵀ Pᵀ takes the
-//                 dims as M, so that one n8 covers a group of up to 8 heads, and both operands
-//                 come straight from 16-byte global loads (see mma_decode_kernel for the
-//                 fragment layouts; K/V loads are L2 evict-first where no other block reads
-//                 the bytes, see kv_policy). A warp holds a 16-key tile of K and V in flight (8 KB at
-//                 d128) and reloads K as soon as Sᵀ has consumed it, V after Oᵀ; blocks of 3
-//                 warps, 4 per SM. That is ~25 instructions per key and warp (SASS, d128),
-//                 where a CUDA-core loop with a row's 16-byte chunks on 16 lanes needs ~97 for
-//                 a group of 4 (dots, shuffle reductions and exps per head): ~70% of an H200
-//                 SM's issue slots at 4 TB/s, against ~20%. fp32 (tf32 would miss the fp32
-//                 tolerance) and head_dim > 128 run that CUDA-core loop: up to 32 lanes per
+//                 dims as M, so that one n8 covers a group of up to 8 heads. Each warp streams
+//                 its 16-key tiles of K and V through a 3-stage cp.async ring in shared memory
+//                 (whole rows per copy instruction; 2 tiles, 16 KB, in flight per warp while it
+//                 computes one) and takes the mma fragments with ldmatrix (see
+//                 mma_decode_kernel). Blocks of 2 warps, 4 per SM: 8 warps, 128 KB in flight.
+//                 That is ~30 instructions per key and warp (ncu counts 485 per 16-key tile
+//                 in paged.cu's twin, d128), where a CUDA-core loop with a row's 16-byte
+//                 chunks on 16 lanes needs ~97 for a group of 4 (dots, shuffle reductions and
+//                 exps per head): ~70% of an H200 SM's issue slots at 4 TB/s. fp32 (tf32 would
+//                 miss the fp32 tolerance) and head_dim > 128 run that CUDA-core loop: up to 32 lanes per
 //                 row, 4 rows (8 loads) in flight per thread, 256-thread blocks. Warps (row
 //                 groups) merge their (m, l, o) through shared memory at the end. No split:
 //                 grid = batch x kv heads (x head tiles).
@@ -211,213 +211,157 @@ __global__ void __launch_bounds__(kNaiveThreads)
 }
 
 // The tensor-core kernel's shape. kD: head_dim class (64 or 128; a smaller head_dim runs
-// zero-padded).
+// zero-filled). Each warp owns a ring of kStages tile buffers in shared memory (K and V of 16
+// keys: 8 KB at d128) and keeps kStages - 1 tiles in flight while it computes one. 2 warps x 3
+// stages: 48 KB of rings, 4 blocks per SM (8 warps, 128 KB in flight), so that batch 64 x 8
+// kv heads runs in one round of 528 blocks (paged.cu's kernel timed 3 x 2 the same, 4 x 2 and
+// 2 x 4, at 3 blocks per SM, 15-30% slower: bench notes, run 14).
 template <int kD>
 struct MmaCfg {
-  // d128 needs ~160 registers (64 of K/V in flight, 32 of Oᵀ, the rest addressing and the
-  // softmax): 12 warps per SM, up to 96 KB in flight. As 4 blocks of 3 warps rather than 3 of
-  // 4, an H100/H200 holds 528 blocks at once: the 512 (sequence, kv head) blocks of batch 64 x
-  // 8 kv heads run in one round instead of 396 and then a tail of 116. d64 (~100): 6 blocks.
-  static constexpr int kWarps = 3;
+  static constexpr int kWarps = 2;
+  static constexpr int kStages = 3;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kMinBlocks = kD <= 64 ? 6 : 4;
-  static constexpr int kKeys = 16;            // keys per warp tile: M of Sᵀ, K of Oᵀ
-  static constexpr int kHeads = 8;            // query heads per block: N of both products
-  static constexpr int kSteps = kD / 16;      // k16 steps of Sᵀ = m16 tiles of Oᵀ
-  static constexpr int kKChunks = kD / 32;    // 16-byte K chunks a thread loads per key
-  static constexpr int kVChunks = kD / 64;    // 16-byte V chunks a thread loads per key
-  static constexpr int kQPitch = kD / 8 + 4;  // uint4 per Q row in shared memory (+64 B, see below)
+  static constexpr int kKeys = 16;                    // keys per tile: M of Sᵀ, K of Oᵀ
+  static constexpr int kHeads = 8;                    // query heads per block: N of both products
+  static constexpr int kSteps = kD / 16;              // k16 steps of Sᵀ = m16 tiles of Oᵀ
+  static constexpr int kChunks = kD / 8;              // 16-byte chunks of a K/V row
+  static constexpr int kTileBytes = kKeys * kD * 2;   // K (or V) of one tile
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kCopies = kTileBytes / 16 / 32;  // 16-byte copies per lane for K, and for V
+  static constexpr int kRowsPerCopy = 32 / kChunks;   // keys one copy instruction of the warp covers
+  static constexpr int kQWords = kD / 2;              // 32-bit words of a Q row
+  static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kSmemBytes = kRingBytes + kHeads * kQWords * 4;
 };
 
 // fp16/bf16, head_dim <= kD in {64, 128}. One block: up to 8 query heads of one (sequence, kv
-// head), keys [begin, end), 3 warps taking 16-key tiles in turn (warp w: tiles w, w + 3, ...).
-// Lane = 4 g + t (g = lane / 4, t = lane % 4). Layouts of m16n8k16 (PTX ISA): A (16x16, row)
-// regs {a0, a1, a2, a3} = rows {g, g + 8, g, g + 8} x cols {2t.., 2t.., 2t + 8.., 2t + 8..};
-// B (16x8, col) regs {b0, b1} = rows {2t.., 2t + 8..} x col g; C (16x8) = rows {g, g, g + 8,
-// g + 8} x cols {2t, 2t + 1, 2t, 2t + 1}. A dot product sums over k in any order, and o's dims
-// can be named in any order, so the kernel picks the orders that make every operand a word
-// of a 16-byte load:
-//   Sᵀ = K Qᵀ (16 keys x 8 heads, k = head dims). Thread (g, t) loads K chunks 4i + t of keys
-//     g and g + 8 and Q chunks 4i + t of head g. Words 2hh and 2hh + 1 of those chunks are k
-//     step 2i + hh's cols 2t.. and 2t + 8..: a = {K_g[2hh], K_g+8[2hh], K_g[2hh+1], K_g+8[2hh+1]},
-//     b = {Q_g[2hh], Q_g[2hh+1]}. Every dim is in exactly one (step, col).
-//   Oᵀ += Vᵀ Pᵀ (16 dims x 8 heads per m-tile, k = the 16 keys). Thread (g, t) loads V chunks
-//     g + 8c of keys 2t, 2t + 1, 2t + 8, 2t + 9; m-tile mt = 4c + j takes row g = the low
-//     element and row g + 8 = the high element of word j of chunk g + 8c, so A's register pairs
-//     (two keys, one dim) are byte permutes of two loaded words. Pᵀ is Sᵀ's C fragment packed
-//     to 16 bits (keys g, g + 8 x heads 2t, 2t + 1) transposed by movmatrix into B's
-//     (keys 2t.., 2t + 8.. x head g).
-//   Oᵀ's C fragment: head 2t + jj, m-tile 4c + j, rows g and g + 8 = dims 2j and 2j + 1 of chunk
-//     g + 8c: a thread ends with whole 8-dim chunks of its two heads.
+// head), keys [begin, end); warp w takes 16-key tiles w, w + kWarps, ... Lane = 4 g + t.
+// m16n8k16 fragments (PTX ISA): A (16x16, row) {a0, a1, a2, a3} = rows {g, g + 8, g, g + 8} x
+// cols {2t.., 2t.., 2t + 8.., 2t + 8..}; B (16x8, col) {b0, b1} = rows {2t.., 2t + 8..} x col
+// g; C (16x8) = rows {g, g, g + 8, g + 8} x cols {2t, 2t + 1, 2t, 2t + 1}.
+//   Copies: cp.async, 16 bytes, zero-filled past `end` and head_dim; a lane copies chunk
+//     lane % kChunks of keys lane / kChunks + kRowsPerCopy j, so that each copy instruction
+//     of the warp reads whole rows (512 bytes of 2 keys at d128). The ring holds K and V as
+//     [key][chunk] x 16 B with the chunk XOR-swizzled by key % 8: the 8 rows of an ldmatrix
+//     matrix (8 keys, one chunk) hit 8 distinct bank groups.
+//   Sᵀ = K Qᵀ (16 keys x 8 heads, k = dims): A by ldmatrix.x4 of (keys 0-7 | 8-15) x (chunk
+//     2ks | 2ks + 1); Qᵀ's B fragments (head g, dims 16ks + 2t.., 16ks + 8 + 2t..) stay in
+//     registers for the whole loop.
+//   Oᵀ += Vᵀ Pᵀ (16 dims x 8 heads per m tile, k = the 16 keys): A by ldmatrix.x4.trans of
+//     (keys 0-7 | 8-15) x (chunk 2mt | 2mt + 1), which hands each lane (dim g, keys 2t, 2t + 1)
+//     of the transpose; Pᵀ by softmax_tile (split_kv.cuh).
+//   Oᵀ's C fragment: dims 16mt + g (+ 8) of heads 2t, 2t + 1.
+// The kernel it replaced fed the mma fragments straight from 16-byte register loads (L2
+// evict-first): as fast with L2 flushed by a read pass, but 20-27 µs slower after a write
+// flush, whose dirty lines are written back during the kernel (bench notes, runs 16-17).
 template <class T, int kD>
-__global__ void __launch_bounds__(MmaCfg<kD>::kThreads, MmaCfg<kD>::kMinBlocks) mma_decode_kernel(const Decode p) {
+__global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const Decode p) {
   using C = MmaCfg<kD>;
-  // Q rows padded by 64 bytes: the 8 lanes of a quarter warp (2 heads x 4 chunks) hit 8
-  // different 16-byte bank groups.
-  __shared__ uint4 sq[C::kHeads][C::kQPitch];
-  __shared__ Partials<C::kWarps, C::kHeads, kD> part;
+  using Part = Partials<C::kWarps, C::kHeads, kD>;
+  static_assert(sizeof(Part) <= C::kRingBytes, "the partials reuse the rings");
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint32_t* sq = reinterpret_cast<uint32_t*>(smem + C::kRingBytes);  // [8][kQWords]
   allow_dependents();
   const Work w = block_work<C::kHeads>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
 
-  const int nchunks = p.head_dim / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // Q's tile: heads past the group and dims past head_dim are 0.
+  const int nq = p.head_dim / 8;
+  for (int i = threadIdx.x; i < C::kHeads * C::kChunks; i += C::kThreads) {
+    const int n = i / C::kChunks, c = i % C::kChunks;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (n < w.nheads && c < nq)
+      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
+                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
+    reinterpret_cast<uint4*>(sq)[i] = x;
+  }
+  __syncthreads();
+  uint32_t qf[C::kSteps][2];
+#pragma unroll
+  for (int ks = 0; ks < C::kSteps; ++ks) {
+    qf[ks][0] = sq[g * C::kQWords + 8 * ks + t];
+    qf[ks][1] = sq[g * C::kQWords + 8 * ks + 4 + t];
+  }
+
   const int64_t head_offset = int64_t{w.b} * p.seq_stride + int64_t{w.kvh} * p.head_dim;
-  const T* kbase = static_cast<const T*>(p.k) + head_offset + 8 * t;
-  const T* vbase = static_cast<const T*>(p.v) + head_offset + 8 * g;
-  const uint64_t pol = kv_policy(p.head_tiles == 1);
-  uint32_t k_ok = 0, v_ok = 0;  // which of this thread's chunks lie within head_dim
-#pragma unroll
-  for (int i = 0; i < C::kKChunks; ++i) k_ok |= (4 * i + t < nchunks ? 1u : 0u) << i;
-#pragma unroll
-  for (int c = 0; c < C::kVChunks; ++c) v_ok |= (g + 8 * c < nchunks ? 1u : 0u) << c;
+  const T* kh = static_cast<const T*>(p.k) + head_offset;
+  const T* vh = static_cast<const T*>(p.v) + head_offset;
+  const int cc = lane % C::kChunks, ck0 = lane / C::kChunks;
+  const bool c_ok = cc < nq;
+  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * C::kStages * C::kStageBytes;
+  const int ntiles = (w.end - w.begin + C::kKeys - 1) / C::kKeys;
 
-  // Keys past `end` (the context, or the split) are never read: zeros, then masked to -inf.
-  uint4 kr[2][C::kKChunks], vr[4][C::kVChunks];
-  auto load_k = [&](int key0) {
+  // Tile `warp + n·kWarps` into stage n % kStages, one commit group per call (empty past the
+  // last tile, so that the wait count below stays exact).
+  auto issue = [&](int n) {
+    const int tile = warp + n * C::kWarps;
+    if (tile < ntiles) {
+      const int key0 = w.begin + tile * C::kKeys;
+      const uint32_t st = ring + (n % C::kStages) * C::kStageBytes;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + g + 8 * r;
-      const T* row = kbase + key * p.row_stride;
-#pragma unroll
-      for (int i = 0; i < C::kKChunks; ++i) {
-        kr[r][i] = make_uint4(0, 0, 0, 0);
-        if (key < w.end && (k_ok >> i & 1u)) kr[r][i] = ld_stream(row + 32 * i, pol);
+      for (int j = 0; j < C::kCopies; ++j) {
+        const int kk = ck0 + C::kRowsPerCopy * j;
+        const bool ok = c_ok && key0 + kk < w.end;
+        const int64_t off = int64_t{key0 + kk} * p.row_stride + 8 * cc;
+        const uint32_t dst = st + (kk * C::kChunks + (cc ^ (kk & 7))) * 16;
+        cp_async_16z(dst, ok ? kh + off : kh, ok ? 16 : 0);
+        cp_async_16z(dst + C::kTileBytes, ok ? vh + off : vh, ok ? 16 : 0);
       }
     }
-  };
-  auto load_v = [&](int key0) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int key = key0 + 2 * t + (r & 1) + 8 * (r >> 1);
-      const T* row = vbase + key * p.row_stride;
-#pragma unroll
-      for (int c = 0; c < C::kVChunks; ++c) {
-        vr[r][c] = make_uint4(0, 0, 0, 0);
-        if (key < w.end && (v_ok >> c & 1u)) vr[r][c] = ld_stream(row + 64 * c, pol);
-      }
-    }
+    cp_async_commit();
   };
 
-  // This thread's heads 2t and 2t + 1: statistics in log2 units, m the same in the 8 lanes
-  // that share t, l this thread's keys only until the end.
   const int pos = w.ctx - 1;
   float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
   for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
   float o[C::kSteps][4] = {};
+  // ldmatrix rows: K, key (lane % 8) + 8 ((lane / 8) % 2) of chunk 2ks + lane / 16; V (.trans),
+  // key (lane % 8) + 8 (lane / 16) of chunk 2mt + (lane / 8) % 2.
+  const int kkey = (lane & 7) + 8 * ((lane >> 3) & 1), kc = lane >> 4;
+  const int vkey = (lane & 7) + 8 * (lane >> 4), vc = (lane >> 3) & 1;
 
-  const int ntiles = (w.end - w.begin + C::kKeys - 1) / C::kKeys;
-  int tile = warp;
-  if (tile < ntiles) {
-    load_k(w.begin + tile * C::kKeys);
-    load_v(w.begin + tile * C::kKeys);
-  }
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) issue(s);
+  for (int n = 0; warp + n * C::kWarps < ntiles; ++n) {
+    __syncwarp();  // every lane is done with the stage the next copies overwrite
+    issue(n + C::kStages - 1);
+    cp_async_wait<C::kStages - 1>();
+    __syncwarp();  // tile n's copies, from every lane, are visible to the warp
+    const uint32_t st = ring + (n % C::kStages) * C::kStageBytes;
+    const int key0 = w.begin + (warp + n * C::kWarps) * C::kKeys;
 
-  // Q's tile goes to shared memory while the first K/V tiles fly.
-  for (int i = threadIdx.x; i < C::kHeads * (kD / 8); i += C::kThreads) {
-    const int n = i / (kD / 8), c = i % (kD / 8);
-    uint4 x = make_uint4(0, 0, 0, 0);  // heads past the group and dims past head_dim: 0
-    if (n < w.nheads && c < nchunks)
-      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
-                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
-    sq[n][c] = x;
-  }
-  __syncthreads();
-
-  for (; tile < ntiles; tile += C::kWarps) {
-    const int key0 = w.begin + tile * C::kKeys;
-    const int next = key0 + C::kWarps * C::kKeys;
     float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < C::kKChunks; ++i) {
-      const uint4 qv = lds128(&sq[g][4 * i + t]);  // 4 per tile: cheaper than 16 registers
-      mma_16816<T>(s, kr[0][i].x, kr[1][i].x, kr[0][i].y, kr[1][i].y, qv.x, qv.y);
-      mma_16816<T>(s, kr[0][i].z, kr[1][i].z, kr[0][i].w, kr[1][i].w, qv.z, qv.w);
+    for (int ks = 0; ks < C::kSteps; ++ks) {
+      uint32_t a[4];
+      ldsm_x4(a, st + (kkey * C::kChunks + ((2 * ks + kc) ^ (kkey & 7))) * 16);
+      mma_16816<T>(s, a[0], a[1], a[2], a[3], qf[ks][0], qf[ks][1]);
     }
-    // K is consumed: the next tile's K flies during the softmax and Oᵀ of this one.
-    if (next < w.end) load_k(next);
-
     // s = {key g: head 2t, 2t + 1; key g + 8: head 2t, 2t + 1}, in exp2 units with the bias.
-    const int kg = key0 + g;
-    float x[4];
+    float x[1][4];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const bool ok = kg + 8 * r < w.end;
-      const float dist = static_cast<float>(kg + 8 * r - pos);
+      const int key = key0 + g + 8 * r;
+      const float dist = static_cast<float>(key - pos);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
-        x[2 * r + jj] = ok ? fmaf(s[2 * r + jj], p.scale_log2, slope[jj] * dist) : -INFINITY;
+        x[0][2 * r + jj] = key < w.end ? fmaf(s[2 * r + jj], p.scale_log2, slope[jj] * dist) : -INFINITY;
     }
-    // The tile's max per head over its 16 keys (lanes g = 0..7): finite, since key0 < end.
-    float mx[2] = {fmaxf(x[0], x[2]), fmaxf(x[1], x[3])};
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
-    }
-    // Rescale only when some head's max grew: after the first few tiles it rarely does.
-    // m = -inf at the start gives the factor exp2(-inf) = 0 on o = l = 0.
-    const bool grew = mx[0] > m[0] || mx[1] > m[1];
-    if (__any_sync(0xffffffffu, grew)) {
-      float alpha[2];
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        const float m_new = fmaxf(m[jj], mx[jj]);
-        alpha[jj] = exp2_approx(m[jj] - m_new);
-        m[jj] = m_new;
-        l[jj] *= alpha[jj];
-      }
-#pragma unroll
-      for (int mt = 0; mt < C::kSteps; ++mt) {
-        o[mt][0] *= alpha[0];
-        o[mt][1] *= alpha[1];
-        o[mt][2] *= alpha[0];
-        o[mt][3] *= alpha[1];
-      }
-    }
-    float pr[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) pr[e] = exp2_approx(x[e] - m[e & 1]);
-    l[0] += pr[0] + pr[2];
-    l[1] += pr[1] + pr[3];
-    // P rounded to 16 bits for the tensor cores, as FlashAttention does; l keeps fp32.
-    const uint32_t pb0 = movmatrix_trans(pack2<T>(pr[0], pr[1]));  // keys 2t, 2t + 1 of head g
-    const uint32_t pb1 = movmatrix_trans(pack2<T>(pr[2], pr[3]));  // keys 2t + 8, 2t + 9
-
+    uint32_t pb0[1], pb1[1];
+    softmax_tile<T>(x, m, l, o, pb0, pb1);
 #pragma unroll
     for (int mt = 0; mt < C::kSteps; ++mt) {
-      const int c = mt / 4, j = mt % 4;
-      const uint32_t w0 = (&vr[0][c].x)[j], w1 = (&vr[1][c].x)[j];  // keys 2t, 2t + 1
-      const uint32_t w2 = (&vr[2][c].x)[j], w3 = (&vr[3][c].x)[j];  // keys 2t + 8, 2t + 9
-      mma_16816<T>(o[mt], __byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410),
-                   __byte_perm(w2, w3, 0x7632), pb0, pb1);
-    }
-    // V is consumed too: the next tile's V joins its K in flight.
-    if (next < w.end) load_v(next);
-  }
-
-  // l: the sum over the 8 lanes (keys g, g + 8 of every tile) that share the heads.
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
-  }
-#pragma unroll
-  for (int jj = 0; jj < 2; ++jj) {
-#pragma unroll
-    for (int c = 0; c < C::kVChunks; ++c) {
-      float* dst = &part.o[warp][2 * t + jj][8 * (g + 8 * c)];
-      *reinterpret_cast<float4*>(dst) =
-          make_float4(o[4 * c][jj], o[4 * c][2 + jj], o[4 * c + 1][jj], o[4 * c + 1][2 + jj]);
-      *reinterpret_cast<float4*>(dst + 4) =
-          make_float4(o[4 * c + 2][jj], o[4 * c + 2][2 + jj], o[4 * c + 3][jj], o[4 * c + 3][2 + jj]);
-    }
-    if (g == 0) {
-      part.m[warp][2 * t + jj] = m[jj];
-      part.l[warp][2 * t + jj] = l[jj];
+      uint32_t a[4];
+      ldsm_x4_trans(a, st + C::kTileBytes + (vkey * C::kChunks + ((2 * mt + vc) ^ (vkey & 7))) * 16);
+      mma_16816<T>(o[mt], a[0], a[1], a[2], a[3], pb0[0], pb1[0]);
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the partials take its place
+  Part& part = *reinterpret_cast<Part*>(smem);
+  store_warp_partial(part, warp, o, m, l);
   __syncthreads();
   merge_and_store<T>(part, p, w);
 }
@@ -687,28 +631,33 @@ void plan_splits(Decode& d, const DecodeParams& p, int64_t units, int64_t slots,
 // with splits, the combine.
 template <class T, class Kernel>
 void launch_fused(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy, Kernel kernel, int threads,
-                  int heads_per_block, int step, int blocks_per_sm) {
+                  int heads_per_block, int step, int blocks_per_sm, int smem_bytes = 0) {
   Decode d = make_decode(p);
   d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
   const int64_t units = p.batch * p.kv_heads * d.head_tiles;
   if (policy.split)
     plan_splits(d, p, units, int64_t{sm_count(ctx, "decode: LaunchContext has no device caps")} * blocks_per_sm, step);
-  launch_split<T>(d, p, ctx, kernel, units, threads, policy.name);
+  launch_split<T>(d, p, ctx, kernel, units, threads, policy.name, smem_bytes);
 }
 
 // Resident blocks per SM of a kernel, asked once per kernel (the static is per instantiation).
 template <class Kernel>
-int occupancy(Kernel kernel, int threads) {
+int occupancy(Kernel kernel, int threads, int smem_bytes = 0) {
   int n = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0), "decode: occupancy");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes), "decode: occupancy");
   return n;
 }
 
 template <class T, int kD>
 void launch_mma(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   using C = MmaCfg<kD>;
-  static const int blocks_per_sm = occupancy(mma_decode_kernel<T, kD>, C::kThreads);
-  launch_fused<T>(p, ctx, policy, mma_decode_kernel<T, kD>, C::kThreads, C::kHeads, C::kKeys, blocks_per_sm);
+  const auto kernel = mma_decode_kernel<T, kD>;
+  static const int blocks_per_sm = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes),
+               "decode: shared memory of the tensor-core kernel");
+    return occupancy(kernel, C::kThreads, C::kSmemBytes);
+  }();
+  launch_fused<T>(p, ctx, policy, kernel, C::kThreads, C::kHeads, C::kKeys, blocks_per_sm, C::kSmemBytes);
 }
 
 template <class T, int kD, int kG>

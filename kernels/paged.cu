@@ -35,21 +35,18 @@
 //                decode.cu). The block's block-table entries are copied to shared memory before
 //                the key loop, so a key's address is one shared load and two integer ops
 //                whatever the block size. fp16/bf16 queries with head_dim <= 128 run on tensor
-//                cores (mma.sync m16n8k16, fp32 accumulators), 3 warps per block each taking key
-//                tiles in turn, the next tile's K and V in flight while the current one is
-//                consumed (8 KB per warp at d128):
+//                cores (mma.sync m16n8k16, fp32 accumulators), as decode.cu's kernel does: 2
+//                warps per block, each streaming its key tiles through a 3-stage cp.async ring
+//                in shared memory, copied whole lines at a time into the layouts ldmatrix wants
+//                whatever the block size (see mma_paged_kernel):
 //                  Sᵀ = K Qᵀ takes 16 keys as M, the group's heads as N: a 16-byte K chunk is x
-//                  dims of one key, as in a dense row, so A comes straight from the loads.
-//                  Oᵀ += Vᵀ Pᵀ takes 16 dims as M: a V row of the layout is a row of Vᵀ. The 16
-//                  keys of a tile are put in the order that gives each lane 4 consecutive tokens
-//                  of a dim (one 8-byte load per dim row) as A's k columns; Sᵀ uses the same key
-//                  order, so Pᵀ is Sᵀ's C fragment transposed by movmatrix (see mma_paged_kernel).
-//                  V loads are 8 bytes, not 16: a lane needs 4 tokens of a dim per 16-key step,
-//                  and 16-byte V loads would need 32-key tiles, 128 registers of K/V at d128.
+//                  dims of one key, so the ring holds K as [chunk][key] and ldmatrix hands out
+//                  A fragments directly.
+//                  Oᵀ += Vᵀ Pᵀ takes 16 dims as M: a V row of the layout is a row of Vᵀ, so the
+//                  ring holds V as [dim][tokens] and ldmatrix (not .trans) gives A.
 //                An fp8 cache runs the mma in fp16 (e4m3 -> fp16 is exact, one cvt per 2 values;
-//                bf16 queries are rounded to fp16 once, in shared memory): a warp tile is 32
-//                keys (two Sᵀ tiles; a lane's 8-byte V load is 8 tokens), so that a warp keeps
-//                the same 8 KB in flight as with bf16 for half the bytes per key. fp32 (tf32 would
+//                bf16 queries are rounded to fp16 once, in shared memory): a tile is 32 keys
+//                (two Sᵀ sub-tiles), so that a stage holds the same 8 KB as with bf16. fp32 (tf32 would
 //                miss the fp32 tolerance) and head_dim > 128 run a CUDA-core kernel: one thread
 //                per key for Sᵀ (consecutive keys are consecutive 16-byte chunks of the K
 //                layout), one thread per dim for Oᵀ, 128-key steps, 4 heads per block (1 for
@@ -149,16 +146,6 @@ __device__ __forceinline__ Table load_table(int* s, const Paged& p, const Work& 
   const int n = min(kTable, ((w.end - 1) >> p.log2_bs) - t.first + 1);
   for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = t.g[i];
   return t;
-}
-
-// 8 bytes of the cache read once by this block (split_kv.cuh's ld_stream, 8-byte form): not kept in
-// L1, L2 policy pol.
-__device__ __forceinline__ uint2 ld_stream8(const void* ptr, uint64_t pol) {
-  uint2 r;
-  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
-      : "=r"(r.x), "=r"(r.y)
-      : "l"(ptr), "l"(pol));
-  return r;
 }
 
 // Four e4m3 bytes -> two f16x2 words (bytes 0, 1 and bytes 2, 3; the lower byte in the lower
@@ -429,57 +416,85 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_reduce_kernel(const Paged p
 // paged_flash: tensor-core kernel
 
 // T: q/o; C: the cache (T or Fp8). kD: head_dim class (64 or 128; a smaller head_dim runs
-// zero-padded).
+// zero-filled). Each warp owns a ring of kStages tile buffers in shared memory and keeps
+// kStages - 1 tiles in flight while it computes one. A tile is 16 keys of a 16-bit cache or
+// 32 of fp8: 4 KB of K and 4 KB of V at d128 either way. 2 warps x 3 stages: 48 KB of rings
+// and 4 blocks per SM (8 warps, 16 tiles = 128 KB in flight), so that batch 64 x 8 kv heads
+// runs in one round of 528 blocks; 3 x 2 timed the same, 4 x 2 and 2 x 4 (3 blocks per SM)
+// 15-30% slower (bench notes, run 14).
 template <class T, class C, int kD>
-struct MmaCfg {
+struct PagedMmaCfg {
   static constexpr bool kFp8 = kIsFp8<C>;
-  // As decode.cu's mma kernel: ~160 registers at d128 (64 of K/V in flight, 32 of Oᵀ), 3 warps
-  // per block, 4 blocks per SM (6 at d64), so that batch 64 x 8 kv heads runs in one round.
-  static constexpr int kWarps = 3;
+  static constexpr int kWarps = 2;
+  static constexpr int kStages = 3;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kMinBlocks = kD <= 64 ? 6 : 4;
-  static constexpr int kSub = kFp8 ? 2 : 1;     // 16-key Sᵀ tiles per warp tile (k16 steps of Oᵀ)
-  static constexpr int kKeys = 16 * kSub;       // keys per warp tile
-  static constexpr int kQuad = 4 * kSub;        // tokens of a lane's 8-byte V load
+  static constexpr int kSub = kFp8 ? 2 : 1;           // 16-key Sᵀ tiles per tile (k16 steps of Oᵀ)
+  static constexpr int kKeys = 16 * kSub;             // keys per tile
+  static constexpr int kHalf = kKeys / 2;             // tokens per 16-byte V copy
+  static constexpr int kHeads = 8;                    // query heads per block: N of both products
   static constexpr int kX = 16 / static_cast<int>(sizeof(C));  // dims per 16-byte K chunk
-  static constexpr int kKChunks = kD / kX / 4;  // K chunks a lane loads per key
-  static constexpr int kMTiles = kD / 16;       // m16 tiles of Oᵀ
-  static constexpr int kHeads = 8;              // query heads per block: N of both products
-  // Q rows in shared memory, uint4 (8 fp16/bf16 dims) each, padded so that the 8 lanes of a
-  // quarter warp (2 heads x 4 lanes t) hit distinct 16-byte bank groups: 16-bit lanes read
-  // uint4 4i + t, fp8 lanes 2 (4i + t) + u.
-  static constexpr int kQPitch = kD / 8 + (kFp8 ? 1 : 4);
+  static constexpr int kSteps = kD / 16;              // k16 steps of Sᵀ = m16 tiles of Oᵀ
+  static constexpr int kTileBytes = kKeys * kD * static_cast<int>(sizeof(C));  // K (or V) of a tile
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kCopies = kTileBytes / 16 / 32;  // 16-byte copies per lane for K, and for V
+  static constexpr int kQWords = kD / 2;              // 32-bit words of a Q row (fp16/bf16)
+  static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kSmemBytes = kRingBytes + kHeads * kQWords * 4 + kTable * 4;
 };
 
-// fp16/bf16 q, head_dim <= kD in {64, 128}. One block: up to 8 query heads of one (sequence, kv
-// head), keys [begin, end); 3 warps take kKeys-key tiles in turn (warp w: tiles w, w + 3, ...).
-// Lane = 4 g + t. m16n8k16 fragments (PTX ISA): A (16x16, row) {a0, a1, a2, a3} = rows {g, g + 8,
-// g, g + 8} x cols {2t.., 2t.., 2t + 8.., 2t + 8..}; B (16x8, col) {b0, b1} = rows {2t.., 2t + 8..}
-// x col g; C (16x8) = rows {g, g, g + 8, g + 8} x cols {2t, 2t + 1, 2t, 2t + 1}.
+// Row `row` (0..15) of Sᵀ sub-tile s holds tile key 16 s + key_of_row(row). 16-bit caches:
+// row r = key r. fp8: a 16-byte V row of 16 tokens goes through ldmatrix as 8 16-bit
+// elements, so a lane gets tokens 4t..4t + 3 of a dim, which become Oᵀ's k columns 2t, 2t + 1
+// and 2t + 8, 2t + 9 (A fragment); Pᵀ's k rows are Sᵀ's rows, so Sᵀ's row 2t + e holds key
+// 4t + e and row 8 + 2t + e key 4t + 2 + e (ldmatrix takes any key for any row).
+template <bool kFp8>
+__device__ __forceinline__ int key_of_row(int row) {
+  return kFp8 ? 4 * ((row & 7) >> 1) + 2 * (row >> 3) + (row & 1) : row;
+}
+// Slot of tile key k in a K chunk of the ring: fp8's rows {0, 1, 4, 5, 8, 9, 12, 13} would
+// meet in 4 bank groups; flipping bit 1 on keys 8..15 mod 16 spreads them over 8.
+template <bool kFp8>
+__device__ __forceinline__ int k_slot(int k) {
+  return kFp8 ? k ^ (((k >> 3) & 1) << 1) : k;
+}
+
+// fp16/bf16 q, head_dim <= kD in {64, 128}, cache of q's type or fp8. One block: up to 8 query
+// heads of one (sequence, kv head), keys [begin, end); warp w takes tiles w, w + kWarps, ...
+// Lane = 4 g + t. m16n8k16 fragments (PTX ISA): A (16x16, row) {a0, a1, a2, a3} = rows {g,
+// g + 8, g, g + 8} x cols {2t.., 2t.., 2t + 8.., 2t + 8..}; B (16x8, col) {b0, b1} = rows
+// {2t.., 2t + 8..} x col g; C (16x8) = rows {g, g, g + 8, g + 8} x cols {2t, 2t + 1}.
 //
-// Key order. Row 2u + e + 8r of Sᵀ sub-tile s (u < 4, e, r < 2) holds tile key
-// kQuad·u + 4s + 2r + e. Oᵀ's k step s then wants from lane t keys {2t, 2t + 1, 2t + 8, 2t + 9}
-// of sub-tile s = tile keys kQuad·t + 4s + {0, 1, 2, 3}: over the sub-tiles, the kQuad
-// consecutive tokens kQuad·t.. of a dim row, which is 8 bytes of the V layout (4 fp16/bf16 or
-// 8 fp8 tokens; within one cache block, whose size is a power of two >= 8).
-//   Sᵀ = K Qᵀ: lane (g, t) loads K chunks 4i + t (x dims each) of its sub-tile rows g and g + 8.
-//     fp16/bf16: words 2hh, 2hh + 1 of chunk i are k step 2i + hh's cols 2t.. and 2t + 8..; fp8:
-//     chunk i's 16 bytes convert to 8 fp16x2 words, of which 2hh and 2hh + 1 are k step
-//     4i + hh's. B takes Q's words of the same dims (q rows in shared memory, as fp16 for fp8).
-//   Oᵀ += Vᵀ Pᵀ: m tile mt's rows g and g + 8 are dims 16 mt + g and 16 mt + g + 8; A's k cols
-//     2t, 2t + 1 / 2t + 8, 2t + 9 of step s are words (fp16/bf16) or converted halves (fp8) of
-//     the lane's 8-byte loads of those two dim rows. Pᵀ is Sᵀ's C fragment packed to 16 bits
-//     (rows = keys g, g + 8 x heads 2t, 2t + 1) transposed by movmatrix into B's (keys 2t..,
-//     2t + 8.. x head g).
-//   Oᵀ's C fragment: dims 16 mt + g (+ 8) of heads 2t, 2t + 1.
+// Copies (cp.async, 16 bytes, zero-filled past `end` and head_dim, so the NaN in unused pool
+// slots is never read) put a tile in shared memory in the layouts ldmatrix wants, whatever the
+// block size: K as [16-byte chunk of dims][tile key (k_slot)] x 16 B; V as [dim][2 halves of
+// the tile's tokens] x 16 B, the halves swapped on dims 4..7 mod 8 so that the 8 rows of an
+// ldmatrix matrix hit 8 distinct bank groups. A lane copies key lane % kKeys of K (its chunks
+// lane / kKeys + (32 / kKeys) j: one table lookup) and dims lane / 2 + 16j, half lane % 2 of
+// V (one more): at block size 16, each copy instruction of the warp reads 512 contiguous
+// bytes. That is the point of staging: the register-fed kernel it replaced loaded fragments
+// straight from global memory, which left every K load half of each 128-byte line twice
+// and 8-byte V loads; it reached 82-86% of the read bandwidth where this one reaches the
+// dense kernel's 97-99% (bench notes, runs 13-14). fp8 at block size 8: a V half (16 tokens)
+// spans two cache blocks, so it is two 8-byte copies.
+//   Sᵀ = K Qᵀ (16 keys x 8 heads per sub-tile, k = dims): A by ldmatrix.x4 of two k steps.
+//     16-bit: matrices (rows 0-7 | 8-15) x (chunk 2ks | 2ks + 1), words as loaded. fp8: (rows
+//     0-7 | 8-15) x (chunk c | c + 1), each word 4 e4m3 dims 4t..4t + 3 of chunk c, converted
+//     to fp16 pairs (4t, 4t + 1) -> k cols 2t.. and (4t + 2, 4t + 3) -> k cols 2t + 8..; Q's B
+//     fragments (fp16 for fp8) take the same dims and stay in registers for the whole loop.
+//   Oᵀ += Vᵀ Pᵀ (16 dims x 8 heads per m tile, k = a sub-tile's 16 keys): A by ldmatrix.x4 of
+//     (dims 16mt..+7 | +8..+15) x (half 0 | half 1): for 16-bit caches the two halves are the
+//     k cols 0-7 and 8-15, for fp8 the two sub-tiles (converted as K is). Pᵀ is Sᵀ's C
+//     fragment packed to 16 bits and transposed by movmatrix, as in decode.cu.
+//   Oᵀ's C fragment: dims 16mt + g (+ 8) of heads 2t, 2t + 1.
 template <class T, class C, int kD>
-__global__ void __launch_bounds__(MmaCfg<T, C, kD>::kThreads, MmaCfg<T, C, kD>::kMinBlocks)
-    mma_paged_kernel(const Paged p) {
-  using Cfg = MmaCfg<T, C, kD>;
+__global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_kernel(const Paged p) {
+  using Cfg = PagedMmaCfg<T, C, kD>;
   using M = std::conditional_t<Cfg::kFp8, __half, T>;  // the tensor cores' input type
-  __shared__ uint4 sq[Cfg::kHeads][Cfg::kQPitch];
-  __shared__ int stbl[kTable];
-  __shared__ Partials<Cfg::kWarps, Cfg::kHeads, kD> part;
+  using Part = Partials<Cfg::kWarps, Cfg::kHeads, kD>;
+  static_assert(sizeof(Part) <= Cfg::kRingBytes, "the partials reuse the rings");
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint32_t* sq = reinterpret_cast<uint32_t*>(smem + Cfg::kRingBytes);  // [8][kQWords], M
+  int* stbl = reinterpret_cast<int*>(smem + Cfg::kRingBytes + Cfg::kHeads * Cfg::kQWords * 4);
   allow_dependents();
   const Work w = block_work<Cfg::kHeads>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
@@ -501,121 +516,131 @@ __global__ void __launch_bounds__(MmaCfg<T, C, kD>::kThreads, MmaCfg<T, C, kD>::
         x = make_uint4(pack2<M>(f[0], f[1]), pack2<M>(f[2], f[3]), pack2<M>(f[4], f[5]), pack2<M>(f[6], f[7]));
       }
     }
-    sq[n][c] = x;
+    reinterpret_cast<uint4*>(sq)[i] = x;
   }
   __syncthreads();
+  // Qᵀ's B fragments, head g: 16-bit, dims 16ks + 2t.. and 16ks + 8 + 2t..; fp8, dims
+  // 16ks + 4t.. and 16ks + 4t + 2.. (the K words' order above).
+  uint32_t qf[Cfg::kSteps][2];
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kSteps; ++ks) {
+    const uint32_t* row = sq + g * Cfg::kQWords + 8 * ks;
+    qf[ks][0] = Cfg::kFp8 ? row[2 * t] : row[t];
+    qf[ks][1] = Cfg::kFp8 ? row[2 * t + 1] : row[4 + t];
+  }
 
   const int lbs = p.log2_bs, bmask = p.block_size - 1;
-  const C* kc = static_cast<const C*>(p.k) + int64_t{w.kvh} * p.head_stride + t * p.block_size * Cfg::kX;
-  const C* vc = static_cast<const C*>(p.v) + int64_t{w.kvh} * p.head_stride + g * p.block_size;
-  const int kstride = 4 * p.block_size * Cfg::kX;  // chunk 4i + t -> 4 (i + 1) + t
-  const uint64_t pol = kv_policy(p.head_tiles == 1);
-  uint32_t k_ok = 0, v_ok = 0;  // which of this lane's K chunks and V rows lie within head_dim
-#pragma unroll
-  for (int i = 0; i < Cfg::kKChunks; ++i) k_ok |= (4 * i + t < p.head_dim / Cfg::kX ? 1u : 0u) << i;
-#pragma unroll
-  for (int r = 0; r < 2 * Cfg::kMTiles; ++r) v_ok |= (8 * r < p.head_dim ? 1u : 0u) << r;
+  const C* kh = static_cast<const C*>(p.k) + int64_t{w.kvh} * p.head_stride;
+  const C* vh = static_cast<const C*>(p.v) + int64_t{w.kvh} * p.head_stride;
+  const int kk = lane % Cfg::kKeys, kc0 = lane / Cfg::kKeys;  // K copies: key kk, chunks kc0 + (32 / kKeys) j
+  constexpr int kChunkStep = 32 / Cfg::kKeys;
+  const int kchunks = p.head_dim / Cfg::kX;                   // K chunks within head_dim
+  const uint32_t k_dst = (kc0 * Cfg::kKeys + k_slot<Cfg::kFp8>(kk)) * 16;
+  const int vd0 = lane >> 1, vhalf = lane & 1;                // V copies: dims vd0 + 16j, half vhalf
+  const uint32_t v_dst = Cfg::kTileBytes + (2 * vd0 + (vhalf ^ ((vd0 >> 2) & 1))) * 16;
+  const bool v_split = Cfg::kFp8 && p.block_size < Cfg::kHalf;  // fp8, block 8: two 8-byte copies
+  const uint32_t ring =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kStages * Cfg::kStageBytes;
+  const int ntiles = (w.end - w.begin + Cfg::kKeys - 1) / Cfg::kKeys;
 
-  // Keys past `end` (the context, or the split) are never read: zeros, then masked to -inf.
-  uint4 kr[Cfg::kSub][2][Cfg::kKChunks];
-  uint2 vr[Cfg::kMTiles][2];
-  auto load_k = [&](int key0) {
+  // Tile `warp + n·kWarps` into stage n % kStages, one commit group per call (empty past the
+  // last tile, so that the wait count below stays exact).
+  auto issue = [&](int n) {
+    const int tile = warp + n * Cfg::kWarps;
+    if (tile < ntiles) {
+      const int key0 = w.begin + tile * Cfg::kKeys;
+      const uint32_t st = ring + (n % Cfg::kStages) * Cfg::kStageBytes;
+      const int key = key0 + kk;
+      const bool kok = key < w.end;
+      const C* ks = kh;
+      if (kok) ks += int64_t{tbl.block_of(key, lbs)} * p.block_stride + ((kc0 << lbs) + (key & bmask)) * Cfg::kX;
 #pragma unroll
-    for (int s = 0; s < Cfg::kSub; ++s) {
+      for (int j = 0; j < Cfg::kCopies; ++j) {
+        const bool ok = kok && kc0 + kChunkStep * j < kchunks;
+        cp_async_16z(st + k_dst + j * kChunkStep * Cfg::kKeys * 16, ok ? ks + ((kChunkStep * j) << lbs) * Cfg::kX : kh,
+                     ok ? 16 : 0);
+      }
+      const int tok = key0 + Cfg::kHalf * vhalf;  // whole 8-token runs lie in one cache block
+      const int nv = min(Cfg::kHalf, w.end - tok);  // tokens within `end`; the rest read as 0
+      if (!v_split) {
+        const C* vs = vh;
+        if (nv > 0) vs += int64_t{tbl.block_of(tok, lbs)} * p.block_stride + (vd0 << lbs) + (tok & bmask);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int key = key0 + Cfg::kQuad * (g >> 1) + 4 * s + 2 * r + (g & 1);
-        const bool ok = key < w.end;
-        const C* row = kc;
-        if (ok) row += int64_t{tbl.block_of(key, lbs)} * p.block_stride + (key & bmask) * Cfg::kX;
+        for (int j = 0; j < Cfg::kCopies; ++j) {
+          const bool ok = nv > 0 && vd0 + 16 * j < p.head_dim;
+          cp_async_16z(st + v_dst + j * 512, ok ? vs + ((16 * j) << lbs) : vh,
+                       ok ? nv * static_cast<int>(sizeof(C)) : 0);
+        }
+      } else {
 #pragma unroll
-        for (int i = 0; i < Cfg::kKChunks; ++i) {
-          kr[s][r][i] = make_uint4(0, 0, 0, 0);
-          if (ok && (k_ok >> i & 1u)) kr[s][r][i] = ld_stream(row + i * kstride, pol);
+        for (int h = 0; h < 2; ++h) {
+          const int n8 = min(8, nv - 8 * h);
+          const C* vs = vh;
+          if (n8 > 0) vs += int64_t{tbl.block_of(tok + 8 * h, lbs)} * p.block_stride + (vd0 << lbs);
+#pragma unroll
+          for (int j = 0; j < Cfg::kCopies; ++j) {
+            const bool ok = n8 > 0 && vd0 + 16 * j < p.head_dim;
+            cp_async_8z(st + v_dst + j * 512 + 8 * h, ok ? vs + ((16 * j) << lbs) : vh,
+                        ok ? n8 * static_cast<int>(sizeof(C)) : 0);
+          }
         }
       }
     }
-  };
-  // The lane's kQuad tokens of each of its dim rows; tokens past `end` inside the 8 bytes (the
-  // unused tail of a sequence's last block holds NaN) are zeroed: 0 * NaN would be NaN.
-  auto load_v = [&](int key0) {
-    const int tok = key0 + Cfg::kQuad * t;
-    const bool ok = tok < w.end;
-    const C* base = vc;
-    uint32_t mlo = 0, mhi = 0;
-    if (ok) {
-      base += int64_t{tbl.block_of(tok, lbs)} * p.block_stride + (tok & bmask);
-      const int bytes = (w.end - tok) * static_cast<int>(sizeof(C));  // >= 1 valid byte
-      mlo = bytes >= 4 ? ~0u : (1u << (8 * bytes)) - 1u;
-      mhi = bytes >= 8 ? ~0u : bytes <= 4 ? 0u : (1u << (8 * (bytes - 4))) - 1u;
-    }
-#pragma unroll
-    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        vr[mt][r] = make_uint2(0, 0);
-        if (ok && (v_ok >> (2 * mt + r) & 1u)) {
-          const uint2 x = ld_stream8(base + ((16 * mt + 8 * r) << lbs), pol);
-          vr[mt][r] = make_uint2(x.x & mlo, x.y & mhi);
-        }
-      }
-    }
+    cp_async_commit();
   };
 
-  // This lane's heads 2t and 2t + 1: statistics in log2 units, m the same in the 8 lanes that
-  // share t, l this lane's keys only until the end.
   const int pos = w.ctx - 1;
   float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
   for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
-  float o[Cfg::kMTiles][4] = {};
+  float o[Cfg::kSteps][4] = {};
+  // ldmatrix lane addresses within a stage. K: row (lane % 8) + 8 ((lane / 8) % 2) of the
+  // sub-tile (its key by key_of_row), chunk + lane / 16. V: dim (lane % 8) + 8 ((lane / 8) % 2)
+  // of the m tile, half lane / 16 (swizzled).
+  const int krow = (lane & 7) + 8 * ((lane >> 3) & 1);
+  const uint32_t k_lane = ((lane >> 4) * Cfg::kKeys + k_slot<Cfg::kFp8>(key_of_row<Cfg::kFp8>(krow))) * 16;
+  const uint32_t v_lane = Cfg::kTileBytes + (krow * 2 + ((lane >> 4) ^ ((lane >> 2) & 1))) * 16;
 
-  const int ntiles = (w.end - w.begin + Cfg::kKeys - 1) / Cfg::kKeys;
-  int tile = warp;
-  if (tile < ntiles) {
-    load_k(w.begin + tile * Cfg::kKeys);
-    load_v(w.begin + tile * Cfg::kKeys);
-  }
+#pragma unroll
+  for (int s = 0; s < Cfg::kStages - 1; ++s) issue(s);
+  for (int n = 0; warp + n * Cfg::kWarps < ntiles; ++n) {
+    __syncwarp();  // every lane is done with the stage the next copies overwrite
+    issue(n + Cfg::kStages - 1);
+    cp_async_wait<Cfg::kStages - 1>();
+    __syncwarp();  // tile n's copies, from every lane, are visible to the warp
+    const uint32_t st = ring + (n % Cfg::kStages) * Cfg::kStageBytes;
+    const int key0 = w.begin + (warp + n * Cfg::kWarps) * Cfg::kKeys;
 
-  for (; tile < ntiles; tile += Cfg::kWarps) {
-    const int key0 = w.begin + tile * Cfg::kKeys;
-    const int next = key0 + Cfg::kWarps * Cfg::kKeys;
     float s[Cfg::kSub][4] = {};
 #pragma unroll
-    for (int i = 0; i < Cfg::kKChunks; ++i) {
-      if constexpr (!Cfg::kFp8) {
-        const uint4 qv = lds128(&sq[g][4 * i + t]);  // 4 per tile: cheaper than 16 registers
-        mma_16816<M>(s[0], kr[0][0][i].x, kr[0][1][i].x, kr[0][0][i].y, kr[0][1][i].y, qv.x, qv.y);
-        mma_16816<M>(s[0], kr[0][0][i].z, kr[0][1][i].z, kr[0][0][i].w, kr[0][1][i].w, qv.z, qv.w);
-      } else {
-        const uint4 q0 = lds128(&sq[g][2 * (4 * i + t)]), q1 = lds128(&sq[g][2 * (4 * i + t) + 1]);
-        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    for (int sub = 0; sub < Cfg::kSub; ++sub) {
 #pragma unroll
-        for (int sub = 0; sub < Cfg::kSub; ++sub) {
-          uint32_t a[2][8];
+      for (int ks = 0; ks < Cfg::kSteps; ks += 2) {
+        uint32_t a[4];
+        if constexpr (!Cfg::kFp8) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const uint32_t wv[4] = {kr[sub][r][i].x, kr[sub][r][i].y, kr[sub][r][i].z, kr[sub][r][i].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) e4m3x4_to_f16x4(wv[j], a[r][2 * j], a[r][2 * j + 1]);
+          for (int k = ks; k < ks + 2; ++k) {
+            ldsm_x4(a, st + k_lane + 2 * k * Cfg::kKeys * 16);  // chunks 2k, 2k + 1: k step k
+            mma_16816<M>(s[sub], a[0], a[1], a[2], a[3], qf[k][0], qf[k][1]);
           }
+        } else {
+          ldsm_x4(a, st + k_lane + (ks * Cfg::kKeys + 16 * sub) * 16);  // chunks ks, ks + 1
+          uint32_t lo[4], hi[4];
 #pragma unroll
-          for (int hh = 0; hh < 4; ++hh)
-            mma_16816<M>(s[sub], a[0][2 * hh], a[1][2 * hh], a[0][2 * hh + 1], a[1][2 * hh + 1], qw[2 * hh],
-                         qw[2 * hh + 1]);
+          for (int r = 0; r < 4; ++r) e4m3x4_to_f16x4(a[r], lo[r], hi[r]);
+          mma_16816<M>(s[sub], lo[0], lo[1], hi[0], hi[1], qf[ks][0], qf[ks][1]);
+          mma_16816<M>(s[sub], lo[2], lo[3], hi[2], hi[3], qf[ks + 1][0], qf[ks + 1][1]);
         }
       }
     }
-    // K is consumed: the next tile's K flies during the softmax and Oᵀ of this one.
-    if (next < w.end) load_k(next);
 
-    // x[s] = {row g: head 2t, 2t + 1; row g + 8: head 2t, 2t + 1}, exp2 units with the bias.
+    // x[sub] = {row g: head 2t, 2t + 1; row g + 8: head 2t, 2t + 1}, exp2 units with the bias.
     float x[Cfg::kSub][4];
 #pragma unroll
     for (int sub = 0; sub < Cfg::kSub; ++sub) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int key = key0 + Cfg::kQuad * (g >> 1) + 4 * sub + 2 * r + (g & 1);
+        const int key = key0 + 16 * sub + key_of_row<Cfg::kFp8>(g + 8 * r);
         const bool ok = key < w.end;
         const float dist = static_cast<float>(key - pos);
 #pragma unroll
@@ -623,87 +648,28 @@ __global__ void __launch_bounds__(MmaCfg<T, C, kD>::kThreads, MmaCfg<T, C, kD>::
           x[sub][2 * r + jj] = ok ? fmaf(s[sub][2 * r + jj], p.score_log2, slope[jj] * dist) : -INFINITY;
       }
     }
-    // The tile's max per head over its keys (lanes g = 0..7): finite, since key0 < end.
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int sub = 0; sub < Cfg::kSub; ++sub) {
-      mx[0] = fmaxf(mx[0], fmaxf(x[sub][0], x[sub][2]));
-      mx[1] = fmaxf(mx[1], fmaxf(x[sub][1], x[sub][3]));
-    }
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
-    }
-    // Rescale only when some head's max grew: after the first few tiles it rarely does.
-    // m = -inf at the start gives the factor exp2(-inf) = 0 on o = l = 0.
-    const bool grew = mx[0] > m[0] || mx[1] > m[1];
-    if (__any_sync(0xffffffffu, grew)) {
-      float alpha[2];
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        const float m_new = fmaxf(m[jj], mx[jj]);
-        alpha[jj] = exp2_approx(m[jj] - m_new);
-        m[jj] = m_new;
-        l[jj] *= alpha[jj];
-      }
-#pragma unroll
-      for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-        o[mt][0] *= alpha[0];
-        o[mt][1] *= alpha[1];
-        o[mt][2] *= alpha[0];
-        o[mt][3] *= alpha[1];
-      }
-    }
-    // P rounded to 16 bits for the tensor cores, as FlashAttention does; l keeps fp32.
     uint32_t pb0[Cfg::kSub], pb1[Cfg::kSub];
-#pragma unroll
-    for (int sub = 0; sub < Cfg::kSub; ++sub) {
-      float pr[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) pr[e] = exp2_approx(x[sub][e] - m[e & 1]);
-      l[0] += pr[0] + pr[2];
-      l[1] += pr[1] + pr[3];
-      pb0[sub] = movmatrix_trans(pack2<M>(pr[0], pr[1]));  // k rows 2t, 2t + 1 of head g
-      pb1[sub] = movmatrix_trans(pack2<M>(pr[2], pr[3]));  // k rows 2t + 8, 2t + 9
-    }
+    softmax_tile<M>(x, m, l, o, pb0, pb1);
 
 #pragma unroll
-    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+    for (int mt = 0; mt < Cfg::kSteps; ++mt) {
+      uint32_t a[4];
+      ldsm_x4(a, st + v_lane + mt * 16 * 2 * 16);
       if constexpr (!Cfg::kFp8) {
-        mma_16816<M>(o[mt], vr[mt][0].x, vr[mt][1].x, vr[mt][0].y, vr[mt][1].y, pb0[0], pb1[0]);
+        mma_16816<M>(o[mt], a[0], a[1], a[2], a[3], pb0[0], pb1[0]);
       } else {
+        uint32_t lo[4], hi[4];
 #pragma unroll
-        for (int sub = 0; sub < Cfg::kSub; ++sub) {
-          uint32_t a0, a1, a2, a3;
-          e4m3x4_to_f16x4(sub == 0 ? vr[mt][0].x : vr[mt][0].y, a0, a2);
-          e4m3x4_to_f16x4(sub == 0 ? vr[mt][1].x : vr[mt][1].y, a1, a3);
-          mma_16816<M>(o[mt], a0, a1, a2, a3, pb0[sub], pb1[sub]);
-        }
+        for (int r = 0; r < 4; ++r) e4m3x4_to_f16x4(a[r], lo[r], hi[r]);
+        mma_16816<M>(o[mt], lo[0], lo[1], hi[0], hi[1], pb0[0], pb1[0]);
+        mma_16816<M>(o[mt], lo[2], lo[3], hi[2], hi[3], pb0[1], pb1[1]);
       }
     }
-    // V is consumed too: the next tile's V joins its K in flight.
-    if (next < w.end) load_v(next);
   }
-
-  // l: the sum over the 8 lanes (rows g, g + 8 of every tile) that share the heads.
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
-  }
-#pragma unroll
-  for (int jj = 0; jj < 2; ++jj) {
-#pragma unroll
-    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-      part.o[warp][2 * t + jj][16 * mt + g] = o[mt][jj];
-      part.o[warp][2 * t + jj][16 * mt + g + 8] = o[mt][2 + jj];
-    }
-    if (g == 0) {
-      part.m[warp][2 * t + jj] = m[jj];
-      part.l[warp][2 * t + jj] = l[jj];
-    }
-  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the partials take its place
+  Part& part = *reinterpret_cast<Part*>(smem);
+  store_warp_partial(part, warp, o, m, l);
   __syncthreads();
   merge_and_store<T>(part, p, w);
 }
@@ -1146,9 +1112,9 @@ void plan_splits(Paged& d, const PagedParams& p, int64_t units, int64_t slots, i
 
 // Resident blocks per SM of a kernel.
 template <class Kernel>
-int occupancy(Kernel kernel, int threads) {
+int occupancy(Kernel kernel, int threads, int smem_bytes = 0) {
   int n = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0), "paged: occupancy");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes), "paged: occupancy");
   return std::max(n, 1);
 }
 
@@ -1156,20 +1122,25 @@ int occupancy(Kernel kernel, int threads) {
 // with splits, the combine.
 template <class T, class Kernel>
 void launch_fused(const PagedParams& p, const LaunchContext& ctx, Kernel kernel, int threads, int heads_per_block,
-                  int step, int blocks_per_sm) {
+                  int step, int blocks_per_sm, int smem_bytes = 0) {
   const char* name = "paged/paged_flash";
   Paged d = make_paged(p);
   d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
   const int64_t units = p.batch * p.kv_heads * d.head_tiles;
   plan_splits(d, p, units, int64_t{sm_count(ctx, "paged: LaunchContext has no device caps")} * blocks_per_sm, step);
-  launch_split<T>(d, p, ctx, kernel, units, threads, name);
+  launch_split<T>(d, p, ctx, kernel, units, threads, name, smem_bytes);
 }
 
 template <class T, class C, int kD>
 void launch_mma(const PagedParams& p, const LaunchContext& ctx) {
-  using Cfg = MmaCfg<T, C, kD>;
-  static const int blocks_per_sm = occupancy(mma_paged_kernel<T, C, kD>, Cfg::kThreads);
-  launch_fused<T>(p, ctx, mma_paged_kernel<T, C, kD>, Cfg::kThreads, Cfg::kHeads, Cfg::kKeys, blocks_per_sm);
+  using Cfg = PagedMmaCfg<T, C, kD>;
+  const auto kernel = mma_paged_kernel<T, C, kD>;
+  static const int blocks_per_sm = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
+               "paged: shared memory of the tensor-core kernel");
+    return occupancy(kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  }();
+  launch_fused<T>(p, ctx, kernel, Cfg::kThreads, Cfg::kHeads, Cfg::kKeys, blocks_per_sm, Cfg::kSmemBytes);
 }
 
 template <class T, class C, int kG>

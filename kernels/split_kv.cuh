@@ -8,7 +8,8 @@
 //
 // Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
 // block_work), the device helpers both families' kernels use (exp2 and ALiBi in log2 units,
-// L2-policy streaming loads, shared loads, PDL, 16-bit stores (pack2 is in common.cuh),
+// L2-policy streaming loads, cp.async copies, the online-softmax tile and the warp partials,
+// shared loads, PDL, 16-bit stores (pack2 is in common.cuh),
 // mma.sync m16n8k16, movmatrix), the (m, l, o) merge, the combine kernel, and the host side of
 // the partials (workspace size and placement, combine block shape, the main + combine launch).
 //
@@ -115,6 +116,17 @@ __device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
   return r;
 }
 
+// 16 bytes global -> shared through L2 only (.cg), with no L2 policy: the first src_bytes
+// (0..16) from src, zeros after them. A streamed K/V byte has no reuse, but an evict-first hint
+// here cost 15 µs more than none after a write flush (bench notes, run 16).
+__device__ __forceinline__ void cp_async_16z(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// The same for 8 bytes (0..8 from src); .cg copies only 16, so this one is .ca.
+__device__ __forceinline__ void cp_async_8z(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
 // 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
 // hoist a loop-invariant read and hold its registers across the loop.
 __device__ __forceinline__ uint4 lds128(const void* ptr) {
@@ -189,6 +201,32 @@ struct Partials {
   float l[kSlices][kHeads];
 };
 
+// A warp's (m, l, Oᵀ) as slice `warp` of the block's partials (heads 2t, 2t + 1 of lane 4g + t;
+// Oᵀ's C fragments, rows dims 16mt + g and 16mt + g + 8), l first summed over the 8 lanes
+// that share the heads. A barrier must follow before the partials are read.
+template <int kSlices, int kHeads, int kD, int kMTiles>
+__device__ __forceinline__ void store_warp_partial(Partials<kSlices, kHeads, kD>& part, int warp,
+                                                   const float (&o)[kMTiles][4], const float (&m)[2], float (&l)[2]) {
+  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
+  }
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      part.o[warp][2 * t + jj][16 * mt + g] = o[mt][jj];
+      part.o[warp][2 * t + jj][16 * mt + g + 8] = o[mt][2 + jj];
+    }
+    if (g == 0) {
+      part.m[warp][2 * t + jj] = m[jj];
+      part.l[warp][2 * t + jj] = l[jj];
+    }
+  }
+}
+
 // Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
 // part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf,
 // l2 = 0, o2 = 0) is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes
@@ -200,6 +238,61 @@ __device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m
   l = l * a + l2 * b;
   o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
   m = mx;
+}
+
+// One key tile of the online softmax, for a warp whose Sᵀ = K Qᵀ C fragments hold kSub 16-key
+// sub-tiles x 8 heads (rows g, g + 8 = keys, cols 2t, 2t + 1 = heads; lane = 4g + t). x[sub] =
+// {row g: heads 2t, 2t + 1; row g + 8: heads 2t, 2t + 1}: scores in exp2 units with the bias,
+// -inf where masked (not every key of the tile is). m: running max per head (log2 units, the
+// same in the 8 lanes that share t); l: this lane's share of the sum; o: Oᵀ's C fragments
+// (rows = dims, cols = heads 2t, 2t + 1), rescaled by exp2(m_old - m_new) only when some
+// head's max grew: after the first few tiles it rarely does (m = -inf at the start gives the
+// factor exp2(-inf) = 0 on o = l = 0). Returns Pᵀ as the B fragments of Oᵀ += Vᵀ Pᵀ, rounded
+// to M (16 bits, as FlashAttention does; l keeps fp32): pb0 = k rows 2t, 2t + 1 and pb1 =
+// k rows 2t + 8, 2t + 9 of head g, Sᵀ's C fragment transposed by movmatrix.
+template <class M, int kSub, int kMTiles>
+__device__ __forceinline__ void softmax_tile(const float (&x)[kSub][4], float (&m)[2], float (&l)[2],
+                                             float (&o)[kMTiles][4], uint32_t (&pb0)[kSub], uint32_t (&pb1)[kSub]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int sub = 0; sub < kSub; ++sub) {
+    mx[0] = fmaxf(mx[0], fmaxf(x[sub][0], x[sub][2]));
+    mx[1] = fmaxf(mx[1], fmaxf(x[sub][1], x[sub][3]));
+  }
+  // Over the tile's keys (lanes g = 0..7): finite, since the tile's first key is in range.
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
+  }
+  const bool grew = mx[0] > m[0] || mx[1] > m[1];
+  if (__any_sync(0xffffffffu, grew)) {
+    float alpha[2];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const float m_new = fmaxf(m[jj], mx[jj]);
+      alpha[jj] = exp2_approx(m[jj] - m_new);
+      m[jj] = m_new;
+      l[jj] *= alpha[jj];
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      o[mt][0] *= alpha[0];
+      o[mt][1] *= alpha[1];
+      o[mt][2] *= alpha[0];
+      o[mt][3] *= alpha[1];
+    }
+  }
+#pragma unroll
+  for (int sub = 0; sub < kSub; ++sub) {
+    float pr[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pr[e] = exp2_approx(x[sub][e] - m[e & 1]);
+    l[0] += pr[0] + pr[2];
+    l[1] += pr[1] + pr[3];
+    pb0[sub] = movmatrix_trans(pack2<M>(pr[0], pr[1]));
+    pb1[sub] = movmatrix_trans(pack2<M>(pr[2], pr[3]));
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -298,17 +391,17 @@ inline int combine_lanes(int head_dim, int splits) {
   return lanes;
 }
 
-// Launches `kernel` over units x d.splits blocks of `threads` threads (d's splits and chunk
-// already planned) and, with splits, places the partials in ctx.workspace and launches the
-// combine as a programmatic dependent launch (sm_90).
+// Launches `kernel` over units x d.splits blocks of `threads` threads with smem_bytes of dynamic
+// shared memory (d's splits and chunk already planned) and, with splits, places the partials in
+// ctx.workspace and launches the combine as a programmatic dependent launch (sm_90).
 template <class T, class P, class Params, class Kernel>
 void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel, int64_t units, int threads,
-                  const char* name) {
+                  const char* name, int smem_bytes = 0) {
   if (d.splits > 1) {
     d.part_o = static_cast<float*>(ctx.workspace);
     d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
   }
-  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, 0, ctx.stream>>>(d);
+  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, smem_bytes, ctx.stream>>>(d);
   check_launch(name);
   if (d.splits == 1) return;
 
