@@ -322,22 +322,13 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   // the aligned 128 bytes around the chunk into L2 before a neighbouring block asks.
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// common.cuh's cp_async_wait with no "memory" clobber: every wait here is followed by a
+// __syncthreads(), which orders the shared reads; the kernel was tuned and verified so.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -478,14 +469,14 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::BLOCKS_PER_SM) void mma_kernel(c
     const uint32_t sa = smem_base + stage * Cfg::STAGE_BYTES;
     const uint32_t sb = sa + Cfg::A_BYTES;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[buf][mt], sa + a_frag_off[ks] + mt * 16 * ROW_BYTES);
+    for (int mt = 0; mt < MT; ++mt) ldsm_x4(af[buf][mt], sa + a_frag_off[ks] + mt * 16 * ROW_BYTES);
 #pragma unroll
     for (int p = 0; p < NT / 2; ++p) {
       uint32_t r[4];
       if constexpr (L == GemmLayout::nt)
-        ldmatrix_x4(r, sb + b_frag_off[ks] + p * 16 * ROW_BYTES);
+        ldsm_x4(r, sb + b_frag_off[ks] + p * 16 * ROW_BYTES);
       else
-        ldmatrix_x4_trans(r, sb + b_frag_off[p] + ks * 16 * NN_ROW_BYTES);
+        ldsm_x4_trans(r, sb + b_frag_off[p] + ks * 16 * NN_ROW_BYTES);
       bf[buf][2 * p][0] = r[0];
       bf[buf][2 * p][1] = r[1];
       bf[buf][2 * p + 1][0] = r[2];
