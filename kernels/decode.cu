@@ -106,45 +106,6 @@ __device__ __forceinline__ void unpack(const uint4& u, float* f) {
   }
 }
 
-// Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
-// partial (several). The block's key range is not empty, so some slice saw a key and the max
-// mx is finite; a slice that saw none has m = -inf, o = l = 0 and weight exp2(-inf - mx) = 0.
-template <class T, int kSlices, int kHeads, int kD>
-__device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, kD>& part, const Decode& p,
-                                                const Work& w) {
-  constexpr int kChunks = kD / 8;
-  const int nchunks = p.head_dim / 8;
-  for (int i = threadIdx.x; i < kHeads * kChunks; i += blockDim.x) {
-    const int n = i / kChunks, c = i % kChunks;
-    if (n >= w.nheads || c >= nchunks) continue;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) mx = fmaxf(mx, part.m[s][n]);
-    float l = 0.f, acc[8] = {};
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) {
-      const float wgt = exp2_approx(part.m[s][n] - mx);
-      l = fmaf(wgt, part.l[s][n], l);
-      const float4 a = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c]);
-      const float4 b = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c + 4]);
-      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
-    }
-    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
-    if (p.splits == 1) {
-      const float inv_l = 1.f / l;  // l >= 1: the key at the max contributes exp2(0)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] *= inv_l;
-      store_n<T, 8>(static_cast<T*>(p.o) + bh * p.head_dim + 8 * c, acc);
-    } else {
-      const int64_t row = bh * p.splits + w.split;
-      store_n<float, 8>(p.part_o + row * p.head_dim + 8 * c, acc);
-      if (c == 0) p.part_ml[row] = make_float2(mx, l);
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------
 // Kernels
 
@@ -363,7 +324,7 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
   Part& part = *reinterpret_cast<Part*>(smem);
   store_warp_partial(part, warp, o, m, l);
   __syncthreads();
-  merge_and_store<T>(part, p, w);
+  merge_and_store<T, false>(part, p, w);
 }
 
 // The CUDA-core kernel's shape: fp32 (any head_dim), fp16/bf16 above 128. kG query heads per
@@ -517,7 +478,7 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
     }
   }
   __syncthreads();
-  merge_and_store<T>(part, p, w);
+  merge_and_store<T, false>(part, p, w);
 }
 
 // k_cache, v_cache: [batch, max_context, row]; k_new, v_new: [batch, tokens, row]; row counted
@@ -640,30 +601,18 @@ void launch_fused(const DecodeParams& p, const LaunchContext& ctx, const Policy&
   launch_split<T>(d, p, ctx, kernel, units, threads, policy.name, smem_bytes);
 }
 
-// Resident blocks per SM of a kernel, asked once per kernel (the static is per instantiation).
-template <class Kernel>
-int occupancy(Kernel kernel, int threads, int smem_bytes = 0) {
-  int n = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes), "decode: occupancy");
-  return n;
-}
-
 template <class T, int kD>
 void launch_mma(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   using C = MmaCfg<kD>;
   const auto kernel = mma_decode_kernel<T, kD>;
-  static const int blocks_per_sm = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes),
-               "decode: shared memory of the tensor-core kernel");
-    return occupancy(kernel, C::kThreads, C::kSmemBytes);
-  }();
+  static const int blocks_per_sm = resident_blocks(kernel, C::kThreads, C::kSmemBytes, "decode: tensor-core kernel");
   launch_fused<T>(p, ctx, policy, kernel, C::kThreads, C::kHeads, C::kKeys, blocks_per_sm, C::kSmemBytes);
 }
 
 template <class T, int kD, int kG>
 void launch_simt(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   using C = SimtCfg<T, kD, kG>;
-  static const int blocks_per_sm = occupancy(simt_decode_kernel<T, kD, kG>, C::kThreads);
+  static const int blocks_per_sm = resident_blocks(simt_decode_kernel<T, kD, kG>, C::kThreads, 0, "decode: occupancy");
   launch_fused<T>(p, ctx, policy, simt_decode_kernel<T, kD, kG>, C::kThreads, kG, C::kStep, blocks_per_sm);
 }
 

@@ -197,47 +197,6 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   return r;
 }
 
-// Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
-// partial (several), times v_scale. The block's key range is not empty, so some slice saw a
-// key and the max mx is finite; a slice that saw none has m = -inf, o = l = 0 and weight
-// exp2(-inf - mx) = 0.
-template <class T, int kSlices, int kHeads, int kD>
-__device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, kD>& part, const Paged& p,
-                                                const Work& w) {
-  constexpr int kChunks = kD / 8;
-  const int nchunks = p.head_dim / 8;
-  for (int i = threadIdx.x; i < kHeads * kChunks; i += blockDim.x) {
-    const int n = i / kChunks, c = i % kChunks;
-    if (n >= w.nheads || c >= nchunks) continue;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) mx = fmaxf(mx, part.m[s][n]);
-    float l = 0.f, acc[8] = {};
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) {
-      const float wgt = exp2_approx(part.m[s][n] - mx);
-      l = fmaf(wgt, part.l[s][n], l);
-      const float4 a = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c]);
-      const float4 b = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c + 4]);
-      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
-    }
-    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
-    // l >= 1 with one split: the key at the max contributes exp2(0).
-    const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= f;
-    if (p.splits == 1) {
-      store_n<T, 8>(static_cast<T*>(p.o) + bh * p.head_dim + 8 * c, acc);
-    } else {
-      const int64_t row = bh * p.splits + w.split;
-      store_n<float, 8>(p.part_o + row * p.head_dim + 8 * c, acc);
-      if (c == 0) p.part_ml[row] = make_float2(mx, l);
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------
 // v1 / v2 (vLLM's PagedAttention)
 
@@ -671,7 +630,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
   Part& part = *reinterpret_cast<Part*>(smem);
   store_warp_partial(part, warp, o, m, l);
   __syncthreads();
-  merge_and_store<T>(part, p, w);
+  merge_and_store<T, true>(part, p, w);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1110,14 +1069,6 @@ void plan_splits(Paged& d, const PagedParams& p, int64_t units, int64_t slots, i
   d.chunk = static_cast<int>(chunk);
 }
 
-// Resident blocks per SM of a kernel.
-template <class Kernel>
-int occupancy(Kernel kernel, int threads, int smem_bytes = 0) {
-  int n = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes), "paged: occupancy");
-  return std::max(n, 1);
-}
-
 // Launches `kernel` (heads_per_block query heads per block, `step` keys per block step) and,
 // with splits, the combine.
 template <class T, class Kernel>
@@ -1135,18 +1086,14 @@ template <class T, class C, int kD>
 void launch_mma(const PagedParams& p, const LaunchContext& ctx) {
   using Cfg = PagedMmaCfg<T, C, kD>;
   const auto kernel = mma_paged_kernel<T, C, kD>;
-  static const int blocks_per_sm = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes),
-               "paged: shared memory of the tensor-core kernel");
-    return occupancy(kernel, Cfg::kThreads, Cfg::kSmemBytes);
-  }();
+  static const int blocks_per_sm = resident_blocks(kernel, Cfg::kThreads, Cfg::kSmemBytes, "paged: tensor-core kernel");
   launch_fused<T>(p, ctx, kernel, Cfg::kThreads, Cfg::kHeads, Cfg::kKeys, blocks_per_sm, Cfg::kSmemBytes);
 }
 
 template <class T, class C, int kG>
 void launch_simt(const PagedParams& p, const LaunchContext& ctx) {
   using Cfg = SimtCfg<T, C, kG>;
-  static const int blocks_per_sm = occupancy(simt_paged_kernel<T, C, kG>, Cfg::kThreads);
+  static const int blocks_per_sm = resident_blocks(simt_paged_kernel<T, C, kG>, Cfg::kThreads, 0, "paged: occupancy");
   launch_fused<T>(p, ctx, simt_paged_kernel<T, C, kG>, Cfg::kThreads, kG, Cfg::kStep, blocks_per_sm);
 }
 

@@ -9,13 +9,14 @@
 // Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
 // block_work), the device helpers both families' kernels use (exp2 and ALiBi in log2 units,
 // L2-policy streaming loads, cp.async copies, the online-softmax tile and the warp partials,
-// shared loads, PDL, 16-bit stores (pack2 is in common.cuh),
-// mma.sync m16n8k16, movmatrix), the (m, l, o) merge, the combine kernel, and the host side of
-// the partials (workspace size and placement, combine block shape, the main + combine launch).
+// shared loads, PDL, 16-bit stores (pack2 is in common.cuh), mma.sync m16n8k16, movmatrix),
+// the (m, l, o) merges (of a block's slices, merge_and_store; of the splits, the combine
+// kernel), and the host side (resident blocks per SM; the partials' workspace size and
+// placement, the combine block shape, the main + combine launch).
 //
 // The kernel parameter struct (decode.cu's Decode, paged.cu's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
-// context_lens, o, part_o and part_ml. The host parameters (DecodeParams, PagedParams) likewise
+// context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host parameters (DecodeParams, PagedParams) likewise
 // need batch, heads and head_dim. Everything is inline or a template, so that both .cu files can
 // include this header; kernels and helpers instantiated with a .cu's own (anonymous-namespace)
 // struct stay local to that translation unit.
@@ -192,7 +193,7 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 }
 
 // The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
-// end of the kernel (each .cu's merge_and_store). o rows are padded by 4 floats so that the
+// end of the kernel (merge_and_store). o rows are padded by 4 floats so that the
 // float4 writes of the lanes that hold different heads spread over more banks.
 template <int kSlices, int kHeads, int kD>
 struct Partials {
@@ -238,6 +239,53 @@ __device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m
   l = l * a + l2 * b;
   o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
   m = mx;
+}
+
+// Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
+// partial (several); kVScale: times p.v_scale (paged.cu's fp8 cache scale). The block's key
+// range is not empty, so some slice saw a key and the max mx is finite; a slice that saw none
+// has m = -inf, o = l = 0 and weight exp2(-inf - mx) = 0.
+template <class T, bool kVScale, int kSlices, int kHeads, int kD, class P>
+__device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, kD>& part, const P& p, const Work& w) {
+  constexpr int kChunks = kD / 8;
+  const int nchunks = p.head_dim / 8;
+  for (int i = threadIdx.x; i < kHeads * kChunks; i += blockDim.x) {
+    const int n = i / kChunks, c = i % kChunks;
+    if (n >= w.nheads || c >= nchunks) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) mx = fmaxf(mx, part.m[s][n]);
+    float l = 0.f, acc[8] = {};
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const float wgt = exp2_approx(part.m[s][n] - mx);
+      l = fmaf(wgt, part.l[s][n], l);
+      const float4 a = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c]);
+      const float4 b = *reinterpret_cast<const float4*>(&part.o[s][n][8 * c + 4]);
+      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
+    }
+    const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
+    // l >= 1 with one split: the key at the max contributes exp2(0).
+    if constexpr (kVScale) {
+      const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] *= f;
+    }
+    if (p.splits == 1) {
+      if constexpr (!kVScale) {
+        const float inv_l = 1.f / l;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] *= inv_l;
+      }
+      store_n<T, 8>(static_cast<T*>(p.o) + bh * p.head_dim + 8 * c, acc);
+    } else {
+      const int64_t row = bh * p.splits + w.split;
+      store_n<float, 8>(p.part_o + row * p.head_dim + 8 * c, acc);
+      if (c == 0) p.part_ml[row] = make_float2(mx, l);
+    }
+  }
 }
 
 // One key tile of the online softmax, for a warp whose Sᵀ = K Qᵀ C fragments hold kSub 16-key
@@ -380,6 +428,18 @@ std::size_t partials_workspace(const Params& p, int64_t splits) {
 inline int sm_count(const LaunchContext& ctx, const char* what) {
   if (!ctx.caps || ctx.caps->sm_count <= 0) throw std::invalid_argument(what);
   return ctx.caps->sm_count;
+}
+
+// Resident blocks per SM of `kernel` with `threads` threads and smem_bytes of dynamic shared
+// memory (opted in above the default 48 KB), at least 1. Call it once per kernel: the opt-in
+// is per function.
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads, int smem_bytes, const char* what) {
+  if (smem_bytes > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), what);
+  int n = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes), what);
+  return n > 1 ? n : 1;
 }
 
 // Lanes per float4 column of the combine (combine_kernel): the fewest, as a power of two, whose
