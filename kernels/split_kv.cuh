@@ -16,10 +16,11 @@
 //
 // The kernel parameter struct (decode.cu's Decode, paged.cu's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
-// context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host parameters (DecodeParams, PagedParams) likewise
-// need batch, heads and head_dim. Everything is inline or a template, so that both .cu files can
-// include this header; kernels and helpers instantiated with a .cu's own (anonymous-namespace)
-// struct stay local to that translation unit.
+// context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
+// parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything
+// is inline or a template, so that both .cu files can include this header; kernels and
+// helpers instantiated with a .cu's own (anonymous-namespace) struct stay local to that
+// translation unit.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -119,7 +120,7 @@ __device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
 
 // 16 bytes global -> shared through L2 only (.cg), with no L2 policy: the first src_bytes
 // (0..16) from src, zeros after them. A streamed K/V byte has no reuse, but an evict-first hint
-// here cost 15 µs more than none after a write flush (bench notes, run 16).
+// here cost 16 µs more than none after a write flush (bench notes, run 16).
 __device__ __forceinline__ void cp_async_16z(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
