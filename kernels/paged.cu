@@ -44,6 +44,11 @@
 //                  A fragments directly.
 //                  Oᵀ += Vᵀ Pᵀ takes 16 dims as M: a V row of the layout is a row of Vᵀ, so the
 //                  ring holds V as [dim][tokens] and ldmatrix (not .trans) gives A.
+//                Where a kv head's cache block is one region of head_dim x 16 bytes (fp8 at
+//                block 16, fp16/bf16 at block 8: 2 KB at d128), sm_90 fills the ring with bulk
+//                copies of whole regions instead (the TMA unit, one mbarrier per stage), which
+//                are already in those layouts: cp.async moved 2 KB regions at ~70% of the read
+//                bandwidth, bulk copies at ~91%, as fast as 4 KB regions (bench notes, run 23).
 //                An fp8 cache runs the mma in fp16 (e4m3 -> fp16 is exact, one cvt per 2 values;
 //                bf16 queries are rounded to fp16 once, in shared memory): a tile is 32 keys
 //                (two Sᵀ sub-tiles), so that a stage holds the same 8 KB as with bf16. fp32 (tf32 would
@@ -375,13 +380,14 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_reduce_kernel(const Paged p
 // paged_flash: tensor-core kernel
 
 // T: q/o; C: the cache (T or Fp8). kD: head_dim class (64 or 128; a smaller head_dim runs
-// zero-filled). Each warp owns a ring of kStages tile buffers in shared memory and keeps
-// kStages - 1 tiles in flight while it computes one. A tile is 16 keys of a 16-bit cache or
+// zero-filled); kBulk: the ring is filled by bulk copies of whole cache-block regions (block
+// size x sizeof(C) == 16, sm_90). Each warp owns a ring of kStages tile buffers in shared
+// memory and keeps kStages - 1 tiles in flight while it computes one. A tile is 16 keys of a 16-bit cache or
 // 32 of fp8: 4 KB of K and 4 KB of V at d128 either way. 2 warps x 3 stages: 48 KB of rings
 // and 4 blocks per SM (8 warps, 16 tiles = 128 KB in flight), so that batch 64 x 8 kv heads
 // runs in one round of 528 blocks; 3 x 2 timed the same, 4 x 2 and 2 x 4 (3 blocks per SM)
 // 15-30% slower (bench notes, run 14).
-template <class T, class C, int kD>
+template <class T, class C, int kD, bool kBulk>
 struct PagedMmaCfg {
   static constexpr bool kFp8 = kIsFp8<C>;
   static constexpr int kWarps = 2;
@@ -398,7 +404,12 @@ struct PagedMmaCfg {
   static constexpr int kCopies = kTileBytes / 16 / 32;  // 16-byte copies per lane for K, and for V
   static constexpr int kQWords = kD / 2;              // 32-bit words of a Q row (fp16/bf16)
   static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
-  static constexpr int kSmemBytes = kRingBytes + kHeads * kQWords * 4 + kTable * 4;
+  // Bulk copies (see mma_paged_kernel): the ring holds K and V region by region, 2 cache blocks
+  // of kHalf tokens per tile, so a chunk (K) or a dim (V) of a block is 16 bytes, ...
+  static constexpr int kRegion = kD * 16;                   // ... and a block's K (or V) kD x 16 B
+  static constexpr int kChunkBytes = (kBulk ? kHalf : kKeys) * 16;  // between K chunks in the ring
+  static constexpr int kBarOffset = kRingBytes + kHeads * kQWords * 4 + kTable * 4;
+  static constexpr int kSmemBytes = kBarOffset + kWarps * kStages * 8;  // + an mbarrier per stage
 };
 
 // Row `row` (0..15) of Sᵀ sub-tile s holds tile key 16 s + key_of_row(row). 16-bit caches:
@@ -435,6 +446,13 @@ __device__ __forceinline__ int k_slot(int k) {
 // and 8-byte V loads; it reached 82-86% of the read bandwidth where this one reaches the
 // dense kernel's 97-99% (bench notes, runs 13-14). fp8 at block size 8: a V half (16 tokens)
 // spans two cache blocks, so it is two 8-byte copies.
+// Bulk copies (kBulk: a tile is 2 cache blocks of kHalf tokens, each a region whose K chunks
+// and V dims are 16 bytes): lane 0 copies the K and V regions of the tile's blocks that hold
+// keys below `end` as they lie, so the ring holds K as [block][chunk][key] and V as [block =
+// half][dim] x 16 B. Those rows are contiguous, so ldmatrix is conflict-free except for fp8's
+// K rows (key_of_row), which meet 2 to a bank group: cheap beside the DRAM time. What the
+// copies do not fill reads as 0: dims past head_dim (zeroed once) and, in the tile past
+// `end`, V tokens past it (zeroed after the wait: they may be a block's NaN tail).
 //   Sᵀ = K Qᵀ (16 keys x 8 heads per sub-tile, k = dims): A by ldmatrix.x4 of two k steps.
 //     16-bit: matrices (rows 0-7 | 8-15) x (chunk 2ks | 2ks + 1), words as loaded. fp8: (rows
 //     0-7 | 8-15) x (chunk c | c + 1), each word 4 e4m3 dims 4t..4t + 3 of chunk c, converted
@@ -445,9 +463,9 @@ __device__ __forceinline__ int k_slot(int k) {
 //     k cols 0-7 and 8-15, for fp8 the two sub-tiles (converted as K is). Pᵀ is Sᵀ's C
 //     fragment packed to 16 bits and transposed by movmatrix, as in decode.cu.
 //   Oᵀ's C fragment: dims 16mt + g (+ 8) of heads 2t, 2t + 1.
-template <class T, class C, int kD>
-__global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_kernel(const Paged p) {
-  using Cfg = PagedMmaCfg<T, C, kD>;
+template <class T, class C, int kD, bool kBulk>
+__global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_paged_kernel(const Paged p) {
+  using Cfg = PagedMmaCfg<T, C, kD, kBulk>;
   using M = std::conditional_t<Cfg::kFp8, __half, T>;  // the tensor cores' input type
   using Part = Partials<Cfg::kWarps, Cfg::kHeads, kD>;
   static_assert(sizeof(Part) <= Cfg::kRingBytes, "the partials reuse the rings");
@@ -460,6 +478,15 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Table tbl = load_table(stbl, p, w);
+  const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Cfg::kBarOffset)) + warp * Cfg::kStages * 8;
+  if constexpr (kBulk) {
+    // The copies fill the first head_dim x 16 bytes of a region: the rest stays 0 throughout.
+    if (p.head_dim < kD)
+      for (int i = threadIdx.x; i < Cfg::kRingBytes / 16; i += Cfg::kThreads)
+        reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+    if (lane == 0)
+      for (int s = 0; s < Cfg::kStages; ++s) mbar_init(bars + 8 * s, 1);
+  }
   // Q's tile: heads past the group and dims past head_dim are 0; rounded to fp16 for fp8.
   const int nq = p.head_dim / 8;
   for (int i = threadIdx.x; i < Cfg::kHeads * (kD / 8); i += Cfg::kThreads) {
@@ -498,14 +525,30 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
   const int vd0 = lane >> 1, vhalf = lane & 1;                // V copies: dims vd0 + 16j, half vhalf
   const uint32_t v_dst = Cfg::kTileBytes + (2 * vd0 + (vhalf ^ ((vd0 >> 2) & 1))) * 16;
   const bool v_split = Cfg::kFp8 && p.block_size < Cfg::kHalf;  // fp8, block 8: two 8-byte copies
-  const uint32_t ring =
-      static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kStages * Cfg::kStageBytes;
+  const uint32_t ring0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t ring = ring0 + warp * Cfg::kStages * Cfg::kStageBytes;
   const int ntiles = (w.end - w.begin + Cfg::kKeys - 1) / Cfg::kKeys;
 
   // Tile `warp + n·kWarps` into stage n % kStages, one commit group per call (empty past the
   // last tile, so that the wait count below stays exact).
   auto issue = [&](int n) {
     const int tile = warp + n * Cfg::kWarps;
+    if constexpr (kBulk) {
+      // Lane 0 copies the tile's cache blocks that hold keys below `end` (K region, V region).
+      if (tile < ntiles && lane == 0) {
+        const int key0 = w.begin + tile * Cfg::kKeys;
+        const uint32_t st = ring + (n % Cfg::kStages) * Cfg::kStageBytes, bar = bars + 8 * (n % Cfg::kStages);
+        const int nb = min(2, (w.end - key0 + Cfg::kHalf - 1) / Cfg::kHalf);
+        const int bytes = p.head_dim * 16;
+        mbar_expect_tx(bar, 2 * nb * bytes);
+        for (int j = 0; j < nb; ++j) {
+          const int64_t off = int64_t{tbl.block_of(key0 + j * Cfg::kHalf, lbs)} * p.block_stride;
+          bulk_copy(st + j * Cfg::kRegion, kh + off, bytes, bar);
+          bulk_copy(st + Cfg::kTileBytes + j * Cfg::kRegion, vh + off, bytes, bar);
+        }
+      }
+      return;
+    }
     if (tile < ntiles) {
       const int key0 = w.begin + tile * Cfg::kKeys;
       const uint32_t st = ring + (n % Cfg::kStages) * Cfg::kStageBytes;
@@ -556,19 +599,42 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
   // ldmatrix lane addresses within a stage. K: row (lane % 8) + 8 ((lane / 8) % 2) of the
   // sub-tile (its key by key_of_row), chunk + lane / 16. V: dim (lane % 8) + 8 ((lane / 8) % 2)
   // of the m tile, half lane / 16 (swizzled).
-  const int krow = (lane & 7) + 8 * ((lane >> 3) & 1);
-  const uint32_t k_lane = ((lane >> 4) * Cfg::kKeys + k_slot<Cfg::kFp8>(key_of_row<Cfg::kFp8>(krow))) * 16;
-  const uint32_t v_lane = Cfg::kTileBytes + (krow * 2 + ((lane >> 4) ^ ((lane >> 2) & 1))) * 16;
+  // Bulk copies: K as [block][chunk][key] and V as [block = half][dim], unswizzled.
+  const int krow = (lane & 7) + 8 * ((lane >> 3) & 1), kkey = key_of_row<Cfg::kFp8>(krow);
+  const uint32_t k_lane =
+      kBulk ? (kkey / Cfg::kHalf) * Cfg::kRegion + ((lane >> 4) * Cfg::kHalf + kkey % Cfg::kHalf) * 16
+            : ((lane >> 4) * Cfg::kKeys + k_slot<Cfg::kFp8>(kkey)) * 16;
+  const uint32_t v_lane = Cfg::kTileBytes + (kBulk ? ((lane >> 4) * kD + krow) * 16
+                                                   : (krow * 2 + ((lane >> 4) ^ ((lane >> 2) & 1))) * 16);
 
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 1; ++s) issue(s);
   for (int n = 0; warp + n * Cfg::kWarps < ntiles; ++n) {
     __syncwarp();  // every lane is done with the stage the next copies overwrite
     issue(n + Cfg::kStages - 1);
-    cp_async_wait<Cfg::kStages - 1>();
-    __syncwarp();  // tile n's copies, from every lane, are visible to the warp
     const uint32_t st = ring + (n % Cfg::kStages) * Cfg::kStageBytes;
     const int key0 = w.begin + (warp + n * Cfg::kWarps) * Cfg::kKeys;
+    if constexpr (kBulk) {
+      mbar_wait(bars + 8 * (n % Cfg::kStages), (n / Cfg::kStages) & 1);
+      // The tile past `end`: its V tokens there are a block's unused tail (NaN in the pool) or
+      // blocks left uncopied, and p = 0 must not meet them. K needs nothing: masked scores.
+      if (key0 + Cfg::kKeys > w.end) {
+        for (int r = lane; r < 2 * kD; r += 32) {
+          const int valid = (w.end - key0 - (r / kD) * Cfg::kHalf) * static_cast<int>(sizeof(C));  // bytes
+          if (valid < 16) {
+            uint32_t* row = reinterpret_cast<uint32_t*>(smem + (st - ring0) + Cfg::kTileBytes + r * 16);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int keep = min(4, max(0, valid - 4 * i));  // bytes of word i to keep
+              row[i] = keep == 4 ? row[i] : row[i] & ((1u << (8 * keep)) - 1u);
+            }
+          }
+        }
+      }
+    } else {
+      cp_async_wait<Cfg::kStages - 1>();
+    }
+    __syncwarp();  // tile n's copies (and the zeroed tail), from every lane, are visible to the warp
 
     float s[Cfg::kSub][4] = {};
 #pragma unroll
@@ -579,11 +645,12 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
         if constexpr (!Cfg::kFp8) {
 #pragma unroll
           for (int k = ks; k < ks + 2; ++k) {
-            ldsm_x4(a, st + k_lane + 2 * k * Cfg::kKeys * 16);  // chunks 2k, 2k + 1: k step k
+            ldsm_x4(a, st + k_lane + 2 * k * Cfg::kChunkBytes);  // chunks 2k, 2k + 1: k step k
             mma_16816<M>(s[sub], a[0], a[1], a[2], a[3], qf[k][0], qf[k][1]);
           }
         } else {
-          ldsm_x4(a, st + k_lane + (ks * Cfg::kKeys + 16 * sub) * 16);  // chunks ks, ks + 1
+          constexpr int kSubBytes = kBulk ? Cfg::kRegion : 16 * 16;  // between Sᵀ sub-tiles
+          ldsm_x4(a, st + k_lane + ks * Cfg::kChunkBytes + sub * kSubBytes);  // chunks ks, ks + 1
           uint32_t lo[4], hi[4];
 #pragma unroll
           for (int r = 0; r < 4; ++r) e4m3x4_to_f16x4(a[r], lo[r], hi[r]);
@@ -613,7 +680,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD>::kThreads) mma_paged_ker
 #pragma unroll
     for (int mt = 0; mt < Cfg::kSteps; ++mt) {
       uint32_t a[4];
-      ldsm_x4(a, st + v_lane + mt * 16 * 2 * 16);
+      ldsm_x4(a, st + v_lane + mt * 16 * (kBulk ? 16 : 2 * 16));
       if constexpr (!Cfg::kFp8) {
         mma_16816<M>(o[mt], a[0], a[1], a[2], a[3], pb0[0], pb1[0]);
       } else {
@@ -1082,10 +1149,10 @@ void launch_fused(const PagedParams& p, const LaunchContext& ctx, Kernel kernel,
   launch_split<T>(d, p, ctx, kernel, units, threads, name, smem_bytes);
 }
 
-template <class T, class C, int kD>
+template <class T, class C, int kD, bool kBulk>
 void launch_mma(const PagedParams& p, const LaunchContext& ctx) {
-  using Cfg = PagedMmaCfg<T, C, kD>;
-  const auto kernel = mma_paged_kernel<T, C, kD>;
+  using Cfg = PagedMmaCfg<T, C, kD, kBulk>;
+  const auto kernel = mma_paged_kernel<T, C, kD, kBulk>;
   static const int blocks_per_sm = resident_blocks(kernel, Cfg::kThreads, Cfg::kSmemBytes, "paged: tensor-core kernel");
   launch_fused<T>(p, ctx, kernel, Cfg::kThreads, Cfg::kHeads, Cfg::kKeys, blocks_per_sm, Cfg::kSmemBytes);
 }
@@ -1102,8 +1169,12 @@ void paged_flash(const PagedParams& p, const LaunchContext& ctx) {
     using T = decltype(t);
     using C = decltype(c);
     if constexpr (!std::is_same_v<T, float>) {
-      if (p.head_dim <= 64) return launch_mma<T, C, 64>(p, ctx);
-      if (p.head_dim <= 128) return launch_mma<T, C, 128>(p, ctx);
+      // A cache block of a kv head whose rows are 16 bytes (fp8 at block 16, 16-bit at 8) is one
+      // region of head_dim x 16 bytes, which sm_90 copies whole (see mma_paged_kernel).
+      const bool bulk = ctx.caps != nullptr && ctx.caps->arch() >= 90 &&
+                        p.block_size * static_cast<int64_t>(sizeof(C)) == 16;
+      if (p.head_dim <= 64) return bulk ? launch_mma<T, C, 64, true>(p, ctx) : launch_mma<T, C, 64, false>(p, ctx);
+      if (p.head_dim <= 128) return bulk ? launch_mma<T, C, 128, true>(p, ctx) : launch_mma<T, C, 128, false>(p, ctx);
     }
     if (p.heads == p.kv_heads) return launch_simt<T, C, 1>(p, ctx);
     return launch_simt<T, C, 4>(p, ctx);
