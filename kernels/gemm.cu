@@ -15,6 +15,9 @@
 //               ldmatrix (.trans for B in nn), a 3-stage cp.async pipeline, XOR-swizzled
 //               shared memory, grouped block rasterization for L2 reuse; 128x256x64 block
 //               tile, 8 warps of 64x64 (the tuning history is in cases/perf/BENCH_NOTES.md).
+//   wgmma       fp16/bf16 nt on sm_90a: Hopper's warpgroup mma (m64n256k16) reading A and B
+//               from 128-byte-swizzled shared memory through descriptors, a 4-stage
+//               cp.async pipeline, 128x256x64 block tile of two warpgroups.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -548,6 +551,148 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::BLOCKS_PER_SM) void mma_kernel(c
   }
 }
 
+// ---------------------------------------------------------------- wgmma kernel (sm_90a, nt)
+
+// Hopper's warpgroup mma: m64n256k16 reads both operands from shared memory through matrix
+// descriptors, so no ldmatrix and no fragment registers: 128 fp32 accumulators per thread
+// and the tensor cores fed at the rate mma.sync cannot reach (bf16: 956 vs 630 TFLOP/s in
+// `attnbench info` on an H200). Block tile (64 x warpgroups) x 256 x 64, a warpgroup per 64
+// rows. Tiles are copied with cp.async (every thread, as the mma kernel does) into the
+// 128-byte swizzle wgmma's descriptors describe, which is kmajor_offset<8>: chunk c of row r
+// at r * 128 + (c ^ r % 8) * 16, in 1024-byte atoms of 8 rows.
+template <int WGS_, int STAGES_>
+struct WgConfig {
+  static constexpr int WGS = WGS_, STAGES = STAGES_;  // warpgroups (64 rows each), pipeline stages
+  static constexpr int BM = 64 * WGS, BN = 256, BK = 64, THREADS = 128 * WGS;
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + slack to align the atoms to 1024 bytes
+};
+// 2 warpgroups x 4 stages (192 KB). 3 warpgroups (192 x 256, a fifth fewer L2 bytes per flop)
+// with 3 or 4 stages timed 2-4% slower on an H200 (bench notes, run 26).
+using WgMain = WgConfig<2, 4>;
+
+// d (64 x 256, fp32, this thread's 128) += A (64 x 16) · B (256 x 16)ᵀ, both from shared memory.
+template <class T>
+__device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t da, uint64_t db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTNBENCH_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define ATTNBENCH_D32(i) ATTNBENCH_D8(i), ATTNBENCH_D8(i + 8), ATTNBENCH_D8(i + 16), ATTNBENCH_D8(i + 24)
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
+                 : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D32(64), ATTNBENCH_D32(96)
+                 : "l"(da), "l"(db));
+  } else {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
+                 : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D32(64), ATTNBENCH_D32(96)
+                 : "l"(da), "l"(db));
+  }
+#undef ATTNBENCH_D32
+#undef ATTNBENCH_D8
+#endif
+}
+
+// C = A·Bᵀ (nt), any M and N, K % 8 == 0, 16-byte aligned A and B (as the mma kernel).
+// Pipeline: tile kt lives in stage kt % 4; two tiles are in flight ahead of the one the
+// tensor cores read, and the stage a copy refills was read by the wgmma two tiles back,
+// which every warpgroup has waited for (wait_group 1) before the barrier the copy follows.
+template <class T, class Cfg>
+__global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                                               T* __restrict__ c, int M, int N, int K) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
+  constexpr int A_BYTES = Cfg::A_BYTES, STAGE_BYTES = Cfg::STAGE_BYTES;
+  constexpr int GROUP_M = 16;  // tile rows per rasterization group
+  // Descriptor of a K-major operand in 128-byte swizzle: start address, stride 1024 bytes
+  // between 8-row atoms (the leading offset is unused when a k16 slice, 32 bytes, lies
+  // within the 128-byte swizzle row). Advancing k by 16 adds 32 bytes to the start address.
+  const auto sw128_desc = [](uint32_t addr) {
+    return ((addr & 0x3ffffu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+  };
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t smem_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wgi = tid / 128;
+
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int per_group = GROUP_M * tiles_n;
+  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
+  const int first_m = group * GROUP_M;
+  const int group_rows = min(tiles_m - first_m, GROUP_M);
+  const int m0 = (first_m + in_group % group_rows) * BM;
+  const int n0 = (in_group / group_rows) * BN;
+  const int64_t z = blockIdx.y;
+  a += z * M * K;
+  b += z * N * K;
+  c += z * M * N;
+
+  // Copy slots: thread t takes chunk t % 8 of rows t / 8 + 32 i (one swizzle for all i).
+  constexpr int ROW_STEP = THREADS / 8;
+  const int ld_row = tid / 8, ld_chunk = tid % 8;
+  const uint32_t st_off = kmajor_offset<8>(ld_row, ld_chunk);
+  const int a_rows_left = M - m0 - ld_row, b_rows_left = N - n0 - ld_row;
+  const T* a_src = a + static_cast<int64_t>(min(m0 + ld_row, M - 1)) * K + 8 * ld_chunk;
+  const T* b_src = b + static_cast<int64_t>(min(n0 + ld_row, N - 1)) * K + 8 * ld_chunk;
+  const int64_t step = static_cast<int64_t>(ROW_STEP) * K;
+  auto load_stage = [&](int kt) {
+    const int k0 = kt * BK;
+    const uint32_t sa = smem_base + (kt % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
+    const bool k_ok = k0 + 8 * ld_chunk < K;
+    const T* src = a_src + k0;
+#pragma unroll
+    for (int i = 0; i < (BM + ROW_STEP - 1) / ROW_STEP; ++i, src += step) {
+      if (BM % ROW_STEP != 0 && ld_row + i * ROW_STEP >= BM) break;
+      const bool ok = k_ok && i * ROW_STEP < a_rows_left;
+      cp_async_16(sa + st_off + i * ROW_STEP * 128, ok ? src : a, ok);
+    }
+    src = b_src + k0;
+#pragma unroll
+    for (int i = 0; i < (BN + ROW_STEP - 1) / ROW_STEP; ++i, src += step) {
+      if (BN % ROW_STEP != 0 && ld_row + i * ROW_STEP >= BN) break;
+      const bool ok = k_ok && i * ROW_STEP < b_rows_left;
+      cp_async_16(sb + st_off + i * ROW_STEP * 128, ok ? src : b, ok);
+    }
+  };
+
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  const int num_tiles = (K + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < num_tiles) load_stage(s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < num_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();  // tile kt has landed (tile kt + 1 may still be in flight)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes -> wgmma's reads
+    __syncthreads();
+    if (kt + STAGES - 2 < num_tiles) load_stage(kt + STAGES - 2);
+    cp_async_commit();
+    const uint32_t sa = smem_base + (kt % STAGES) * STAGE_BYTES;
+    const uint64_t da = sw128_desc(sa + wgi * 64 * 128), db = sw128_desc(sa + A_BYTES);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) wgmma_64x256x16<T>(d, da + 2 * ks, db + 2 * ks);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+
+  // d[4j + e]: row 16 (warp % 4) + lane / 4 (+ 8 for e >= 2) of the warpgroup's 64, column
+  // 8j + 2 (lane % 4) + e % 2.
+  const int row0 = m0 + wgi * 64 + 16 * (warp % 4) + lane / 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    if (row >= M) continue;
+    T* c_row = c + static_cast<int64_t>(row) * N;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) store_pair<T>(c_row, n0 + 8 * j + 2 * (lane % 4), N, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+  }
+#else
+  __trap();  // built without sm_90a: wgmma_supports refuses other cards
+#endif
+}
+
 // ---------------------------------------------------------------- launchers
 
 void cublas(const GemmParams& p, const LaunchContext& ctx) {
@@ -669,6 +814,28 @@ void launch_mma_config(const GemmParams& p, const LaunchContext& ctx, const char
 
 void mma(const GemmParams& p, const LaunchContext& ctx) { launch_mma_config<MmaMain>(p, ctx, "gemm/mma"); }
 
+template <class T, class Cfg>
+void launch_wgmma(const GemmParams& p, const LaunchContext& ctx) {
+  const auto kernel = wgmma_kernel<T, Cfg>;
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+  check_cuda(opt_in, "gemm/wgmma");
+  const int64_t tiles = ceil_div(p.m, Cfg::BM) * ceil_div(p.n, Cfg::BN);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.batch));
+  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, ctx.stream>>>(static_cast<const T*>(p.a), static_cast<const T*>(p.b),
+                                                            static_cast<T*>(p.c), static_cast<int>(p.m),
+                                                            static_cast<int>(p.n), static_cast<int>(p.k));
+  check_launch("gemm/wgmma");
+}
+
+void wgmma(const GemmParams& p, const LaunchContext& ctx) {
+  switch (p.dtype) {
+    case DType::fp16: return launch_wgmma<__half, WgMain>(p, ctx);
+    case DType::bf16: return launch_wgmma<__nv_bfloat16, WgMain>(p, ctx);
+    default: unsupported_dtype("wgmma", p.dtype);
+  }
+}
+
 // ---------------------------------------------------------------- supports
 
 std::string cublas_supports(const GemmParams& p, const DeviceCaps&) { return common_reason(p); }
@@ -701,6 +868,20 @@ std::string mma_config_supports(const GemmParams& p, const DeviceCaps& caps) {
   return {};
 }
 
+std::string wgmma_supports(const GemmParams& p, const DeviceCaps& caps) {
+  std::string r = kernel_reason(p, 1);
+  if (!r.empty()) return r;
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
+  if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
+  if (p.layout != GemmLayout::nt) return "layout nt only (B k-major, as wgmma reads both operands here)";
+  if (caps.smem_per_block_optin < static_cast<std::size_t>(WgMain::SMEM_BYTES))
+    return "needs " + std::to_string(WgMain::SMEM_BYTES / 1024) + " KB of shared memory per block";
+  if (p.k % 8 != 0) return "k % 8 != 0 (rows are copied in 16-byte cp.async chunks of 8 elements)";
+  if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b))) return "A and B must be 16-byte aligned (cp.async)";
+  if (ceil_div(p.m, WgMain::BM) * ceil_div(p.n, WgMain::BN) > INT_MAX) return "too many tiles for gridDim.x";
+  return {};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- table
@@ -714,6 +895,8 @@ const std::vector<Variant<GemmParams>>& gemm_variants() {
        reg_tiled_supports},
       {"mma", "fp16/bf16: mma.sync + ldmatrix, 3-stage cp.async, 128x256x64, swizzled", mma,
        mma_config_supports<MmaMain>},
+      {"wgmma", "fp16/bf16 nt, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
+       wgmma_supports},
   };
   return table;
 }
