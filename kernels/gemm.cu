@@ -15,9 +15,9 @@
 //               ldmatrix (.trans for B in nn), a 3-stage cp.async pipeline, XOR-swizzled
 //               shared memory, grouped block rasterization for L2 reuse; 128x256x64 block
 //               tile, 8 warps of 64x64 (the tuning history is in cases/perf/BENCH_NOTES.md).
-//   wgmma       fp16/bf16 nt on sm_90a: Hopper's warpgroup mma (m64n256k16) reading A and B
-//               from 128-byte-swizzled shared memory through descriptors, a 4-stage
-//               cp.async pipeline, 128x256x64 block tile of two warpgroups.
+//   wgmma       fp16/bf16 on sm_90a: Hopper's warpgroup mma (m64n256k16) reading A and B (k-
+//               or n-major) from 128-byte-swizzled shared memory through descriptors, a
+//               4-stage cp.async pipeline, 128x256x64 block tile of two warpgroups.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -571,31 +571,36 @@ struct WgConfig {
 // with 3 or 4 stages timed 2-4% slower on an H200 (bench notes, run 26).
 using WgMain = WgConfig<2, 4>;
 
-// d (64 x 256, fp32, this thread's 128) += A (64 x 16) · B (256 x 16)ᵀ, both from shared memory.
-template <class T>
+// d (64 x 256, fp32, this thread's 128) += A (64 x 16) · B, both from shared memory: A
+// K-major; B K-major (B stored n x k, kTransB = 0) or N-major (k x n, kTransB = 1).
+template <class T, int kTransB>
 __device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t da, uint64_t db) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ATTNBENCH_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define ATTNBENCH_D32(i) ATTNBENCH_D8(i), ATTNBENCH_D8(i + 8), ATTNBENCH_D8(i + 16), ATTNBENCH_D8(i + 24)
+#define ATTNBENCH_WGMMA(TYPE, TB)                                                                        \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, " TB \
+               ";\n"                                                                                     \
+               : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D32(64), ATTNBENCH_D32(96)             \
+               : "l"(da), "l"(db))
   if constexpr (std::is_same_v<T, __half>) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
-                 : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D32(64), ATTNBENCH_D32(96)
-                 : "l"(da), "l"(db));
+    if constexpr (kTransB) ATTNBENCH_WGMMA("f16", "1"); else ATTNBENCH_WGMMA("f16", "0");
   } else {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
-                 : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D32(64), ATTNBENCH_D32(96)
-                 : "l"(da), "l"(db));
+    if constexpr (kTransB) ATTNBENCH_WGMMA("bf16", "1"); else ATTNBENCH_WGMMA("bf16", "0");
   }
+#undef ATTNBENCH_WGMMA
 #undef ATTNBENCH_D32
 #undef ATTNBENCH_D8
 #endif
 }
 
-// C = A·Bᵀ (nt), any M and N, K % 8 == 0, 16-byte aligned A and B (as the mma kernel).
+// C = A·Bᵀ (nt) or A·B (nn), any M and N, K % 8 == 0 (and N % 8 == 0 for nn), 16-byte aligned
+// A and B (as the mma kernel). nn's B tile (64 k rows x 256 n) is N-major: four 64-column
+// blocks of [k][128 bytes], the same swizzle on each k row, 8 KB apart.
 // Pipeline: tile kt lives in stage kt % 4; two tiles are in flight ahead of the one the
 // tensor cores read, and the stage a copy refills was read by the wgmma two tiles back,
 // which every warpgroup has waited for (wait_group 1) before the barrier the copy follows.
-template <class T, class Cfg>
+template <class T, GemmLayout L, class Cfg>
 __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restrict__ a, const T* __restrict__ b,
                                                                T* __restrict__ c, int M, int N, int K) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
@@ -605,9 +610,12 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
   // Descriptor of a K-major operand in 128-byte swizzle: start address, stride 1024 bytes
   // between 8-row atoms (the leading offset is unused when a k16 slice, 32 bytes, lies
   // within the 128-byte swizzle row). Advancing k by 16 adds 32 bytes to the start address.
-  const auto sw128_desc = [](uint32_t addr) {
-    return ((addr & 0x3ffffu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+  // N-major (nn's B): the leading offset is the 8 KB between 64-column blocks, the stride the
+  // 1024 bytes between groups of 8 k rows; k by 16 adds 2 KB.
+  const auto sw128_desc = [](uint32_t addr, uint32_t lead = 16) {
+    return ((addr & 0x3ffffu) >> 4) | (uint64_t{lead >> 4} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
   };
+  constexpr bool kNT = L == GemmLayout::nt;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t smem_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wgi = tid / 128;
@@ -632,6 +640,12 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
   const T* a_src = a + static_cast<int64_t>(min(m0 + ld_row, M - 1)) * K + 8 * ld_chunk;
   const T* b_src = b + static_cast<int64_t>(min(n0 + ld_row, N - 1)) * K + 8 * ld_chunk;
   const int64_t step = static_cast<int64_t>(ROW_STEP) * K;
+  // nn: thread t takes n chunk t % 32 (block of 64 columns t % 32 / 8) of k rows t / 32 + KSTEP i.
+  constexpr int KSTEP = THREADS / 32;
+  const int nn_k = tid / 32, nn_ch = tid % 32;
+  const uint32_t nn_off = (nn_ch / 8) * 8192 + nn_k * 128 + (((nn_ch % 8) ^ (nn_k % 8)) * 16);
+  const bool nn_col_ok = n0 + 8 * nn_ch < N;
+  const T* nn_src = b + static_cast<int64_t>(nn_k) * N + min(n0 + 8 * nn_ch, N - 8);
   auto load_stage = [&](int kt) {
     const int k0 = kt * BK;
     const uint32_t sa = smem_base + (kt % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
@@ -643,12 +657,21 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
       const bool ok = k_ok && i * ROW_STEP < a_rows_left;
       cp_async_16(sa + st_off + i * ROW_STEP * 128, ok ? src : a, ok);
     }
-    src = b_src + k0;
+    if constexpr (kNT) {
+      src = b_src + k0;
 #pragma unroll
-    for (int i = 0; i < (BN + ROW_STEP - 1) / ROW_STEP; ++i, src += step) {
-      if (BN % ROW_STEP != 0 && ld_row + i * ROW_STEP >= BN) break;
-      const bool ok = k_ok && i * ROW_STEP < b_rows_left;
-      cp_async_16(sb + st_off + i * ROW_STEP * 128, ok ? src : b, ok);
+      for (int i = 0; i < (BN + ROW_STEP - 1) / ROW_STEP; ++i, src += step) {
+        if (BN % ROW_STEP != 0 && ld_row + i * ROW_STEP >= BN) break;
+        const bool ok = k_ok && i * ROW_STEP < b_rows_left;
+        cp_async_16(sb + st_off + i * ROW_STEP * 128, ok ? src : b, ok);
+      }
+    } else {
+      src = nn_src + static_cast<int64_t>(k0) * N;
+#pragma unroll
+      for (int i = 0; i < BK / KSTEP; ++i, src += static_cast<int64_t>(KSTEP) * N) {
+        const bool ok = nn_col_ok && k0 + nn_k + i * KSTEP < K;
+        cp_async_16(sb + nn_off + i * KSTEP * 128, ok ? src : b, ok);
+      }
     }
   };
 
@@ -668,10 +691,10 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
     if (kt + STAGES - 2 < num_tiles) load_stage(kt + STAGES - 2);
     cp_async_commit();
     const uint32_t sa = smem_base + (kt % STAGES) * STAGE_BYTES;
-    const uint64_t da = sw128_desc(sa + wgi * 64 * 128), db = sw128_desc(sa + A_BYTES);
+    const uint64_t da = sw128_desc(sa + wgi * 64 * 128), db = sw128_desc(sa + A_BYTES, kNT ? 16 : 8192);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) wgmma_64x256x16<T>(d, da + 2 * ks, db + 2 * ks);
+    for (int ks = 0; ks < BK / 16; ++ks) wgmma_64x256x16<T, kNT ? 0 : 1>(d, da + 2 * ks, db + (kNT ? 2 : 128) * ks);
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
   }
@@ -814,9 +837,9 @@ void launch_mma_config(const GemmParams& p, const LaunchContext& ctx, const char
 
 void mma(const GemmParams& p, const LaunchContext& ctx) { launch_mma_config<MmaMain>(p, ctx, "gemm/mma"); }
 
-template <class T, class Cfg>
+template <class T, GemmLayout L, class Cfg>
 void launch_wgmma(const GemmParams& p, const LaunchContext& ctx) {
-  const auto kernel = wgmma_kernel<T, Cfg>;
+  const auto kernel = wgmma_kernel<T, L, Cfg>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   check_cuda(opt_in, "gemm/wgmma");
@@ -829,9 +852,14 @@ void launch_wgmma(const GemmParams& p, const LaunchContext& ctx) {
 }
 
 void wgmma(const GemmParams& p, const LaunchContext& ctx) {
+  const bool nt = p.layout == GemmLayout::nt;
   switch (p.dtype) {
-    case DType::fp16: return launch_wgmma<__half, WgMain>(p, ctx);
-    case DType::bf16: return launch_wgmma<__nv_bfloat16, WgMain>(p, ctx);
+    case DType::fp16:
+      return nt ? launch_wgmma<__half, GemmLayout::nt, WgMain>(p, ctx)
+                : launch_wgmma<__half, GemmLayout::nn, WgMain>(p, ctx);
+    case DType::bf16:
+      return nt ? launch_wgmma<__nv_bfloat16, GemmLayout::nt, WgMain>(p, ctx)
+                : launch_wgmma<__nv_bfloat16, GemmLayout::nn, WgMain>(p, ctx);
     default: unsupported_dtype("wgmma", p.dtype);
   }
 }
@@ -873,10 +901,10 @@ std::string wgmma_supports(const GemmParams& p, const DeviceCaps& caps) {
   if (!r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
-  if (p.layout != GemmLayout::nt) return "layout nt only (B k-major, as wgmma reads both operands here)";
   if (caps.smem_per_block_optin < static_cast<std::size_t>(WgMain::SMEM_BYTES))
     return "needs " + std::to_string(WgMain::SMEM_BYTES / 1024) + " KB of shared memory per block";
   if (p.k % 8 != 0) return "k % 8 != 0 (rows are copied in 16-byte cp.async chunks of 8 elements)";
+  if (p.layout == GemmLayout::nn && p.n % 8 != 0) return "layout nn needs n % 8 == 0 (B rows are copied in 16-byte chunks)";
   if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b))) return "A and B must be 16-byte aligned (cp.async)";
   if (ceil_div(p.m, WgMain::BM) * ceil_div(p.n, WgMain::BN) > INT_MAX) return "too many tiles for gridDim.x";
   return {};
@@ -895,7 +923,7 @@ const std::vector<Variant<GemmParams>>& gemm_variants() {
        reg_tiled_supports},
       {"mma", "fp16/bf16: mma.sync + ldmatrix, 3-stage cp.async, 128x256x64, swizzled", mma,
        mma_config_supports<MmaMain>},
-      {"wgmma", "fp16/bf16 nt, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
+      {"wgmma", "fp16/bf16, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
        wgmma_supports},
   };
   return table;
