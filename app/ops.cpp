@@ -470,9 +470,12 @@ class PipelineProblem : public Problem {
   }
 
   std::optional<PipelineTiming> time_steps(const std::string& v, Gpu& gpu, const BenchSpec& spec,
-                                           const LaunchContext& ctx) override {
+                                           const LaunchContext& ctx, const std::vector<std::string>& nvtx) override {
     const auto [a, d] = split(v);
-    const bool cold = spec.mode == TimingMode::cold;
+    SampleTimer timer(gpu, spec.mode == TimingMode::cold);
+    std::vector<std::string> prefill_ranges = nvtx, step_ranges = nvtx;
+    prefill_ranges.push_back("prefill");
+    step_ranges.push_back("step");
     PipelineTiming t;
     t.ttft.mode = spec.mode;
     StoppingRule rule;
@@ -485,17 +488,19 @@ class PipelineProblem : public Problem {
     auto elapsed = [&] {
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     };
-    do t.ttft.samples.push_back(time_once(gpu, [&] { prefill(a, ctx); }, cold));
+    do t.ttft.samples.push_back(timer.time([&] { prefill(a, ctx); }, prefill_ranges));
     while (!rule.done(t.ttft.samples, elapsed()));
     t.ttft.elapsed_ms = elapsed();
     t.ttft.ms = summarize(t.ttft.samples);
+    t.ttft.clock = timer.take_clock();  // the row's MHz: the prefill's
     // Steps after a fresh prefill, as a server would run them; several passes for the
     // percentiles, each step flushed from L2 in cold mode (weights would evict the cache).
     std::vector<double> steps;
     for (int pass = 0; pass < 3; ++pass) {
       prefill(a, ctx);
-      for (int64_t s = 0; s < s_.generate; ++s) steps.push_back(time_once(gpu, [&] { step(d, s, ctx); }, cold));
+      for (int64_t s = 0; s < s_.generate; ++s) steps.push_back(timer.time([&] { step(d, s, ctx); }, step_ranges));
     }
+    t.ttft.hold_timeouts = timer.take_hold_timeouts();
     t.tbt = summarize(steps);
     std::sort(steps.begin(), steps.end());
     t.tbt_p99 = quantile(steps, 0.99);

@@ -90,10 +90,11 @@ class Problem {
     return {};
   }
   // Ops that are a sequence of launches (pipeline) time themselves; others return nothing
-  // and the runner times launch().
+  // and the runner times launch(). `nvtx_ranges` name the variant, as time_launch's do.
   virtual std::optional<PipelineTiming> time_steps(const std::string& variant, Gpu& gpu, const BenchSpec& spec,
-                                                   const LaunchContext& ctx) {
-    (void)variant, (void)gpu, (void)spec, (void)ctx;
+                                                   const LaunchContext& ctx,
+                                                   const std::vector<std::string>& nvtx_ranges) {
+    (void)variant, (void)gpu, (void)spec, (void)ctx, (void)nvtx_ranges;
     return std::nullopt;
   }
 

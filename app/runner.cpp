@@ -255,7 +255,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           if (r.pipeline && m == TimingMode::graph) continue;
           spec.mode = m;
           progress("timing " + r.variant + " (" + mode_name(m) + ")");
-          const std::optional<PipelineTiming> steps = problem->time_steps(r.variant, gpu_, spec, ctx);
+          const std::optional<PipelineTiming> steps = problem->time_steps(r.variant, gpu_, spec, ctx, nvtx);
           Timing t = steps ? steps->ttft : time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec, nvtx);
           if (r.timing) {
             r.other_modes.push_back(std::move(t));

@@ -140,13 +140,46 @@ double rough_launch_ms(Gpu& gpu, const std::function<void()>& launch) {
 
 }  // namespace
 
-double time_once(Gpu& gpu, const std::function<void()>& work, bool cold) {
-  static thread_local EventPair ev;
-  if (cold) gpu.flush_l2();
-  ev.start(gpu.stream());
-  work();
-  ev.stop(gpu.stream());
-  return ev.ms();
+struct SampleTimer::Impl {
+  Gpu& gpu;
+  bool cold;
+  EventPair ev;
+  StreamHold hold;
+  std::vector<double> mhz;
+  int64_t hold_timeouts = 0;
+};
+
+SampleTimer::SampleTimer(Gpu& gpu, bool cold) : impl_(new Impl{gpu, cold, {}, {}, {}, 0}) {}
+SampleTimer::~SampleTimer() = default;
+
+double SampleTimer::time(const std::function<void()>& work, const std::vector<std::string>& nvtx_ranges) {
+  Impl& m = *impl_;
+  const cudaStream_t s = m.gpu.stream();
+  m.hold.hold(s);
+  if (m.cold) m.gpu.flush_l2();
+  m.ev.start(s);
+  {
+    const NvtxRanges ranges(nvtx_ranges);
+    work();
+  }
+  m.ev.stop(s);
+  m.hold.release();
+  m.mhz.push_back(m.gpu.clock().current_mhz());
+  const double ms = m.ev.ms();
+  m.hold_timeouts += m.hold.timed_out();
+  return ms;
+}
+
+ClockStats SampleTimer::take_clock() {
+  ClockStats c = summarize_clocks(impl_->mhz, impl_->gpu.clock().max_mhz());
+  impl_->mhz.clear();
+  return c;
+}
+
+int64_t SampleTimer::take_hold_timeouts() {
+  const int64_t n = impl_->hold_timeouts;
+  impl_->hold_timeouts = 0;
+  return n;
 }
 
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,

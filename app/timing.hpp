@@ -9,6 +9,7 @@
 //          time divided by the launch count (no launch overhead).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,24 @@ struct Timing {
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges = {});
 
-// One timed run of `work` (several launches may be enqueued), after an L2 flush when
-// `cold`; waits for it and returns its milliseconds.
-double time_once(Gpu& gpu, const std::function<void()>& work, bool cold);
+// Single timed runs of different work, one at a time, each taken as time_launch takes a
+// sample: behind the stream hold, after an L2 flush when `cold`, inside its NVTX ranges,
+// with the SM clock read. A pipeline times its prefill and each decode step this way.
+class SampleTimer {
+ public:
+  SampleTimer(Gpu& gpu, bool cold);
+  ~SampleTimer();
+  SampleTimer(const SampleTimer&) = delete;
+  SampleTimer& operator=(const SampleTimer&) = delete;
+  // Enqueues `work` (any number of launches), waits for it, returns its milliseconds.
+  double time(const std::function<void()>& work, const std::vector<std::string>& nvtx_ranges);
+  // The SM clock over the samples since the last call, and how many holds gave up; both reset.
+  ClockStats take_clock();
+  int64_t take_hold_timeouts();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace attnbench
