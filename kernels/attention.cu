@@ -28,6 +28,8 @@
 //               V_j while S_j = Q K_jᵀ is computed and K_j+1 while O += P_j V_j is. Causal
 //               tiles above the diagonal are never visited; interior tiles skip the mask.
 //   flash_mma   fp16/bf16 FlashAttention-2 on tensor cores (attention_mma.cuh).
+//   flash_wgmma fp16/bf16, head_dim 128, sm_90a: the same algorithm on Hopper's warpgroup
+//               mma (attention_wgmma.cuh).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,6 +48,7 @@
 #include "kernels/common.cuh"
 #include "kernels/attention.hpp"
 #include "kernels/attention_mma.cuh"
+#include "kernels/attention_wgmma.cuh"
 #include "kernels/softmax.hpp"
 
 namespace attnbench {
@@ -865,6 +868,8 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
       {"flash_mma",
        "fp16/bf16 FlashAttention-2: mma.sync m16n8k16, ldmatrix, cp.async pipeline, P in registers, lazy rescale",
        flash_mma, flash_mma_supports},
+      {"flash_wgmma", "fp16/bf16 d128, sm_90a: wgmma m64n128k16, Q/K/V in 128-byte swizzle, P in registers",
+       flash_wgmma, flash_wgmma_supports},
   };
   return table;
 }
