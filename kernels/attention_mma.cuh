@@ -550,18 +550,8 @@ inline int64_t effective_window(const AttentionParams& p) {
 // Causal, window or ALiBi: the kernel's MASKED path, and the tiles of Tiles::masked.
 inline bool is_masked(const AttentionParams& p) { return p.causal || effective_window(p) > 0 || p.alibi; }
 
-template <class T, class Cfg, bool MASKED>
-void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED>;
-  // More than 48 KB of dynamic shared memory needs an opt-in, once per kernel; the carveout
-  // asks for the shared-memory-heavy split so two blocks fit per SM.
-  static const cudaError_t opt_in = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
-    return e != cudaSuccess ? e
-                            : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                   cudaSharedmemCarveoutMaxShared);
-  }();
-  check_cuda(opt_in, kName);
+// The kernel arguments of p (flash_wgmma's kernel takes them too).
+inline Args make_args(const AttentionParams& p) {
   Args a;
   a.q = p.q;
   a.k = p.k;
@@ -585,16 +575,38 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
   a.alibi_scale = p.alibi ? 1.f / p.scale : 0.f;
   a.scale_log2 = p.scale_log2;
   a.inv_scale_log2 = 1.f / p.scale_log2;
-  // gridDim.y (heads) and gridDim.z (batches) stop at 65535: supports() bounds heads, and
-  // larger batches go in several launches.
-  const int64_t m_blocks = ceil_div(p.seq_q, Cfg::Br);
+  a.batch_offset = 0;
+  return a;
+}
+
+// Grid (row blocks of `rows` query rows, heads, batches). gridDim.y (heads) and gridDim.z
+// (batches) stop at 65535: supports() bounds heads, and larger batches go in several launches.
+template <class Kernel>
+void launch_per_batch_chunk(const AttentionParams& p, Kernel kernel, Args a, int rows, int threads, int smem,
+                            const LaunchContext& ctx, const char* name) {
+  const int64_t m_blocks = ceil_div(p.seq_q, rows);
   for (int64_t b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
     a.batch_offset = static_cast<int>(b0);
     const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads),
                     static_cast<unsigned>(std::min(kMaxGridYZ, p.batch - b0)));
-    kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, ctx.stream>>>(a);
-    check_launch(kName);
+    kernel<<<grid, threads, smem, ctx.stream>>>(a);
+    check_launch(name);
   }
+}
+
+template <class T, class Cfg, bool MASKED>
+void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
+  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED>;
+  // More than 48 KB of dynamic shared memory needs an opt-in, once per kernel; the carveout
+  // asks for the shared-memory-heavy split so two blocks fit per SM.
+  static const cudaError_t opt_in = [&] {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+    return e != cudaSuccess ? e
+                            : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                   cudaSharedmemCarveoutMaxShared);
+  }();
+  check_cuda(opt_in, kName);
+  launch_per_batch_chunk(p, kernel, make_args(p), Cfg::Br, Cfg::THREADS, Cfg::SMEM_BYTES, ctx, kName);
 }
 
 // The one switch on dtype and mask kind; each head-dim class has a tile config per mask kind.

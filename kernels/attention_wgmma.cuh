@@ -1,6 +1,7 @@
 // attention family, variant flash_wgmma: FlashAttention-2's forward on Hopper's warpgroup
 // mma (sm_90a), fp16/bf16 storage, head_dim 128, fp32 scores, statistics and accumulators.
-// Included by exactly one .cu (kernels/attention.cu), after attention_mma.cuh.
+// Included by exactly one .cu (kernels/attention.cu), after attention_mma.cuh, whose kernel
+// arguments (fmma::Args, fmma::make_args) and batch-chunked launch it shares.
 //
 // Design: the step from flash_mma (mma.sync, at ~60% of the mma.sync peak, which is itself
 // two thirds of the wgmma peak `attnbench info` measures) to the instruction cuDNN and
@@ -44,18 +45,6 @@ constexpr int BR = 128, BC = 128, D = 128, THREADS = 256;
 constexpr int TILE_BYTES = 128 * D * 2;             // 32 KB: 2 column blocks x 128 rows x 128 B
 constexpr int BLOCK_BYTES = 128 * 128;              // one column block: 128 rows x 128 B
 constexpr int SMEM_BYTES = 5 * TILE_BYTES + 1024;   // Q, K x 2, V x 2, + slack for 1024-byte atoms
-constexpr int64_t kMaxGridYZ = 65535;
-
-struct Args {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* o;
-  int64_t q_batch_stride, kv_batch_stride, o_batch_stride;  // elements
-  int q_row_stride, kv_row_stride;                          // elements between rows
-  int group, seq_q, seq_k, batch_offset;
-  float scale_log2;
-};
 
 // 16 bytes global -> shared through L2 (.cg); src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
@@ -70,7 +59,7 @@ __device__ __forceinline__ uint32_t tile_off(int r, int c) {
 // Rows [row0, row0 + 128) of a matrix of `rows` rows, `stride` elements apart, into a tile:
 // thread t copies chunk t % 16 of rows t / 16 + 16 i.
 template <class T>
-__device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int stride, int row0, int rows) {
+__device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t stride, int row0, int rows) {
   const int c = threadIdx.x % 16, r0 = threadIdx.x / 16;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -136,7 +125,7 @@ __device__ __forceinline__ float ex2(float x) {
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
 template <class T, bool kCausal>
-__global__ __launch_bounds__(THREADS, 1) void kernel(const Args a) {
+__global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sq = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
@@ -144,7 +133,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const Args a) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wgi = tid / 128, t4 = lane % 4;
   const int q0 = blockIdx.x * BR, h = blockIdx.y;
   const int64_t b = blockIdx.z + a.batch_offset;
-  const int kvh = h / a.group;
+  const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);  // h / group (fmma::Args)
   const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t{h} * D;
   const T* k = static_cast<const T*>(a.k) + b * a.kv_batch_stride + int64_t{kvh} * D;
   const T* v = static_cast<const T*>(a.v) + b * a.kv_batch_stride + int64_t{kvh} * D;
@@ -273,28 +262,7 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
   const auto k = kernel<T, kCausal>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   check_cuda(opt_in, "attention/flash_wgmma");
-  Args a;
-  a.q = p.q;
-  a.k = p.k;
-  a.v = p.v;
-  a.o = p.o;
-  a.q_batch_stride = p.q_batch_stride;
-  a.kv_batch_stride = p.kv_batch_stride;
-  a.o_batch_stride = p.o_batch_stride;
-  a.q_row_stride = static_cast<int>(p.heads * D);
-  a.kv_row_stride = static_cast<int>(p.kv_heads * D);
-  a.group = static_cast<int>(p.heads / p.kv_heads);
-  a.seq_q = static_cast<int>(p.seq_q);
-  a.seq_k = static_cast<int>(p.seq_k);
-  a.scale_log2 = p.scale_log2;
-  const int64_t m_blocks = (p.seq_q + BR - 1) / BR;
-  for (int64_t b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
-    a.batch_offset = static_cast<int>(b0);
-    const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads),
-                    static_cast<unsigned>(std::min(kMaxGridYZ, p.batch - b0)));
-    k<<<grid, THREADS, SMEM_BYTES, ctx.stream>>>(a);
-    check_launch("attention/flash_wgmma");
-  }
+  fmma::launch_per_batch_chunk(p, k, fmma::make_args(p), BR, THREADS, SMEM_BYTES, ctx, "attention/flash_wgmma");
 }
 
 inline void launch(const AttentionParams& p, const LaunchContext& ctx) {
@@ -317,7 +285,7 @@ inline std::string supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p.heads > kMaxGridYZ) return "heads must be <= 65535 (heads is gridDim.y)";
+  if (p.heads > fmma::kMaxGridYZ) return "heads must be <= 65535 (heads is gridDim.y)";
   if (p.batch > INT_MAX) return "batch must fit in int";
   if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
     return "seq_q and seq_k must be < 2^29 (key positions are int)";

@@ -881,12 +881,10 @@ std::string reg_tiled_supports(const GemmParams& p, const DeviceCaps&) {
   return {};
 }
 
+// What the cp.async-fed tensor-core kernels (mma, wgmma) need of a problem, for Cfg's
+// block tile (BM x BN) and shared memory.
 template <class Cfg>
-std::string mma_config_supports(const GemmParams& p, const DeviceCaps& caps) {
-  std::string r = kernel_reason(p, 1);
-  if (!r.empty()) return r;
-  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
-  if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
+std::string tile_copy_reason(const GemmParams& p, const DeviceCaps& caps) {
   if (caps.smem_per_block_optin < static_cast<std::size_t>(Cfg::SMEM_BYTES))
     return "needs " + std::to_string(Cfg::SMEM_BYTES / 1024) + " KB of shared memory per block";
   if (p.k % 8 != 0) return "k % 8 != 0 (rows are copied in 16-byte cp.async chunks of 8 elements)";
@@ -896,18 +894,21 @@ std::string mma_config_supports(const GemmParams& p, const DeviceCaps& caps) {
   return {};
 }
 
+template <class Cfg>
+std::string mma_config_supports(const GemmParams& p, const DeviceCaps& caps) {
+  std::string r = kernel_reason(p, 1);
+  if (!r.empty()) return r;
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
+  if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
+  return tile_copy_reason<Cfg>(p, caps);
+}
+
 std::string wgmma_supports(const GemmParams& p, const DeviceCaps& caps) {
   std::string r = kernel_reason(p, 1);
   if (!r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
-  if (caps.smem_per_block_optin < static_cast<std::size_t>(WgMain::SMEM_BYTES))
-    return "needs " + std::to_string(WgMain::SMEM_BYTES / 1024) + " KB of shared memory per block";
-  if (p.k % 8 != 0) return "k % 8 != 0 (rows are copied in 16-byte cp.async chunks of 8 elements)";
-  if (p.layout == GemmLayout::nn && p.n % 8 != 0) return "layout nn needs n % 8 == 0 (B rows are copied in 16-byte chunks)";
-  if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b))) return "A and B must be 16-byte aligned (cp.async)";
-  if (ceil_div(p.m, WgMain::BM) * ceil_div(p.n, WgMain::BN) > INT_MAX) return "too many tiles for gridDim.x";
-  return {};
+  return tile_copy_reason<WgMain>(p, caps);
 }
 
 }  // namespace
