@@ -319,6 +319,18 @@ __device__ __forceinline__ uint32_t nmajor_offset(int row, int chunk) {
   return row * (NN_CH * 16) + ((chunk ^ (row % 8)) * 16);
 }
 
+// Grouped rasterization: consecutive blocks walk down GROUP_M tile rows before moving
+// right, so blocks resident together share A and B panels in L2. The block's (m0, n0).
+template <int BM, int BN, int GROUP_M>
+__device__ __forceinline__ int2 grouped_tile(int M, int N) {
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int per_group = GROUP_M * tiles_n;
+  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
+  const int first_m = group * GROUP_M;
+  const int group_rows = min(tiles_m - first_m, GROUP_M);
+  return make_int2((first_m + in_group % group_rows) * BM, (in_group / group_rows) * BN);
+}
+
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
   // src-size 0 zero-fills the 16 bytes: out-of-range rows and the k tail read as zeros.
   // .cg keeps the tile out of L1 (it is used once per block). The L2 prefetch hint pulls
@@ -379,15 +391,8 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::BLOCKS_PER_SM) void mma_kernel(c
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
 
-  // Grouped rasterization: consecutive blocks walk down GROUP_M tile rows before moving
-  // right, so blocks resident together share A and B panels in L2.
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int per_group = Cfg::GROUP_M * tiles_n;
-  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
-  const int first_m = group * Cfg::GROUP_M;
-  const int group_rows = min(tiles_m - first_m, Cfg::GROUP_M);
-  const int m0 = (first_m + in_group % group_rows) * BM;
-  const int n0 = (in_group / group_rows) * BN;
+  const int2 tile = grouped_tile<BM, BN, Cfg::GROUP_M>(M, N);
+  const int m0 = tile.x, n0 = tile.y;
   const int64_t z = blockIdx.y;
   a += z * M * K;
   b += z * N * K;
@@ -620,13 +625,8 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
   const uint32_t smem_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wgi = tid / 128;
 
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int per_group = GROUP_M * tiles_n;
-  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
-  const int first_m = group * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int m0 = (first_m + in_group % group_rows) * BM;
-  const int n0 = (in_group / group_rows) * BN;
+  const int2 tile = grouped_tile<BM, BN, GROUP_M>(M, N);
+  const int m0 = tile.x, n0 = tile.y;
   const int64_t z = blockIdx.y;
   a += z * M * K;
   b += z * N * K;
