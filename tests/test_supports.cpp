@@ -1,0 +1,106 @@
+// What the Hopper-only variants (attention flash_wgmma, gemm wgmma) claim and refuse: their
+// supports() decide which cases they run on, and a refusal must name a reason a user can act
+// on. Checked without a GPU, against the device caps of an H100/H200 and of an A100.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "kernels/gemm.hpp"
+
+using namespace attnbench;
+
+namespace {
+DeviceCaps caps(int major, int minor) {
+  DeviceCaps c;
+  c.sm_count = 132;
+  c.cc_major = major;
+  c.cc_minor = minor;
+  c.smem_per_block_optin = 227 * 1024;
+  return c;
+}
+const DeviceCaps kHopper = caps(9, 0), kAmpere = caps(8, 0);
+
+template <class P>
+const Variant<P>& variant(const std::vector<Variant<P>>& table, const std::string& name) {
+  for (const auto& v : table)
+    if (name == v.name) return v;
+  throw std::runtime_error("no variant " + name);
+}
+
+AttentionParams prefill() {
+  AttentionParams p{};
+  p.batch = 2;
+  p.heads = 32;
+  p.kv_heads = 8;
+  p.seq_q = 113;
+  p.seq_k = 203;
+  p.head_dim = 128;
+  p.causal = true;
+  p.dtype = DType::bf16;
+  finish_attention_params(p);
+  return p;
+}
+
+GemmParams gemm(GemmLayout layout, int64_t n, int64_t k) {
+  GemmParams p{};
+  p.m = 100;
+  p.n = n;
+  p.k = k;
+  p.layout = layout;
+  p.dtype = DType::fp16;
+  return p;
+}
+}  // namespace
+
+TEST(FlashWgmma, ClaimsD128CausalGqaOnHopper) {
+  EXPECT_EQ(variant(attention_variants(), "flash_wgmma").supports(prefill(), kHopper), "");
+}
+
+TEST(FlashWgmma, RefusesWhatOnlyFlashMmaHasAndSaysSo) {
+  const auto& wg = variant(attention_variants(), "flash_wgmma");
+  const auto& mma = variant(attention_variants(), "flash_mma");
+  AttentionParams p = prefill();
+  p.window = 16;
+  EXPECT_NE(wg.supports(p, kHopper).find("window"), std::string::npos);
+  EXPECT_EQ(mma.supports(p, kHopper), "");
+  p = prefill();
+  p.alibi = true;
+  EXPECT_NE(wg.supports(p, kHopper).find("ALiBi"), std::string::npos);
+  EXPECT_EQ(mma.supports(p, kHopper), "");
+  p = prefill();
+  p.head_dim = 64;
+  finish_attention_params(p);
+  EXPECT_NE(wg.supports(p, kHopper).find("head_dim 128"), std::string::npos);
+  EXPECT_EQ(mma.supports(p, kHopper), "");
+}
+
+TEST(FlashWgmma, RefusesOtherCardsAndFp32) {
+  const auto& wg = variant(attention_variants(), "flash_wgmma");
+  EXPECT_NE(wg.supports(prefill(), kAmpere).find("sm_90"), std::string::npos);
+  AttentionParams p = prefill();
+  p.dtype = DType::fp32;
+  EXPECT_NE(wg.supports(p, kHopper).find("fp16/bf16"), std::string::npos);
+  DeviceCaps small = kHopper;
+  small.smem_per_block_optin = 100 * 1024;
+  EXPECT_NE(wg.supports(prefill(), small).find("shared memory"), std::string::npos);
+}
+
+TEST(GemmWgmma, ClaimsBothLayoutsOffTheTiles) {
+  const auto& wg = variant(gemm_variants(), "wgmma");
+  EXPECT_EQ(wg.supports(gemm(GemmLayout::nt, 72, 40), kHopper), "");
+  EXPECT_EQ(wg.supports(gemm(GemmLayout::nn, 72, 40), kHopper), "");
+}
+
+TEST(GemmWgmma, RefusesWhatItsCopiesCannotMove) {
+  const auto& wg = variant(gemm_variants(), "wgmma");
+  EXPECT_NE(wg.supports(gemm(GemmLayout::nt, 72, 9), kHopper).find("k % 8"), std::string::npos);
+  EXPECT_NE(wg.supports(gemm(GemmLayout::nn, 33, 40), kHopper).find("n % 8"), std::string::npos);
+  EXPECT_EQ(wg.supports(gemm(GemmLayout::nt, 33, 40), kHopper), "");  // nt reads B by rows of k
+  EXPECT_NE(wg.supports(gemm(GemmLayout::nt, 72, 40), kAmpere).find("sm_90"), std::string::npos);
+  GemmParams p = gemm(GemmLayout::nt, 72, 40);
+  p.dtype = DType::fp32;
+  EXPECT_NE(wg.supports(p, kHopper).find("fp16/bf16"), std::string::npos);
+  // mma, the portable kernel, takes the same problem on an A100.
+  EXPECT_EQ(variant(gemm_variants(), "mma").supports(gemm(GemmLayout::nn, 72, 40), kAmpere), "");
+}
