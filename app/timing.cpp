@@ -164,7 +164,7 @@ double SampleTimer::time(const std::function<void()>& work, const std::vector<st
   }
   m.ev.stop(s);
   m.hold.release();
-  m.mhz.push_back(m.gpu.clock().current_mhz());
+  m.mhz.push_back(m.gpu.clock().current_mhz());  // while the sample runs, or just after
   const double ms = m.ev.ms();
   m.hold_timeouts += m.hold.timed_out();
   return ms;
@@ -208,28 +208,13 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
     graph = std::make_unique<Graph>(s, launch, per_sample);
   }
 
-  EventPair ev;
-  StreamHold hold;
-  std::vector<double> mhz;
+  SampleTimer timer(gpu, spec.mode == TimingMode::cold);
+  const std::function<void()> sample = graph ? std::function<void()>([&] { graph->replay(s); }) : launch;
   const auto t0 = Clock::now();
   // Checking the rule costs a sort; checking at ~10% growth keeps it linear overall.
   size_t next_check = 1;
   while (true) {
-    hold.hold(s);
-    if (spec.mode == TimingMode::cold) gpu.flush_l2();
-    ev.start(s);
-    {
-      const NvtxRanges ranges(nvtx_ranges);
-      if (graph)
-        graph->replay(s);
-      else
-        launch();
-    }
-    ev.stop(s);
-    hold.release();
-    mhz.push_back(gpu.clock().current_mhz());  // while the sample runs, or just after
-    t.samples.push_back(ev.ms() / per_sample);
-    t.hold_timeouts += hold.timed_out();
+    t.samples.push_back(timer.time(sample, nvtx_ranges) / per_sample);
     if (t.samples.size() >= next_check) {
       if (rule.done(t.samples, since_ms(t0))) break;
       next_check = t.samples.size() + std::max<size_t>(1, t.samples.size() / 10);
@@ -237,7 +222,8 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   }
   t.elapsed_ms = since_ms(t0);
   t.launches_per_sample = per_sample;
-  t.clock = summarize_clocks(mhz, gpu.clock().max_mhz());
+  t.clock = timer.take_clock();
+  t.hold_timeouts = timer.take_hold_timeouts();
   t.ms = summarize(t.samples);
   return t;
 }
