@@ -46,11 +46,6 @@ constexpr int TILE_BYTES = 128 * D * 2;             // 32 KB: 2 column blocks x 
 constexpr int BLOCK_BYTES = 128 * 128;              // one column block: 128 rows x 128 B
 constexpr int SMEM_BYTES = 5 * TILE_BYTES + 1024;   // Q, K x 2, V x 2, + slack for 1024-byte atoms
 
-// 16 bytes global -> shared through L2 (.cg); src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
 // Byte offset of 16-byte chunk c (0..15, 8 dims each) of row r in a tile.
 __device__ __forceinline__ uint32_t tile_off(int r, int c) {
   return (c >> 3) * BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4);
@@ -65,20 +60,14 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t st
   for (int i = 0; i < 8; ++i) {
     const int r = r0 + 16 * i;
     const bool ok = row0 + r < rows;
-    cp_async_16(dst + tile_off(r, c), src + static_cast<int64_t>(ok ? row0 + r : 0) * stride + 8 * c, ok);
+    fmma::cp_async_16(dst + tile_off(r, c), src + static_cast<int64_t>(ok ? row0 + r : 0) * stride + 8 * c, ok);
   }
 }
 
-// wgmma descriptors, 128-byte swizzle (PTX ISA, "Matrix Descriptor Format"): K-major (Q, K)
-// with 1024 bytes between 8-row groups; N-major (V) with the 16 KB between column blocks as
-// the leading offset and 1024 bytes between groups of 8 key rows as the stride.
-__device__ __forceinline__ uint64_t desc_k(uint32_t addr) {
-  return ((addr & 0x3ffffu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-__device__ __forceinline__ uint64_t desc_n(uint32_t addr) {
-  return ((addr & 0x3ffffu) >> 4) | (uint64_t{BLOCK_BYTES >> 4} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
+// wgmma descriptors (wgmma_desc_sw128): Q and K K-major; V N-major, 16 KB (a column block)
+// between its 64-dim column blocks.
+__device__ __forceinline__ uint64_t desc_k(uint32_t addr) { return wgmma_desc_sw128(addr); }
+__device__ __forceinline__ uint64_t desc_n(uint32_t addr) { return wgmma_desc_sw128(addr, BLOCK_BYTES); }
 
 #define ATTNBENCH_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define ATTNBENCH_D64 ATTNBENCH_D8(0), ATTNBENCH_D8(8), ATTNBENCH_D8(16), ATTNBENCH_D8(24), ATTNBENCH_D8(32), ATTNBENCH_D8(40), ATTNBENCH_D8(48), ATTNBENCH_D8(56)
@@ -112,15 +101,11 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4],
 #undef ATTNBENCH_D64
 #undef ATTNBENCH_D8
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit_wait() {
-  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_commit();
+  wgmma_wait<0>();
 }
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
+using fmma::exp2_approx;
 
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
@@ -161,7 +146,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
 
   for (int n = 0; n < n_end; ++n) {
     cp_async_wait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes -> wgmma's reads
+    fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
     __syncthreads();  // tile n is everyone's; every warpgroup is done with tile n - 1's buffers
     const int buf = n & 1;
     if (n + 1 < n_end) {
@@ -209,7 +194,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m[r], mx[r] * a.scale_log2);
       base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no key yet stays at 0
-      corr[r] = ex2(m[r] - base[r]);
+      corr[r] = exp2_approx(m[r] - base[r]);
       m[r] = m_new;
       l[r] *= corr[r];
     }
@@ -226,8 +211,8 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const int e0 = 8 * kk + 2 * w, r = w % 2;  // words: (row, keys 2t..), (row + 8, ..), then + 8 keys
-        const float p0 = ex2(fmaf(s[e0], a.scale_log2, -base[r]));
-        const float p1 = ex2(fmaf(s[e0 + 1], a.scale_log2, -base[r]));
+        const float p0 = exp2_approx(fmaf(s[e0], a.scale_log2, -base[r]));
+        const float p1 = exp2_approx(fmaf(s[e0 + 1], a.scale_log2, -base[r]));
         l[r] += p0 + p1;
         pa[w] = pack2<T>(p0, p1);
       }

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kWgmmaThreads) wgmma_peak(float* sink) {
   __shared__ __align__(128) uint16_t b[256 * 16];
   for (int i = threadIdx.x; i < 256 * 16; i += kWgmmaThreads) b[i] = static_cast<uint16_t>(0x3c00u + (i & 7));
   __syncthreads();
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic-proxy writes -> wgmma's async proxy
+  fence_proxy_async_shared();  // generic-proxy writes -> wgmma's async proxy
   const uint64_t addr = static_cast<uint64_t>(__cvta_generic_to_shared(b));
   const uint64_t desc = ((addr & 0x3ffffu) >> 4) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
   const uint32_t a0 = 0x3c003c00u + (threadIdx.x & 7u);
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kWgmmaThreads) wgmma_peak(float* sink) {
   float d[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  wgmma_fence();
   for (int it = 0; it < kWgmmaIters; ++it) {
 #pragma unroll
     for (int k = 0; k < kWgmmaPerGroup; ++k)
@@ -157,10 +157,10 @@ __global__ void __launch_bounds__(kWgmmaThreads) wgmma_peak(float* sink) {
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    wgmma_commit();
+    wgmma_wait<1>();
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_wait<0>();
   float acc = 0.f;
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc += d[i];

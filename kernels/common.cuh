@@ -96,6 +96,28 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
 #endif
 }
 
+// Warpgroup mma (sm_90a; callers sit behind __CUDA_ARCH_FEAT_SM90_ALL). A descriptor of an
+// operand in the 128-byte swizzle (PTX ISA, "Matrix Descriptor Format"): start address,
+// `lead` bytes (N-major: between 64-element column blocks; K-major: unused, 16) and 1024 bytes
+// between groups of 8 rows, atoms 1024-byte aligned. Advancing k by 16 adds 32 bytes to a
+// K-major start address, 16 rows of 128 bytes to an N-major one.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lead = 16) {
+  return ((addr & 0x3ffffu) >> 4) | (uint64_t{lead >> 4} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+// Before a wgmma that reads registers ordinary instructions wrote (accumulators, A fragments).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Until at most N of this warpgroup's wgmma groups are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Orders this thread's generic-proxy shared writes (cp.async, stores) before async-proxy
+// reads of them (wgmma operands); a barrier then publishes them to the block.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Four 8x8 matrices of 16-bit values from shared memory: lane l gives the address of row l % 8
 // of matrix l / 8; register i receives matrix i in the mma fragment layout (row lane / 4,
 // columns 2 (lane % 4), 2 (lane % 4) + 1).

@@ -612,14 +612,8 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
   constexpr int A_BYTES = Cfg::A_BYTES, STAGE_BYTES = Cfg::STAGE_BYTES;
   constexpr int GROUP_M = 16;  // tile rows per rasterization group
-  // Descriptor of a K-major operand in 128-byte swizzle: start address, stride 1024 bytes
-  // between 8-row atoms (the leading offset is unused when a k16 slice, 32 bytes, lies
-  // within the 128-byte swizzle row). Advancing k by 16 adds 32 bytes to the start address.
-  // N-major (nn's B): the leading offset is the 8 KB between 64-column blocks, the stride the
-  // 1024 bytes between groups of 8 k rows; k by 16 adds 2 KB.
-  const auto sw128_desc = [](uint32_t addr, uint32_t lead = 16) {
-    return ((addr & 0x3ffffu) >> 4) | (uint64_t{lead >> 4} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-  };
+  // Descriptors (wgmma_desc_sw128): A and nt's B K-major, k by 16 = 32 bytes; nn's B N-major,
+  // 8 KB between its 64-column blocks, k by 16 = 2 KB.
   constexpr bool kNT = L == GemmLayout::nt;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t smem_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
@@ -686,19 +680,19 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void wgmma_kernel(const T* __restr
   }
   for (int kt = 0; kt < num_tiles; ++kt) {
     cp_async_wait<STAGES - 3>();  // tile kt has landed (tile kt + 1 may still be in flight)
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes -> wgmma's reads
+    fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
     __syncthreads();
     if (kt + STAGES - 2 < num_tiles) load_stage(kt + STAGES - 2);
     cp_async_commit();
     const uint32_t sa = smem_base + (kt % STAGES) * STAGE_BYTES;
-    const uint64_t da = sw128_desc(sa + wgi * 64 * 128), db = sw128_desc(sa + A_BYTES, kNT ? 16 : 8192);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint64_t da = wgmma_desc_sw128(sa + wgi * 64 * 128), db = wgmma_desc_sw128(sa + A_BYTES, kNT ? 16 : 8192);
+    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) wgmma_64x256x16<T, kNT ? 0 : 1>(d, da + 2 * ks, db + (kNT ? 2 : 128) * ks);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    wgmma_commit();
+    wgmma_wait<1>();
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_wait<0>();
 
   // d[4j + e]: row 16 (warp % 4) + lane / 4 (+ 8 for e >= 2) of the warpgroup's 64, column
   // 8j + 2 (lane % 4) + e % 2.
