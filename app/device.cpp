@@ -34,6 +34,11 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   check_cuda(cudaMemcpy(ptr_, host, std::min(bytes, bytes_), cudaMemcpyHostToDevice), "upload");
+  // From pageable memory cudaMemcpy may return before its DMA lands, and it runs on the legacy
+  // stream, which our non-blocking stream does not wait for: the next kernel could read the
+  // old bytes. Wait for the copy here (uploads are never timed). Under load (`verify all` as
+  // 16 processes, bench notes run 36) the first variant after new inputs read stale ones.
+  check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "upload");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
