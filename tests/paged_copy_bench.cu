@@ -4,28 +4,23 @@
 // cp.async per lane (as the kernel did) or by bulk copies (TMA) of whole cache-block regions.
 // It showed that cp.async moves the 2 KB regions of block 16 at ~69% of the read bandwidth
 // and bulk copies at ~92%, while 4 KB regions (block 32) run at ~93% either way.
-//   nvcc -O3 -arch=sm_90a -std=c++17 -o paged_copy_bench tests/paged_copy_bench.cu && ./paged_copy_bench
+// From the repository root (the mbarrier and copy helpers are kernels/common.cuh's):
+//   nvcc -O3 -arch=sm_90a -std=c++17 -I. -o paged_copy_bench tests/paged_copy_bench.cu && ./paged_copy_bench
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>
 #include <vector>
 #include <random>
 #include <algorithm>
+
+#include "kernels/common.cuh"
+
+using namespace attnbench;
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 constexpr int KVH = 8, D = 128, TK = 32;  // fp8: 128 B per key row
 struct P { const char* k; const char* v; const int* tbl; int maxb; int bs; int lbs; int ctx; int splits; int chunk; int* out; };
 
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory"); }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void waitg() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-__device__ __forceinline__ void mbar_init(uint32_t a, int n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(a), "r"(n)); }
-__device__ __forceinline__ void mbar_expect(uint32_t a, int bytes) { asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(a), "r"(bytes) : "memory"); }
-__device__ __forceinline__ void bulk(uint32_t dst, const void* src, int bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t a, int parity) {
-  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" :: "r"(a), "r"(parity) : "memory");
-}
 
 // MODE 0: cp.async 16 B per lane (ours); MODE 1: bulk copies of whole block regions by lane 0.
 template <int MODE, int NS>
@@ -42,7 +37,7 @@ __global__ void __launch_bounds__(64) copy_kernel(P p) {
   const char* kh = p.k + h * rb; const char* vh = p.v + h * rb;
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(sm) + warp * NS * 8192;
   const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(&bars[warp][0]);
-  if (MODE == 1 && lane == 0) { for (int s = 0; s < NS; ++s) mbar_init(bar0 + 8 * s, 1); asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+  if (MODE == 1 && lane == 0) { for (int s = 0; s < NS; ++s) mbar_init(bar0 + 8 * s, 1); }
   __syncwarp();
   auto issue = [&](int n) {
     const int tile = warp + 2 * n;
@@ -60,22 +55,22 @@ __global__ void __launch_bounds__(64) copy_kernel(P p) {
         for (int j = 0; j < 8; ++j) cp16(st + 4096 + (2 * vd0 + half + 32 * j) * 16, vs + ((16 * j) << p.lbs));
       } else if (lane == 0) {
         const uint32_t bar = bar0 + 8 * (n % NS);
-        mbar_expect(bar, 8192);
+        mbar_expect_tx(bar, 8192);
         for (int k = 0; k < TK; k += p.bs) {
           const int64_t off = tbl[(key0 + k) >> p.lbs] * bstride;
-          bulk(st + k * 128, kh + off, rb, bar);
-          bulk(st + 4096 + k * 128, vh + off, rb, bar);
+          bulk_copy(st + k * 128, kh + off, rb, bar);
+          bulk_copy(st + 4096 + k * 128, vh + off, rb, bar);
         }
       }
     }
-    if (MODE == 0) commit();
+    if (MODE == 0) cp_async_commit();
   };
   int acc = 0;
   for (int s = 0; s < NS - 1; ++s) issue(s);
   for (int n = 0; warp + 2 * n < ntiles; ++n) {
     __syncwarp();
     issue(n + NS - 1);
-    if (MODE == 0) waitg<NS - 1>(); else mbar_wait(bar0 + 8 * (n % NS), (n / NS) & 1);
+    if (MODE == 0) cp_async_wait<NS - 1>(); else mbar_wait(bar0 + 8 * (n % NS), (n / NS) & 1);
     __syncwarp();
     const uint32_t st = ring + (n % NS) * 8192;
     int x; asm volatile("ld.shared.u32 %0, [%1];" : "=r"(x) : "r"(st + lane * 256)); acc += x;
