@@ -1,7 +1,9 @@
-// Case files (CASES.md): TOML -> overrides applied -> keys checked against the op's
+// Case files (docs/cases.md): TOML -> overrides applied -> keys checked against the op's
 // table -> sweep expanded -> each point defaulted and validated. Every problem is one
 // InputError line that points at the key or value to fix.
 #include "app/case.hpp"
+
+#include "app/op.hpp"
 
 #include <toml++/toml.h>
 
@@ -17,18 +19,6 @@
 #include <utility>
 
 namespace attnbench {
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::softmax: return "softmax";
-    case Op::gemm: return "gemm";
-    case Op::attention: return "attention";
-    case Op::decode: return "decode";
-    case Op::paged: return "paged";
-    case Op::pipeline: return "pipeline";
-  }
-  return "?";
-}
 
 const char* mode_name(TimingMode m) {
   switch (m) {
@@ -296,8 +286,6 @@ std::optional<Item> field(const toml::table* t, const std::string& section, cons
 // ---------------------------------------------------------------------------
 // Words for enums
 
-const char* layout_name(GemmLayout l) { return l == GemmLayout::nt ? "nt" : "nn"; }
-
 template <class E>
 std::vector<std::string> names_of(const std::vector<E>& values, const char* (*name)(E)) {
   std::vector<std::string> names;
@@ -310,110 +298,29 @@ E read_enum(const Context& ctx, const Item& it, const std::vector<E>& values, co
   return values[read_choice(ctx, it, names_of(values, name))];
 }
 
-const std::vector<Op> kOps = {Op::softmax, Op::gemm, Op::attention, Op::decode, Op::paged, Op::pipeline};
-const std::vector<DType> kStorageDtypes = {DType::fp32, DType::fp16, DType::bf16};
-const std::vector<DType> kCacheDtypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
 const std::vector<TimingMode> kModes = {TimingMode::cold, TimingMode::hot, TimingMode::graph};
-const std::vector<GemmLayout> kLayouts = {GemmLayout::nt, GemmLayout::nn};
 
-DType read_dtype(const Context& ctx, const Item& it) {
+DType read_dtype(const Context& ctx, const Item& it, const OpSpec& op) {
   const auto* s = it.node->as_string();
-  if (s && s->get() == dtype_name(DType::fp8_e4m3))
+  if (s && s->get() == dtype_name(DType::fp8_e4m3) && !contains(names_of(op.dtypes, dtype_name), s->get()))
     ctx.fail(it.at(), it.name + " fp8_e4m3 is only for a paged KV cache (expected " +
-                          or_list(names_of(kStorageDtypes, dtype_name)) +
+                          or_list(names_of(op.dtypes, dtype_name)) +
                           "; set shape.kv_dtype = \"fp8_e4m3\" in a paged case)");
-  return read_enum(ctx, it, kStorageDtypes, dtype_name);
+  return read_enum(ctx, it, op.dtypes, dtype_name);
 }
 
-void check_kernel(const Context& ctx, const KernelCatalog& catalog, Op family, const Item& it,
-                  const std::string& name) {
-  const auto found = catalog.variants.find(family);
-  const std::vector<std::string> none;
-  const auto& known = found == catalog.variants.end() ? none : found->second;
+void check_kernel(const Context& ctx, const OpSpec& op, const Item& it, const std::string& name) {
+  const std::vector<std::string> known = op.variant_names();
   if (contains(known, name)) return;
-  const std::string fallback =
-      known.empty() ? std::string("op ") + op_name(family) + " has no kernels yet" : "known: " + comma_list(known);
-  ctx.fail(it.at(), "unknown kernel '" + name + "' for op " + op_name(family) + hint(name, known, fallback));
+  const std::string fallback = known.empty() ? "op " + op.name + " has no kernels yet" : "known: " + comma_list(known);
+  ctx.fail(it.at(), "unknown kernel '" + name + "' for op " + op.name + hint(name, known, fallback));
 }
 
-// ---------------------------------------------------------------------------
-// [shape] keys: one table of every key, one list of keys per op
-
-enum class Kind { count, flag, context, layout, kv_dtype, prefill, decode };
-
-struct ShapeKey {
-  const char* name;
-  Kind kind;
-  int64_t Shape::*count = nullptr;  // Kind::count: where the value goes ...
-  int64_t min = 1;                  // ... and its smallest valid value
-  bool Shape::*flag = nullptr;      // Kind::flag
-};
-
-ShapeKey count_key(const char* name, int64_t Shape::*field, int64_t min = 1) { return {name, Kind::count, field, min}; }
-ShapeKey flag_key(const char* name, bool Shape::*field) { return {name, Kind::flag, nullptr, 0, field}; }
-ShapeKey special_key(const char* name, Kind kind) { return {name, kind}; }
-
-const std::vector<ShapeKey>& shape_keys() {
-  static const std::vector<ShapeKey> keys = {
-      count_key("rows", &Shape::rows),
-      count_key("cols", &Shape::cols),
-      special_key("layout", Kind::layout),
-      count_key("m", &Shape::m),
-      count_key("n", &Shape::n),
-      count_key("k", &Shape::k),
-      count_key("batch", &Shape::batch),
-      count_key("heads", &Shape::heads),
-      count_key("kv_heads", &Shape::kv_heads),
-      count_key("seq_q", &Shape::seq_q),
-      count_key("seq_k", &Shape::seq_k),
-      count_key("head_dim", &Shape::head_dim),
-      flag_key("causal", &Shape::causal),
-      count_key("window", &Shape::window, 0),
-      flag_key("alibi", &Shape::alibi),
-      special_key("context", Kind::context),
-      count_key("max_context", &Shape::max_context),
-      count_key("block_size", &Shape::block_size),
-      count_key("num_blocks", &Shape::num_blocks),
-      count_key("partition_size", &Shape::partition_size),
-      special_key("kv_dtype", Kind::kv_dtype),
-      count_key("prompt", &Shape::prompt),
-      count_key("generate", &Shape::generate),
-      special_key("prefill", Kind::prefill),
-      special_key("decode", Kind::decode),
-  };
-  return keys;
-}
-
-const ShapeKey* find_shape_key(const std::string& name) {
-  for (const auto& k : shape_keys())
-    if (name == k.name) return &k;
-  return nullptr;
-}
-
-struct OpSpec {
-  std::vector<std::string> keys;      // its [shape] keys, in CASES.md order
-  std::vector<std::string> required;  // those without a default
-};
-
-const OpSpec& op_spec(Op op) {
-  static const std::map<Op, OpSpec> specs = {
-      {Op::softmax, {{"rows", "cols"}, {"rows", "cols"}}},
-      {Op::gemm, {{"layout", "batch", "m", "n", "k"}, {"m", "n", "k"}}},
-      {Op::attention,
-       {{"batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "causal", "window", "alibi"},
-        {"batch", "heads", "seq_q", "head_dim"}}},
-      {Op::decode,
-       {{"batch", "heads", "kv_heads", "head_dim", "context", "max_context", "alibi"},
-        {"batch", "heads", "head_dim", "context"}}},
-      {Op::paged,
-       {{"batch", "heads", "kv_heads", "head_dim", "block_size", "context", "num_blocks", "partition_size", "kv_dtype",
-         "alibi"},
-        {"batch", "heads", "head_dim", "context"}}},
-      {Op::pipeline,
-       {{"batch", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_context", "prefill", "decode"},
-        {"batch", "heads", "head_dim", "prompt", "generate"}}},
-  };
-  return specs.at(op);
+// Any op's [shape] key: a list on one in --set means a sweep.
+bool is_shape_key(const std::string& name) {
+  for (const OpSpec& op : ops())
+    if (op.key(name)) return true;
+  return false;
 }
 
 // ---------------------------------------------------------------------------
@@ -432,104 +339,70 @@ struct RawPoint {
 
 // What every point of a case shares.
 struct Common {
-  Op op = Op::softmax;
+  const OpSpec* op = nullptr;
   std::vector<std::string> kernels;
   std::string baseline;
   VerifySpec verify;
   BenchSpec bench;
 };
 
-class PointReader {
+// Reads one point's [shape] by its op's key table, then lets the op finish it.
+class PointReader : public ShapeCheck {
  public:
-  PointReader(const Context& ctx, const RawPoint& raw, const toml::source_region& shape_at,
-              const KernelCatalog& catalog)
-      : ctx_(ctx.for_point(raw.label)), raw_(raw), shape_at_(shape_at), catalog_(catalog) {}
+  PointReader(const Context& ctx, const RawPoint& raw, const toml::source_region& shape_at, const OpSpec& op,
+              Shape& shape, DType dtype)
+      : ShapeCheck(shape, dtype), ctx_(ctx.for_point(raw.label)), raw_(raw), shape_at_(shape_at), op_(op) {}
 
-  CasePoint read(const Common& common) {
-    CasePoint p;
-    p.label = raw_.label;
-    p.pins = raw_.pins;
-    p.op = common.op;
-    p.kernels = common.kernels;
-    p.baseline = common.baseline;
-    p.verify = common.verify;
-    p.bench = common.bench;
-    if (raw_.dtype) p.dtype = read_dtype(ctx_, *raw_.dtype);
-    p.shape.kv_dtype = p.dtype;  // every op's cache is in dtype unless a paged case says otherwise
-    for (const auto& key : op_spec(p.op).keys)
-      if (has(key)) read_key(*find_shape_key(key), item(key), p.shape);
-    finish(p.op, p.shape);
-    return p;
+  void read() {
+    // Lengths are one per sequence: read them once batch is known.
+    for (const KeySpec& key : op_.keys)
+      if (key.type != KeyType::lengths) read_key(key);
+    for (const KeySpec& key : op_.keys)
+      if (key.type == KeyType::lengths) read_key(key);
+    if (op_.finish) op_.finish(*this);
+  }
+
+  bool given(const std::string& key) const override { return raw_.shape.count(key) != 0; }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const override {
+    ctx_.fail(given(key) ? item(key).at() : shape_at_, what);
   }
 
  private:
-  bool has(const std::string& key) const { return raw_.shape.count(key) != 0; }
   const Item& item(const std::string& key) const { return raw_.shape.at(key); }
 
-  // Cross-key errors point at the key when the file has it, else at [shape].
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    ctx_.fail(has(key) ? item(key).at() : shape_at_, what);
-  }
-
-  void read_key(const ShapeKey& key, const Item& it, Shape& s) const {
-    switch (key.kind) {
-      case Kind::count: s.*key.count = read_int(ctx_, it, key.min); break;
-      case Kind::flag: s.*key.flag = read_bool(ctx_, it); break;
-      case Kind::layout: s.layout = read_enum(ctx_, it, kLayouts, layout_name); break;
-      case Kind::kv_dtype: s.kv_dtype = read_enum(ctx_, it, kCacheDtypes, dtype_name); break;
-      case Kind::prefill: s.prefill = read_variant(it, Op::attention); break;
-      case Kind::decode: s.decode = read_variant(it, Op::decode); break;
-      case Kind::context: break;  // needs batch: finish() reads it
+  void read_key(const KeySpec& key) {
+    if (!given(key.name)) {
+      if (key.fallback) shape.set(key.name, *key.fallback);
+      return;  // required keys were checked for the whole case; derived ones are finish()'s
     }
-  }
-
-  // Empty means "the fastest verified one", so it is allowed.
-  std::string read_variant(const Item& it, Op family) const {
-    std::string name = read_string(ctx_, it);
-    if (!name.empty()) check_kernel(ctx_, catalog_, family, it, name);
-    return name;
-  }
-
-  void finish(Op op, Shape& s) const {
-    switch (op) {
-      case Op::softmax:
-      case Op::gemm: return;
-      case Op::attention:
-        finish_heads(s);
-        if (!has("seq_k")) s.seq_k = s.seq_q;
-        return;
-      case Op::decode:
-        finish_heads(s);
-        s.context = read_context(s.batch);
-        finish_decode(s);
-        return;
-      case Op::paged:
-        finish_heads(s);
-        s.context = read_context(s.batch);
-        finish_paged(s);
-        return;
-      case Op::pipeline:
-        finish_heads(s);
-        finish_pipeline(s);
-        return;
+    const Item& it = item(key.name);
+    switch (key.type) {
+      case KeyType::integer: shape.set(key.name, read_int(ctx_, it, key.min, key.max)); break;
+      case KeyType::boolean: shape.set(key.name, read_bool(ctx_, it)); break;
+      case KeyType::choice: shape.set(key.name, key.choices[read_choice(ctx_, it, key.choices)]); break;
+      case KeyType::lengths: shape.set(key.name, read_lengths(key, it)); break;
+      case KeyType::variant: {
+        // Empty means "the fastest verified one", so it is allowed.
+        std::string name = read_string(ctx_, it);
+        if (!name.empty()) check_kernel(ctx_, op_spec(key.variant_of), it, name);
+        shape.set(key.name, name);
+        break;
+      }
     }
-  }
-
-  void finish_heads(Shape& s) const {
-    if (!has("kv_heads")) s.kv_heads = s.heads;
-    if (s.heads % s.kv_heads != 0)
-      fail("kv_heads", "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
-                           std::to_string(s.kv_heads) + ")");
-    if (s.head_dim % 8 != 0 || s.head_dim > 256)
-      fail("head_dim", "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(s.head_dim));
   }
 
   // An int is every sequence's length; a list has one length per sequence.
-  std::vector<int64_t> read_context(int64_t batch) const {
-    const Item& it = item("context");
+  std::vector<int64_t> read_lengths(const KeySpec& key, const Item& it) const {
+    const int64_t batch = shape.num("batch");
+    auto too_small = [&](const Item& at, int64_t len, const std::string& which) {
+      ctx_.fail(at.at(), key.name + " " + std::to_string(len) + which + ": " +
+                             (key.min == 1 ? "every sequence needs at least one token"
+                                           : "must be at least " + std::to_string(key.min)));
+    };
     if (it.node->is_integer()) {
       const int64_t len = it.node->as_integer()->get();
-      if (len < 1) ctx_.fail(it.at(), "context " + std::to_string(len) + ": every sequence needs at least one token");
+      if (len < key.min) too_small(it, len, "");
       return std::vector<int64_t>(static_cast<size_t>(batch), len);
     }
     const auto* list = it.node->as_array();
@@ -542,57 +415,16 @@ class PointReader {
       const Item entry{it.name + "[" + std::to_string(i) + "]", &(*list)[i]};
       if (!entry.node->is_integer()) wrong_type(ctx_, entry, "an integer");
       const int64_t len = entry.node->as_integer()->get();
-      if (len < 1)
-        ctx_.fail(entry.at(), "context " + std::to_string(len) + " for sequence " + std::to_string(i) +
-                                  ": every sequence needs at least one token");
+      if (len < key.min) too_small(entry, len, " for sequence " + std::to_string(i));
       lengths.push_back(len);
     }
     return lengths;
   }
 
-  void finish_decode(Shape& s) const {
-    const int64_t longest = *std::max_element(s.context.begin(), s.context.end());
-    if (!has("max_context")) s.max_context = longest;
-    for (size_t i = 0; i < s.context.size(); ++i)
-      if (s.context[i] > s.max_context)
-        fail("max_context", "context " + std::to_string(s.context[i]) + " for sequence " + std::to_string(i) +
-                                " exceeds max_context " + std::to_string(s.max_context) +
-                                " (the cache's allocated length)");
-  }
-
-  void finish_paged(Shape& s) const {
-    int64_t needed = 0;
-    for (int64_t len : s.context) needed += (len + s.block_size - 1) / s.block_size;
-    // Spare blocks stay NaN: a kernel that reads a block not in its table fails verification.
-    if (!has("num_blocks")) s.num_blocks = needed + needed / 4 + 1;
-    // At least one spare: table entries past a sequence's last block point at it.
-    if (s.num_blocks <= needed)
-      fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num_blocks) + ") is too small: the sequences need " +
-                             std::to_string(needed) + " blocks of " + std::to_string(s.block_size) +
-                             " tokens, plus one spare that stays NaN");
-    if (s.partition_size % s.block_size != 0)
-      fail(has("partition_size") ? "partition_size" : "block_size",
-           "shape.partition_size (" + std::to_string(s.partition_size) + ") must be a multiple of block_size (" +
-               std::to_string(s.block_size) + ")");
-    // k_cache packs x = 16 bytes of head_dim together: fp8 needs head_dim % 16 == 0.
-    const int64_t x = 16 / static_cast<int64_t>(dtype_bytes(s.kv_dtype));
-    if (s.head_dim % x != 0)
-      fail("head_dim", "shape.head_dim (" + std::to_string(s.head_dim) + ") must be a multiple of " +
-                           std::to_string(x) + " for kv_dtype " + dtype_name(s.kv_dtype) +
-                           " (the key cache packs 16 bytes of head_dim)");
-  }
-
-  void finish_pipeline(Shape& s) const {
-    if (!has("max_context")) s.max_context = s.prompt + s.generate;
-    if (s.max_context < s.prompt + s.generate)
-      fail("max_context", "shape.max_context (" + std::to_string(s.max_context) +
-                              ") must be at least prompt + generate (" + std::to_string(s.prompt + s.generate) + ")");
-  }
-
   Context ctx_;
   const RawPoint& raw_;
   toml::source_region shape_at_;
-  const KernelCatalog& catalog_;
+  const OpSpec& op_;
 };
 
 // ---------------------------------------------------------------------------
@@ -605,36 +437,34 @@ struct SweepAxis {
 
 class CaseReader {
  public:
-  CaseReader(const Context& ctx, const toml::table& doc, const KernelCatalog& catalog)
-      : ctx_(ctx), doc_(doc), catalog_(catalog) {}
+  CaseReader(const Context& ctx, const toml::table& doc) : ctx_(ctx), doc_(doc) {}
 
   Case read() {
     check_keys(ctx_, doc_, "",
                {"name", "description", "op", "dtype", "kernels", "baseline", "shape", "sweep", "verify", "bench"});
     Case c;
     c.file = ctx_.file();
-    c.op = read_op();
+    const OpSpec& op = read_op();
+    c.op = op.name;
     c.name = fs::path(c.file).stem().string();
     if (auto it = field(&doc_, "", "name")) c.name = read_string(ctx_, *it);
     if (auto it = field(&doc_, "", "description")) c.description = read_string(ctx_, *it);
 
     Common common;
-    common.op = c.op;
+    common.op = &op;
     read_kernels(common);
     common.verify = read_verify();
     common.bench = read_bench();
 
     const toml::table* shape = section("shape");
-    const auto& spec = op_spec(c.op);
-    if (shape) check_keys(ctx_, *shape, "shape", spec.keys, std::string("valid keys for ") + op_name(c.op));
-    const auto axes = read_sweep(spec);
+    if (shape) check_keys(ctx_, *shape, "shape", op.key_names(), "valid keys for " + op.name);
+    const auto axes = read_sweep(op);
     RawPoint base = base_point(shape);
     check_sweep_conflicts(base, axes);
-    check_required(base, axes, c.op, shape);
+    check_required(base, axes, op, shape);
 
     const toml::source_region shape_at = shape ? shape->source() : toml::source_region{};
-    for (const RawPoint& raw : expand(base, axes))
-      c.points.push_back(PointReader(ctx_, raw, shape_at, catalog_).read(common));
+    for (const RawPoint& raw : expand(base, axes)) c.points.push_back(read_point(raw, shape_at, common));
     return c;
   }
 
@@ -647,10 +477,26 @@ class CaseReader {
     return it->node->as_table();
   }
 
-  Op read_op() const {
+  CasePoint read_point(const RawPoint& raw, const toml::source_region& shape_at, const Common& common) const {
+    CasePoint p;
+    p.label = raw.label;
+    p.pins = raw.pins;
+    p.op = common.op->name;
+    p.kernels = common.kernels;
+    p.baseline = common.baseline;
+    p.verify = common.verify;
+    p.bench = common.bench;
+    if (raw.dtype) p.dtype = read_dtype(ctx_.for_point(raw.label), *raw.dtype, *common.op);
+    PointReader(ctx_, raw, shape_at, *common.op, p.shape, p.dtype).read();
+    return p;
+  }
+
+  const OpSpec& read_op() const {
+    std::vector<std::string> names;
+    for (const OpSpec& op : ops()) names.push_back(op.name);
     const auto it = field(&doc_, "", "op");
-    if (!it) ctx_.fail("missing key op (expected " + or_list(names_of(kOps, op_name)) + ")");
-    return read_enum(ctx_, *it, kOps, op_name);
+    if (!it) ctx_.fail("missing key op (expected " + or_list(names) + ")");
+    return ops()[read_choice(ctx_, *it, names)];
   }
 
   void read_kernels(Common& common) const {
@@ -662,15 +508,15 @@ class CaseReader {
       for (size_t i = 0; i < list->size(); ++i) {
         const Item entry{"kernels[" + std::to_string(i) + "]", &(*list)[i]};
         const std::string name = read_string(ctx_, entry);
-        check_kernel(ctx_, catalog_, common.op, entry, name);
+        check_kernel(ctx_, *common.op, entry, name);
         if (!contains(common.kernels, name)) common.kernels.push_back(name);
       }
     }
     if (auto it = field(&doc_, "", "baseline")) {
       common.baseline = read_string(ctx_, *it);
-      check_kernel(ctx_, catalog_, common.op, *it, common.baseline);
-    } else if (catalog_.baseline.count(common.op)) {
-      common.baseline = catalog_.baseline.at(common.op);
+      check_kernel(ctx_, *common.op, *it, common.baseline);
+    } else {
+      common.baseline = common.op->baseline();
     }
     // The runner needs the baseline's time for the speedup column.
     if (!common.kernels.empty() && !common.baseline.empty() && !contains(common.kernels, common.baseline))
@@ -714,11 +560,11 @@ class CaseReader {
   }
 
   // Lists of values per key, in file order; the first key varies slowest.
-  std::vector<SweepAxis> read_sweep(const OpSpec& spec) const {
+  std::vector<SweepAxis> read_sweep(const OpSpec& op) const {
     std::vector<SweepAxis> axes;
     const toml::table* t = section("sweep");
     if (!t) return axes;
-    std::vector<std::string> allowed = spec.keys;
+    std::vector<std::string> allowed = op.key_names();
     allowed.push_back("dtype");
     check_keys(ctx_, *t, "sweep", allowed, "a [shape] key of this op, or dtype");
     for (const toml::key* k : keys_in_order(ctx_, *t)) {
@@ -754,13 +600,16 @@ class CaseReader {
     }
   }
 
-  void check_required(const RawPoint& base, const std::vector<SweepAxis>& axes, Op op, const toml::table* shape) const {
-    const auto& required = op_spec(op).required;
+  void check_required(const RawPoint& base, const std::vector<SweepAxis>& axes, const OpSpec& op,
+                      const toml::table* shape) const {
+    std::vector<std::string> required;
+    for (const KeySpec& k : op.keys)
+      if (k.required()) required.push_back(k.name);
     for (const auto& key : required) {
       const bool swept = std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == key; });
       if (base.shape.count(key) || swept) continue;
       const std::string what =
-          "missing key shape." + key + " (the [shape] of op " + op_name(op) + " needs " + comma_list(required) + ")";
+          "missing key shape." + key + " (the [shape] of op " + op.name + " needs " + comma_list(required) + ")";
       if (shape) ctx_.fail(shape->source(), what);
       ctx_.fail(what);
     }
@@ -793,7 +642,6 @@ class CaseReader {
 
   const Context& ctx_;
   const toml::table& doc_;
-  const KernelCatalog& catalog_;
 };
 
 // ---------------------------------------------------------------------------
@@ -874,7 +722,7 @@ class Override {
   void retarget_to_sweep() {
     const auto* list = leaf_->as_array();
     if (!list) return;
-    const bool shape_key = path_.size() == 2 && path_[0] == "shape" && find_shape_key(std::string(path_[1].str()));
+    const bool shape_key = path_.size() == 2 && path_[0] == "shape" && is_shape_key(std::string(path_[1].str()));
     const bool dtype = path_.size() == 1 && path_[0] == "dtype";
     if (!shape_key && !dtype) return;
     if (path_.back() == "context" && (list->empty() || !(*list)[0].is_array())) return;
@@ -933,18 +781,17 @@ std::vector<std::string> cases_in_dir(const fs::path& dir) {
 // ---------------------------------------------------------------------------
 // Public API
 
-Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
-                const KernelCatalog& catalog) {
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets) {
   const Context ctx(source, sets);
   auto parsed = toml::parse(toml_text, std::string_view(source));
   if (!parsed)
     ctx.fail(parsed.error().source(), "invalid TOML: " + lower_first(std::string(parsed.error().description())));
   toml::table doc = std::move(parsed).table();
   for (const auto& set : sets) Override(set).apply(doc);
-  return CaseReader(ctx, doc, catalog).read();
+  return CaseReader(ctx, doc).read();
 }
 
-Case load_case(const std::string& path, const std::vector<std::string>& sets, const KernelCatalog& catalog) {
+Case load_case(const std::string& path, const std::vector<std::string>& sets) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(path + ": error: no such case file");
   if (fs::is_directory(path, ec)) throw InputError(path + ": error: is a directory, not a case file");
@@ -954,7 +801,7 @@ Case load_case(const std::string& path, const std::vector<std::string>& sets, co
   if (!in) throw InputError(path + ": error: cannot read the case file");
   const std::string s = text.str();
   if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path + ": error: empty case file");
-  return parse_case(s, path, sets, catalog);
+  return parse_case(s, path, sets);
 }
 
 std::vector<std::string> resolve_case_paths(const std::string& arg, const std::string& cases_dir) {

@@ -1,4 +1,4 @@
-// A test case: one TOML file (CASES.md), validated and expanded into sweep points.
+// A test case: one TOML file (docs/cases.md), validated and expanded into sweep points.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -8,43 +8,12 @@
 
 #include "errors.hpp"
 #include "kernels/dtype.hpp"
-#include "kernels/gemm.hpp"
+#include "app/shape.hpp"
 
 namespace attnbench {
 
-enum class Op { softmax, gemm, attention, decode, paged, pipeline };
-const char* op_name(Op op);
-
 enum class TimingMode { cold, hot, graph };
 const char* mode_name(TimingMode m);
-
-// Every [shape] key of every op; an op reads only its own (CASES.md).
-struct Shape {
-  // softmax
-  int64_t rows = 0, cols = 0;
-  // gemm
-  GemmLayout layout = GemmLayout::nt;
-  int64_t m = 0, n = 0, k = 0;
-  // gemm (default 1), attention, decode, paged, pipeline
-  int64_t batch = 1;
-  // attention, decode, paged, pipeline
-  int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  bool alibi = false;
-  // attention
-  int64_t seq_q = 0, seq_k = 0;
-  bool causal = false;
-  int64_t window = 0;
-  // decode, paged: one length per sequence (an int in the file is repeated batch times)
-  std::vector<int64_t> context;
-  // decode and pipeline: the cache's allocated length
-  int64_t max_context = 0;
-  // paged
-  int64_t block_size = 16, num_blocks = 0, partition_size = 512;
-  DType kv_dtype = DType::fp32;
-  // pipeline
-  int64_t prompt = 0, generate = 0;
-  std::string prefill, decode;  // variant names; empty = the fastest verified
-};
 
 struct VerifySpec {
   uint64_t seed = 1;  // trials use seed, seed + 1, ...
@@ -64,9 +33,9 @@ struct CasePoint {
   // The same as --set overrides ("shape.seq_q=1024", "dtype=bf16"): appended to the
   // case's own, they make a command line that runs this point alone.
   std::vector<std::string> pins;
-  Op op = Op::softmax;
+  std::string op;  // a name in the op registry (app/op.hpp)
   DType dtype = DType::fp32;
-  Shape shape;
+  Shape shape;      // every key of the op, defaulted and validated
   std::vector<std::string> kernels;  // empty = every variant that supports the point
   std::string baseline;              // resolved: the case's, or the family's
   VerifySpec verify;
@@ -75,23 +44,17 @@ struct CasePoint {
 
 struct Case {
   std::string name, description, file;
-  Op op = Op::softmax;
+  std::string op;
   std::vector<CasePoint> points;  // the cartesian product of [sweep], in file order
-};
-
-// Variant names per op, for validating `kernels`, `baseline`, `prefill`, `decode`.
-struct KernelCatalog {
-  std::map<Op, std::vector<std::string>> variants;
-  std::map<Op, std::string> baseline;
 };
 
 // `sets` are --set overrides, "key=value" with a TOML value: "shape.seq_q=8192",
 // "dtype=\"bf16\"" or "dtype=bf16" (bare words are taken as strings),
 // "shape.seq_q=[1024,2048]" (a list on a shape key becomes a sweep).
 // Throws InputError with "file:line:col: ..." on any problem.
-Case load_case(const std::string& path, const std::vector<std::string>& sets, const KernelCatalog& catalog);
-Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
-                const KernelCatalog& catalog);
+// Keys and variant names are checked against the op registry.
+Case load_case(const std::string& path, const std::vector<std::string>& sets);
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets);
 
 // A case argument to files: a .toml file, a directory (every .toml below it,
 // sorted), "all" (every case under cases_dir), or a bare name looked up in cases_dir

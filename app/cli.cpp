@@ -13,10 +13,10 @@
 
 #include "app/compare.hpp"
 #include "app/device.hpp"
-#include "app/ops.hpp"
+#include "app/op.hpp"
+#include "app/problem.hpp"
 #include "app/report.hpp"
 #include "app/runner.hpp"
-#include "kernels/registry.hpp"
 
 namespace attnbench {
 namespace {
@@ -75,16 +75,18 @@ void add_case_options(CLI::App* cmd, Options& o) {
 }
 
 // Loads every case first, so a bad file stops the run before any GPU work.
-std::vector<Case> load_cases(const Options& o, const KernelCatalog& catalog) {
+std::vector<Case> load_cases(const Options& o) {
   const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
   std::vector<Case> cases;
   for (const auto& arg : o.cases)
-    for (const auto& path : resolve_case_paths(arg, dir)) cases.push_back(load_case(path, o.sets, catalog));
+    for (const auto& path : resolve_case_paths(arg, dir)) cases.push_back(load_case(path, o.sets));
   // A -k name must exist somewhere: a typo should not silently run nothing.
   for (const auto& k : o.kernels) {
     bool known = false;
-    for (const auto& [op, names] : catalog.variants)
+    for (const OpSpec& op : ops()) {
+      const auto names = op.variant_names();
       known = known || std::find(names.begin(), names.end(), k) != names.end();
+    }
     if (!known) throw InputError("unknown kernel '" + k + "' (see `attnbench list kernels`)");
   }
   return cases;
@@ -93,13 +95,9 @@ std::vector<Case> load_cases(const Options& o, const KernelCatalog& catalog) {
 int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
   for (const auto& c : cases) {
     for (const auto& p : c.points) {
-      std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << op_name(p.op) << " "
+      std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " "
                 << dtype_name(p.dtype);
       auto problem = make_problem(p);
-      if (!problem) {
-        std::cout << ", no kernels for this op yet\n";
-        continue;
-      }
       std::vector<std::string> names;
       for (const auto& v : problem->variants(assumed_caps())) names.push_back(v.name);
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
@@ -112,8 +110,7 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
 }
 
 int run_or_verify(const Options& o, bool timed) {
-  const KernelCatalog catalog = kernel_catalog();
-  const std::vector<Case> cases = load_cases(o, catalog);
+  const std::vector<Case> cases = load_cases(o);
   if (o.dry_run) return dry_run(cases, o, timed);
 
   Format format = o.format.empty() ? (o.output.empty() ? Format::table : format_for_path(o.output))
@@ -191,21 +188,21 @@ int run_or_verify(const Options& o, bool timed) {
 
 int list(const Options& o) {
   if (o.list_what == "kernels" || o.list_what == "all") {
-    for (const auto& f : kernel_families()) {
-      std::cout << f.op << "\n";
-      for (size_t i = 0; i < f.variants.size(); ++i)
-        std::cout << "  " << std::left << std::setw(16) << f.variants[i].name << f.variants[i].note
-                  << (i == 0 ? " (baseline)" : "") << "\n";
+    for (const OpSpec& op : ops()) {
+      const std::vector<VariantInfo> variants = op.variants();
+      std::cout << op.name << ": " << op.summary << "\n";
+      for (size_t i = 0; i < variants.size(); ++i)
+        std::cout << "  " << std::left << std::setw(20) << variants[i].name << variants[i].note
+                  << (i == 0 ? " [baseline]" : "") << "\n";
     }
   }
   if (o.list_what == "cases" || o.list_what == "all") {
-    const KernelCatalog catalog = kernel_catalog();
     const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
     if (o.list_what == "all") std::cout << "\n";
     for (const auto& path : resolve_case_paths("all", dir)) {
-      const Case c = load_case(path, {}, catalog);
+      const Case c = load_case(path, {});
       std::cout << std::left << std::setw(36) << std::filesystem::relative(path, dir).string() << " " << std::setw(10)
-                << op_name(c.op) << std::setw(5) << std::to_string(c.points.size()) + "pt" << " " << c.description
+                << c.op << std::setw(5) << std::to_string(c.points.size()) + "pt" << " " << c.description
                 << "\n";
     }
   }

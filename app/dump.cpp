@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <variant>
 
 #include "app/npy.hpp"
 
@@ -11,36 +12,12 @@ namespace attnbench {
 
 namespace fs = std::filesystem;
 
-std::vector<int64_t> tensor_shape(const CasePoint& p, const std::string& tensor, int64_t count, std::string* layout) {
-  const Shape& s = p.shape;
-  std::vector<int64_t> shape;
-  std::string words;
-  switch (p.op) {
-    case Op::softmax:
-      shape = {s.rows, s.cols}, words = "[rows, cols]";
-      break;
-    case Op::gemm:
-      if (tensor == "a") shape = {s.batch, s.m, s.k}, words = "[batch, m, k]";
-      if (tensor == "b" && s.layout == GemmLayout::nt) shape = {s.batch, s.n, s.k}, words = "[batch, n, k] (C = A B^T)";
-      if (tensor == "b" && s.layout == GemmLayout::nn) shape = {s.batch, s.k, s.n}, words = "[batch, k, n] (C = A B)";
-      if (tensor == "c") shape = {s.batch, s.m, s.n}, words = "[batch, m, n]";
-      break;
-    case Op::attention:
-      if (tensor == "q" || tensor == "o") shape = {s.batch, s.seq_q, s.heads, s.head_dim}, words = "[batch, seq_q, heads, head_dim]";
-      if (tensor == "k" || tensor == "v") shape = {s.batch, s.seq_k, s.kv_heads, s.head_dim}, words = "[batch, seq_k, kv_heads, head_dim]";
-      break;
-    case Op::decode:
-      if (tensor == "q" || tensor == "o") shape = {s.batch, s.heads, s.head_dim}, words = "[batch, heads, head_dim]";
-      if (tensor == "k_cache" || tensor == "v_cache")
-        shape = {s.batch, s.max_context, s.kv_heads, s.head_dim}, words = "[batch, max_context, kv_heads, head_dim]";
-      break;
-    default: break;
-  }
-  int64_t n = shape.empty() ? -1 : 1;
-  for (int64_t d : shape) n *= d;
-  if (n != count) shape = {count}, words = "flat";
-  if (layout) *layout = words;
-  return shape;
+nlohmann::json shape_json(const CasePoint& p) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : p.shape.values())
+    std::visit([&, key = key](const auto& v) { j[key] = v; }, value);
+  if (p.shape.has("head_dim")) j["scale"] = 1 / std::sqrt(static_cast<double>(p.shape.num("head_dim")));
+  return j;
 }
 
 std::string path_slug(const std::string& label) {
@@ -52,26 +29,6 @@ std::string path_slug(const std::string& label) {
 }
 
 namespace {
-
-nlohmann::json shape_json(const CasePoint& p) {
-  const Shape& s = p.shape;
-  switch (p.op) {
-    case Op::softmax: return {{"rows", s.rows}, {"cols", s.cols}};
-    case Op::gemm:
-      return {{"layout", s.layout == GemmLayout::nt ? "nt" : "nn"}, {"batch", s.batch}, {"m", s.m}, {"n", s.n},
-              {"k", s.k}};
-    case Op::attention:
-      return {{"batch", s.batch},     {"heads", s.heads},   {"kv_heads", s.kv_heads}, {"seq_q", s.seq_q},
-              {"seq_k", s.seq_k},     {"head_dim", s.head_dim}, {"causal", s.causal}, {"window", s.window},
-              {"alibi", s.alibi},     {"scale", 1 / std::sqrt(static_cast<double>(s.head_dim))}};
-    case Op::decode:
-      return {{"batch", s.batch},       {"heads", s.heads},   {"kv_heads", s.kv_heads}, {"head_dim", s.head_dim},
-              {"context", s.context},   {"max_context", s.max_context}, {"alibi", s.alibi},
-              {"scale", 1 / std::sqrt(static_cast<double>(s.head_dim))}};
-    default:
-      return {{"batch", s.batch}, {"heads", s.heads}, {"kv_heads", s.kv_heads}, {"head_dim", s.head_dim}};
-  }
-}
 
 void write_manifest(const std::string& dir, const nlohmann::json& m) {
   std::ofstream out(dir + "/manifest.json");
@@ -103,17 +60,16 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
     if (ec) throw InputError(dir + ": error: cannot create the dump directory (" + ec.message() + ")");
     m = {{"case", case_name_},
          {"point", point_.label},
-         {"op", op_name(point_.op)},
+         {"op", point_.op},
          {"dtype", dtype_name(point_.dtype)},
          {"seed", seed},
          {"shape", shape_json(point_)},
          {"inputs", nlohmann::json::object()},
          {"outputs", nlohmann::json::object()}};
     for (const Tensor* t : problem.input_tensors()) {
-      std::string layout;
-      const auto shape = tensor_shape(point_, t->name, t->count, &layout);
+      const auto shape = t->shape();
       write_npy(dir + "/" + t->name + ".npy", t->host, shape);
-      m["inputs"][t->name] = {{"file", t->name + ".npy"}, {"shape", shape}, {"layout", layout},
+      m["inputs"][t->name] = {{"file", t->name + ".npy"}, {"shape", shape}, {"layout", t->layout()},
                               {"storage", dtype_name(t->dtype)}};
     }
     const int64_t cols = problem.output_cols();
@@ -127,14 +83,13 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
     dirs_.insert(dir);
   }
   const Tensor& o = problem.output_tensor();
-  std::string layout;
-  const auto shape = tensor_shape(point_, o.name, o.count, &layout);
+  const auto shape = o.shape();
   const std::string file = "out_" + variant + ".npy";
   write_npy(dir + "/" + file, problem.download_output(), shape);
   m["outputs"][variant] = {{"file", file},
                            {"tensor", o.name},
                            {"shape", shape},
-                           {"layout", layout},
+                           {"layout", o.layout()},
                            {"storage", dtype_name(o.dtype)},
                            {"passed", trial.passed()},
                            {"max_abs", finite_or_nan(trial.max_abs)},

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "app/case.hpp"
-#include "app/ops.hpp"
+#include "app/problem.hpp"
 
 namespace attnbench {
 
-// A tensor's shape in its op's layout (CASES.md "Layouts in memory") and that layout
-// in words; [count] and "flat" when the op has no natural shape for it.
-std::vector<int64_t> tensor_shape(const CasePoint& p, const std::string& tensor, int64_t count, std::string* layout);
+// The point's [shape] as json: every key of its op, and the softmax scale where there
+// is a head_dim (what a peer needs to recompute the reference).
+nlohmann::json shape_json(const CasePoint& p);
 // A sweep label as a directory name: "seq_q=1024 dtype=bf16" -> "seq_q=1024_dtype=bf16".
 std::string path_slug(const std::string& label);
 

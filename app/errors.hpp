@@ -1,4 +1,4 @@
-// Errors the CLI maps to exit codes (see DESIGN.md): InputError -> 2,
+// Errors the CLI maps to exit codes (docs/cli.md): InputError -> 2,
 // CudaError (kernels/kernels.hpp) and NoDevice -> 3.
 #pragma once
 #include <stdexcept>

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/dtype.hpp"
@@ -112,6 +114,13 @@ inline float round_to(DType t, float x) {
 
 // Packs values (already representable in `t`) into the device's storage bytes.
 std::vector<uint8_t> encode(DType t, const std::vector<float>& values);
+
+// The dtype a word names ("bf16"); the case loader has already checked the word.
+inline DType dtype_from_name(const std::string& name) {
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3})
+    if (name == dtype_name(t)) return t;
+  throw std::logic_error("no dtype named '" + name + "'");
+}
 // Element i of a storage buffer, widened to double.
 double decode_element(DType t, const uint8_t* bytes, int64_t i);
 

@@ -79,14 +79,15 @@ std::string detail(const ResultRow& r) {
     const ClockStats& c = r.timing->clock;
     s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
       << "% of the " << fmt_fixed(c.max_mhz, 0) << " MHz SM clock (throttled)";
-    if (r.status == Status::verified && !r.pipeline) return s.str();
+    if (r.status == Status::verified && r.stages.empty()) return s.str();
     s << "; ";
   }
-  if (r.pipeline) {
-    const PipelineTiming& p = *r.pipeline;
-    s << "TTFT " << fmt_fixed(p.ttft.ms.median, 4) << " ms (prompt's cache writes + prefill); TBT mean "
-      << fmt_fixed(p.tbt.mean, 4) << " ms, p50 " << fmt_fixed(p.tbt.median, 4) << ", p99 " << fmt_fixed(p.tbt_p99, 4)
-      << " over " << p.steps << " steps (cache append + decode)";
+  if (!r.stages.empty()) {
+    for (size_t i = 0; i < r.stages.size(); ++i) {
+      const StageTiming& st = r.stages[i];
+      s << (i ? "; " : "") << st.name << " mean " << fmt_fixed(st.ms.mean, 4) << " ms, p50 " << fmt_fixed(st.ms.median, 4)
+        << ", p99 " << fmt_fixed(st.p99, 4) << " over " << st.runs << " runs (" << st.what << ")";
+    }
     if (r.status == Status::verified) return s.str();
     s << "; ";
   }
@@ -251,8 +252,8 @@ std::string csv_quote(const std::string& s) {
 void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
   out << "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
          "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
-         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,ttft_ms,tbt_mean_ms,tbt_p50_ms,"
-         "tbt_p99_ms,sm_mhz,low_clock_samples,command\n";
+         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,stages,sm_mhz,low_clock_samples,"
+         "command\n";
   for (const auto& r : rows) {
     std::ostringstream s;
     s << std::setprecision(6);
@@ -275,11 +276,13 @@ void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
       s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
     }
     if (r.speedup) s << *r.speedup;
-    if (r.pipeline)
-      s << "," << r.pipeline->ttft.ms.median << "," << r.pipeline->tbt.mean << "," << r.pipeline->tbt.median << ","
-        << r.pipeline->tbt_p99;
-    else
-      s << ",,,,";
+    // Stages as "NAME mean p50 p99 runs" (ms), separated by ';'.
+    std::ostringstream st;
+    st << std::setprecision(6);
+    for (size_t i = 0; i < r.stages.size(); ++i)
+      st << (i ? ";" : "") << r.stages[i].name << " " << r.stages[i].ms.mean << " " << r.stages[i].ms.median << " "
+         << r.stages[i].p99 << " " << r.stages[i].runs;
+    s << "," << csv_quote(st.str());
     if (r.timing && r.timing->clock.samples)
       s << "," << r.timing->clock.mean_mhz << "," << r.timing->clock.low_samples;
     else
@@ -344,12 +347,9 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
     j["pct_of_floor"] = r.pct_of_floor;
   }
   if (r.speedup) j["speedup"] = *r.speedup;
-  if (r.pipeline) {
-    const PipelineTiming& p = *r.pipeline;
-    j["pipeline"] = {{"ttft_ms", p.ttft.ms.median}, {"tbt_mean_ms", p.tbt.mean}, {"tbt_p50_ms", p.tbt.median},
-                     {"tbt_p99_ms", p.tbt_p99},     {"tbt_min_ms", p.tbt.min},   {"tbt_max_ms", p.tbt.max},
-                     {"steps", p.steps}};
-  }
+  for (const StageTiming& st : r.stages)
+    j["stages"].push_back({{"name", st.name}, {"what", st.what}, {"mean_ms", st.ms.mean}, {"p50_ms", st.ms.median},
+                           {"p99_ms", st.p99}, {"min_ms", st.ms.min}, {"max_ms", st.ms.max}, {"runs", st.runs}});
   return j;
 }
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "app/device.hpp"
-#include "app/ops.hpp"
+#include "app/problem.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
 
@@ -25,9 +25,9 @@ struct ResultRow {
   Tolerance tol;
   int trials = 0;
   std::string command;               // the command line that runs this row again, alone
-  std::optional<Timing> timing;      // `run` only; for a pipeline, the time to first token
+  std::optional<Timing> timing;      // `run` only; for an op of several stages, the first stage's
   std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
-  std::optional<PipelineTiming> pipeline;
+  std::vector<StageTiming> stages;   // every stage's times, when the op has several
   Work work;
   // Derived from the timing and the card's ceilings:
   double tflops = 0, gbps = 0;
@@ -42,8 +42,9 @@ struct ResultRow {
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.
 void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
 
-// Version of the json report's layout (README "json report"); raised when a key changes meaning.
-constexpr int kJsonSchema = 1;
+// Version of the json report's layout (docs/measuring.md); raised when a key changes
+// meaning. 2: a row's "pipeline" object became the op-neutral "stages" list.
+constexpr int kJsonSchema = 2;
 
 struct RunMeta {
   std::string version, command_line, date, mode;  // mode: "run" or "verify"

@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "app/dump.hpp"
-#include "app/ops.hpp"
+#include "app/op.hpp"
+#include "app/problem.hpp"
 
 namespace attnbench {
 
@@ -125,19 +126,10 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   ResultRow base;
   base.case_name = c.name;
   base.point = p.label;
-  base.op = op_name(p.op);
+  base.op = p.op;
   base.dtype = dtype_name(p.dtype);
 
   auto problem = make_problem(p);
-  if (!problem) {
-    if (opts_.kernels.empty()) {
-      ResultRow r = base;
-      r.variant = "-";
-      r.reason = std::string("no kernels for op ") + op_name(p.op) + " yet";
-      emit(r);
-    }
-    return;
-  }
   const std::vector<VariantChoice> choices = problem->variants(gpu_.info().caps);
   std::vector<std::string> names;
   for (const auto& v : choices) names.push_back(v.name);
@@ -156,7 +148,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     r.baseline = name == p.baseline;
     r.command = reproduce_command(opts_, c.file, p, name);
     r.work = problem->work();
-    r.tol = default_tolerance(p.dtype);
+    r.tol = problem->tolerance();
     if (p.verify.atol) r.tol.atol = *p.verify.atol;
     if (p.verify.rtol) r.tol.rtol = *p.verify.rtol;
     if (!v.skip.empty()) {
@@ -183,6 +175,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     runnable.clear();
   }
 
+  std::vector<ResultRow> setup_rows;  // the kernels that built the inputs, checked
   if (!runnable.empty()) {
     progress("allocating " + human_bytes(need));
     problem->allocate();
@@ -198,6 +191,23 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
       progress("trial " + std::to_string(t + 1) + ": inputs and reference");
       problem->generate(seed, ctx);
+      for (const SetupCheck& s : problem->setup_checks()) {
+        auto row = std::find_if(setup_rows.begin(), setup_rows.end(),
+                                [&](const ResultRow& x) { return x.variant == s.kernel + " (setup)"; });
+        if (row == setup_rows.end()) {
+          ResultRow r = base;
+          r.variant = s.kernel + " (setup)";
+          r.reason = "writes this point's inputs; checked bit for bit";
+          setup_rows.push_back(r);
+          row = setup_rows.end() - 1;
+        }
+        if (row->cmp)
+          row->cmp->merge(s.cmp);
+        else
+          row->cmp = s.cmp;
+        row->trials = t + 1;
+        row->status = row->cmp->mismatches == 0 && row->cmp->elements_checked > 0 ? Status::verified : Status::failed;
+      }
       const ref::Rows check_rows =
           sample_rows(problem->output_rows(), p.verify.max_rows, seed, problem->must_check_rows());
       const ref::Matrix want = problem->reference(check_rows);
@@ -249,19 +259,20 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         gpu_.reset_persisting_l2();
         std::vector<std::string> nvtx = {c.name, r.variant};
         if (!p.label.empty()) nvtx.insert(nvtx.begin() + 1, p.label);
+        const std::vector<Stage> stages = problem->stages(r.variant, ctx);
         // The first mode is the row's: its median makes the rates, the floor and the speedup.
         for (TimingMode m : modes) {
-          // A pipeline times its own steps and has no graph mode: its "graph" would be hot again.
-          if (r.pipeline && m == TimingMode::graph) continue;
+          // Later stages are timed run by run, which a graph replay cannot do.
+          if (stages.size() > 1 && m == TimingMode::graph) continue;
           spec.mode = m;
           progress("timing " + r.variant + " (" + mode_name(m) + ")");
-          const std::optional<PipelineTiming> steps = problem->time_steps(r.variant, gpu_, spec, ctx, nvtx);
-          Timing t = steps ? steps->ttft : time_launch(gpu_, [&] { problem->launch(r.variant, ctx); }, spec, nvtx);
+          std::vector<StageTiming> stage_times;
+          Timing t = time_stages(gpu_, stages, spec, nvtx, r.timing ? nullptr : &stage_times);
           if (r.timing) {
             r.other_modes.push_back(std::move(t));
           } else {
             r.timing = std::move(t);
-            r.pipeline = steps;
+            r.stages = std::move(stage_times);
           }
         }
         derive_rates(r, p.dtype, ceil);
@@ -272,6 +283,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           if (r.timing) r.speedup = *baseline_ms / r.timing->ms.median;
     }
   }
+  // Setup rows first: they wrote the inputs the variants read.
+  for (auto& r : setup_rows) emit(r);
   for (auto& r : rows) emit(r);
 }
 

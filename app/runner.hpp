@@ -1,4 +1,4 @@
-// The run loop (DESIGN.md "Data flows one way"): for each sweep point, inputs
+// The run loop (docs/design.md): for each sweep point, inputs
 // drawn on the host, the reference on sampled rows, then each variant uploaded,
 // poisoned, launched, downloaded, verified and (for `run`) timed.
 #pragma once

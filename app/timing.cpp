@@ -228,4 +228,41 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   return t;
 }
 
+Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
+                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all) {
+  const auto with_stage = [&](const Stage& st) {
+    std::vector<std::string> ranges = nvtx_ranges;
+    if (stages.size() > 1) ranges.push_back(st.name);
+    return ranges;
+  };
+  const Stage& first = stages.front();
+  Timing t = time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first));
+  if (stages.size() == 1 || !all) return t;
+  auto stage_timing = [](const Stage& st, std::vector<double> samples) {
+    StageTiming s{st.name, st.what, summarize(samples), 0, static_cast<int64_t>(samples.size())};
+    std::sort(samples.begin(), samples.end());
+    s.p99 = quantile(samples, 0.99);
+    return s;
+  };
+  all->push_back(stage_timing(first, t.samples));
+  SampleTimer timer(gpu, spec.mode == TimingMode::cold);
+  for (size_t k = 1; k < stages.size(); ++k) {
+    const Stage& st = stages[k];
+    const std::vector<std::string> ranges = with_stage(st);
+    std::vector<double> samples;
+    // The first pass warms this stage's kernels up; it is not kept.
+    for (int pass = 0; pass <= kStagePasses; ++pass) {
+      for (size_t e = 0; e < k; ++e)
+        for (int64_t i = 0; i < stages[e].runs; ++i) stages[e].run(i);
+      for (int64_t i = 0; i < st.runs; ++i) {
+        const double ms = timer.time([&] { st.run(i); }, ranges);
+        if (pass > 0) samples.push_back(ms);
+      }
+    }
+    all->push_back(stage_timing(st, std::move(samples)));
+  }
+  t.hold_timeouts += timer.take_hold_timeouts();
+  return t;
+}
+
 }  // namespace attnbench

@@ -1,4 +1,4 @@
-// Timing one launch with CUDA events (GPU.md "Measuring"): warm-up, then
+// Timing one launch with CUDA events (docs/measuring.md): warm-up, then
 // samples until the stopping rule says enough. Each sample's launches are queued
 // behind a kernel that holds the stream until they all are, so host launch latency
 // stays out of the events; the SM clock is read during each sample (NVML); and NVTX
@@ -8,6 +8,7 @@
 //   graph: `graph_launches` launches captured in a CUDA graph, one replay per sample,
 //          time divided by the launch count (no launch overhead).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +37,33 @@ struct Timing {
 // {case, point, variant} lets `ncu --nvtx-include "case/variant/"` find one variant.
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges = {});
+
+// A part of a variant's launch that the harness times on its own. A single-stage op
+// has one stage (its launch). Stage k's runs start from the state stages 0..k-1 leave:
+// before each pass over a later stage, the earlier ones run untimed.
+struct Stage {
+  std::string name;  // "TTFT", "TBT"
+  std::string what;  // what one run does, for the report: "cache append + decode"
+  int64_t runs = 1;
+  std::function<void(int64_t run)> run;
+};
+
+// One stage's times, per run, when an op has several stages.
+struct StageTiming {
+  std::string name, what;
+  Summary ms;
+  double p99 = 0;
+  int64_t runs = 0;  // runs timed
+};
+
+// Times an op's stages with time_launch's sampler, warm-up, hold, flush and clock:
+// the first stage as time_launch times a launch (the returned Timing is the row's),
+// each later stage run by run over kStagePasses passes (several passes for the
+// percentiles), each pass after the stages before it ran untimed. `later` gets every
+// stage's times when there are several, the first included.
+constexpr int kStagePasses = 3;
+Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
+                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all);
 
 // Single timed runs of different work, one at a time, each taken as time_launch takes a
 // sample: behind the stream hold, after an L2 flush when `cold`, inside its NVTX ranges,

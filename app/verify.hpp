@@ -15,7 +15,7 @@ struct Tolerance {
   double atol = 0, rtol = 0;
 };
 
-// Defaults per storage dtype (README "Verification"): about one unit in the
+// Defaults per storage dtype (docs/design.md): about one unit in the
 // last place of the output's storage type, twice that relative, so storage
 // rounding passes and a wrong index or a lost term does not. fp32 leaves
 // room for fp32 accumulation over long sums.

@@ -1,0 +1,96 @@
+// The op registry: each op declares, in one entry, its case keys (with types,
+// defaults, ranges and meanings), the checks across keys, its variants and how to
+// build its problem. The case loader, `list`, `--dry-run`, dump, docs and reports ask
+// this registry; nothing else knows an op by name. The entries are listed once, in
+// app/ops/registry.cpp; each op's entry lives in its own file, app/ops/<op>.cpp.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/shape.hpp"
+#include "kernels/dtype.hpp"
+
+namespace attnbench {
+
+class Problem;
+struct CasePoint;
+
+enum class KeyType {
+  integer,  // int64 in [min, max]
+  boolean,
+  choice,   // one word of `choices`
+  lengths,  // one integer >= min per sequence: an integer (every sequence) or a list of `batch` integers
+  variant,  // the name of a variant of op `variant_of`; "" = the fastest that supports the point
+};
+
+struct KeySpec {
+  std::string name;
+  KeyType type = KeyType::integer;
+  std::string meaning;                  // one line, for docs and error messages
+  std::optional<ShapeValue> fallback;   // the default; none = required (unless `derived`)
+  std::string derived;                  // the default computed from other keys, in words ("seq_q")
+  int64_t min = 1, max = INT64_MAX;     // integer, lengths
+  std::vector<std::string> choices;     // choice
+  std::string variant_of;               // variant
+
+  bool required() const { return !fallback && derived.empty(); }
+};
+
+// Builders that keep each op's key table to one line a key.
+KeySpec int_key(std::string name, std::string meaning, std::optional<int64_t> fallback = std::nullopt,
+                int64_t min = 1, int64_t max = INT64_MAX);
+KeySpec derived_int_key(std::string name, std::string meaning, std::string derived, int64_t min = 1);
+KeySpec bool_key(std::string name, std::string meaning, bool fallback = false);
+KeySpec choice_key(std::string name, std::string meaning, std::vector<std::string> choices,
+                   std::optional<std::string> fallback = std::nullopt, std::string derived = "");
+KeySpec lengths_key(std::string name, std::string meaning, int64_t min = 1);
+KeySpec variant_key(std::string name, std::string meaning, std::string variant_of);
+
+// What an op's `finish` sees of one sweep point: the keys read so far, which of them
+// the case gave, and a way to fail at the key's position in the file.
+class ShapeCheck {
+ public:
+  ShapeCheck(Shape& shape, DType dtype) : shape(shape), dtype(dtype) {}
+  virtual ~ShapeCheck() = default;
+  virtual bool given(const std::string& key) const = 0;
+  // Points at the key when the case has it, else at [shape].
+  [[noreturn]] virtual void fail(const std::string& key, const std::string& what) const = 0;
+
+  Shape& shape;
+  const DType dtype;
+};
+
+struct VariantInfo {
+  std::string name, note;
+};
+
+struct OpSpec {
+  std::string name;
+  std::string summary;  // one line: what the op computes
+  std::vector<KeySpec> keys;
+  // Defaults that depend on other keys, and rules across keys; may be null.
+  void (*finish)(ShapeCheck& check) = nullptr;
+  // Every variant, in table order: the learner's version first (the baseline), the fastest last.
+  std::vector<VariantInfo> (*variants)() = nullptr;
+  std::unique_ptr<Problem> (*make)(const CasePoint& point) = nullptr;
+  // The storage dtypes a case may ask for.
+  std::vector<DType> dtypes = {DType::fp32, DType::fp16, DType::bf16};
+
+  const KeySpec* key(const std::string& key_name) const;
+  std::vector<std::string> key_names() const;
+  std::vector<std::string> variant_names() const;
+  std::string baseline() const;  // the first variant; "" when there is none
+};
+
+// Every op, in the order `list` shows them.
+const std::vector<OpSpec>& ops();
+const OpSpec* find_op(const std::string& name);  // null when there is none
+const OpSpec& op_spec(const std::string& name);  // throws std::logic_error when there is none
+
+std::unique_ptr<Problem> make_problem(const CasePoint& point);
+
+}  // namespace attnbench

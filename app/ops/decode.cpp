@@ -1,0 +1,121 @@
+// Decode: one new query per sequence attends to its whole KV cache,
+// o = softmax(q·Kᵀ·scale + bias)·V over the first context[b] cache rows. The step
+// that dominates generation; bound by reading the cache.
+#include <algorithm>
+#include <cmath>
+
+#include "app/op.hpp"
+#include "app/ops/attention.hpp"
+#include "app/problem.hpp"
+#include "kernels/decode.hpp"
+
+namespace attnbench {
+namespace {
+
+class DecodeProblem : public TableProblem<DecodeParams> {
+ public:
+  explicit DecodeProblem(const CasePoint& p) : TableProblem(p, decode_variants()) {
+    const Shape& s = p.shape;
+    batch_ = s.num("batch");
+    heads_ = s.num("heads");
+    kv_heads_ = s.num("kv_heads");
+    head_dim_ = s.num("head_dim");
+    max_context_ = s.num("max_context");
+    context_ = s.lengths("context");
+    alibi_ = s.flag("alibi");
+    add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
+    for (const char* name : {"k_cache", "v_cache"})
+      add_input(name, p.dtype,
+                {{"batch", batch_}, {"max_context", max_context_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}},
+                1.f, true);
+    add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
+    context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
+  }
+  // The bytes a decode step must move: each sequence's K and V rows up to its context,
+  // q and o. The cache's unused tail is not counted: nothing should read it.
+  Work work() const override {
+    int64_t rows = 0;
+    for (int64_t c : context_) rows += c;
+    const double e = dtype_bytes(point().dtype);
+    return {4.0 * heads_ * static_cast<double>(rows) * head_dim_,
+            e * (2.0 * rows * kv_heads_ * head_dim_ + 2.0 * batch_ * heads_ * head_dim_), Bandwidth::read};
+  }
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    ref::DecodeShape d;
+    d.batch = batch_;
+    d.heads = heads_;
+    d.kv_heads = kv_heads_;
+    d.head_dim = head_dim_;
+    d.max_context = max_context_;
+    d.context = context_;
+    d.alibi = alibi_;
+    return ref::decode(d, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
+  }
+
+ protected:
+  // Cache rows past each sequence's context hold NaN: a kernel that reads one fails.
+  void shape_input(size_t index, std::vector<float>& values) const override {
+    if (index == 0) return;
+    const int64_t row = kv_heads_ * head_dim_;
+    for (int64_t b = 0; b < batch_; ++b)
+      std::fill(values.begin() + (b * max_context_ + context_[b]) * row, values.begin() + (b + 1) * max_context_ * row,
+                NAN);
+  }
+
+ private:
+  DecodeParams params() const override {
+    DecodeParams p;
+    p.q = input(0).device.get();
+    p.k_cache = input(1).device.get();
+    p.v_cache = input(2).device.get();
+    p.o = output().device.get();
+    p.context_lens = static_cast<const int32_t*>(context_lens_->get());
+    p.batch = batch_;
+    p.heads = heads_;
+    p.kv_heads = kv_heads_;
+    p.head_dim = head_dim_;
+    p.max_context = max_context_;
+    p.longest_context = *std::max_element(context_.begin(), context_.end());
+    p.alibi = alibi_;
+    p.dtype = point().dtype;
+    finish_decode_params(p);
+    return p;
+  }
+  int64_t batch_, heads_, kv_heads_, head_dim_, max_context_;
+  std::vector<int64_t> context_;
+  bool alibi_;
+  DeviceBuffer* context_lens_;
+};
+
+}  // namespace
+
+OpSpec decode_op() {
+  OpSpec op;
+  op.name = "decode";
+  op.summary = "one query per sequence over its KV cache (a generation step)";
+  op.keys = {
+      int_key("batch", "sequences"),
+      int_key("heads", "query heads"),
+      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
+      int_key("head_dim", "elements per head: a multiple of 8, at most 256"),
+      lengths_key("context", "tokens in each sequence's cache: one integer for all, or one per sequence"),
+      derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context"),
+      bool_key("alibi", "add -slope(h)·distance to each score"),
+  };
+  op.finish = [](ShapeCheck& c) {
+    finish_heads(c);
+    const auto& context = c.shape.lengths("context");
+    if (!c.given("max_context")) c.shape.set("max_context", *std::max_element(context.begin(), context.end()));
+    const int64_t max_context = c.shape.num("max_context");
+    for (size_t i = 0; i < context.size(); ++i)
+      if (context[i] > max_context)
+        c.fail("max_context", "context " + std::to_string(context[i]) + " for sequence " + std::to_string(i) +
+                                  " exceeds max_context " + std::to_string(max_context) +
+                                  " (the cache's allocated length)");
+  };
+  op.variants = [] { return variant_infos(decode_variants()); };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<DecodeProblem>(p); };
+  return op;
+}
+
+}  // namespace attnbench

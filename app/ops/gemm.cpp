@@ -1,0 +1,73 @@
+// GEMM C = A·Bᵀ (layout nt) or C = A·B (nn), batched: 2·m·n·k FLOPs per batch.
+#include <cmath>
+
+#include "app/op.hpp"
+#include "app/problem.hpp"
+#include "kernels/gemm.hpp"
+
+namespace attnbench {
+namespace {
+
+class GemmProblem : public TableProblem<GemmParams> {
+ public:
+  explicit GemmProblem(const CasePoint& p)
+      : TableProblem(p, gemm_variants()),
+        nn_(p.shape.word("layout") == "nn"),
+        batch_(p.shape.num("batch")),
+        m_(p.shape.num("m")),
+        n_(p.shape.num("n")),
+        k_(p.shape.num("k")) {
+    // B is scaled by sqrt(3/k) so each output is O(1) whatever k is, and the
+    // tolerances, set for O(1) values, mean the same at every size.
+    add_input("a", p.dtype, {{"batch", batch_}, {"m", m_}, {"k", k_}}, 1.f, false);
+    if (nn_)
+      add_input("b", p.dtype, {{"batch", batch_}, {"k", k_}, {"n", n_}}, static_cast<float>(std::sqrt(3.0 / k_)),
+                false, "C = A B");
+    else
+      add_input("b", p.dtype, {{"batch", batch_}, {"n", n_}, {"k", k_}}, static_cast<float>(std::sqrt(3.0 / k_)),
+                false, "C = A B^T");
+    add_output("c", p.dtype, {{"batch", batch_, 'b'}, {"m", m_, 'i'}, {"n", n_, 'd'}}, 2);
+  }
+  Work work() const override {
+    const double e = dtype_bytes(point().dtype);
+    return {2.0 * batch_ * m_ * n_ * k_, e * batch_ * (m_ * k_ + k_ * n_ + m_ * n_), Bandwidth::copy};
+  }
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    return ref::gemm(input(0).host.data(), input(1).host.data(), nn_, m_, n_, k_, rows);
+  }
+
+ private:
+  GemmParams params() const override {
+    return {input(0).device.get(),
+            input(1).device.get(),
+            output().device.get(),
+            batch_,
+            m_,
+            n_,
+            k_,
+            nn_ ? GemmLayout::nn : GemmLayout::nt,
+            point().dtype};
+  }
+  bool nn_;
+  int64_t batch_, m_, n_, k_;
+};
+
+}  // namespace
+
+OpSpec gemm_op() {
+  OpSpec op;
+  op.name = "gemm";
+  op.summary = "C = A·Bᵀ (nt) or A·B (nn), batched";
+  op.keys = {
+      choice_key("layout", "nt: C = A·Bᵀ with B [n, k]; nn: C = A·B with B [k, n]", {"nt", "nn"}, "nt"),
+      int_key("batch", "independent products", 1),
+      int_key("m", "rows of A and C"),
+      int_key("n", "columns of C"),
+      int_key("k", "the reduced dimension"),
+  };
+  op.variants = [] { return variant_infos(gemm_variants()); };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<GemmProblem>(p); };
+  return op;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,278 @@
+// Paged decode (vLLM): decode attention over a KV cache kept in fixed-size blocks of
+// a shared pool, found through per-sequence block tables, optionally stored as fp8
+// e4m3 with a per-tensor scale. The cache is written by the reshape_and_cache op's
+// kernel; its check is reported as a row of its own.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/ops/attention.hpp"
+#include "app/problem.hpp"
+#include "app/random.hpp"
+#include "kernels/paged.hpp"
+
+namespace attnbench {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+float amax(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m > 0 ? m : 1.f;
+}
+
+// Each trial draws the tokens' K/V, a random block table over a pool larger than
+// needed, and writes the cache with reshape_and_cache (quantising to fp8 when asked);
+// the cache is then checked bit for bit against the host's layout, and every slot no
+// sequence owns holds NaN.
+class PagedProblem : public TableProblem<PagedParams> {
+ public:
+  explicit PagedProblem(const CasePoint& p) : TableProblem(p, paged_variants()) {
+    const Shape& s = p.shape;
+    batch_ = s.num("batch");
+    heads_ = s.num("heads");
+    kv_heads_ = s.num("kv_heads");
+    head_dim_ = s.num("head_dim");
+    block_size_ = s.num("block_size");
+    num_blocks_ = s.num("num_blocks");
+    partition_size_ = s.num("partition_size");
+    kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
+    alibi_ = s.flag("alibi");
+    context_ = s.lengths("context");
+    for (int64_t c : context_) {
+      offsets_.push_back(tokens_);
+      tokens_ += c;
+      max_blocks_ = std::max(max_blocks_, ceil_div(c, block_size_));
+    }
+    add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
+    for (const char* name : {"k", "v"})
+      add_input(name, p.dtype, {{"tokens", tokens_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}}, 1.f, true,
+                "every sequence's tokens, one after another");
+    add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
+    const std::size_t kv = dtype_bytes(kv_dtype_);
+    k_cache_ = &add_buffer(kv * cache_elements());
+    v_cache_ = &add_buffer(kv * cache_elements());
+    tables_ = &add_buffer(4 * batch_ * max_blocks_);
+    context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
+    slots_ = &add_buffer(8 * tokens_);
+  }
+  Work work() const override {
+    const double kv = dtype_bytes(kv_dtype_), e = dtype_bytes(point().dtype);
+    return {4.0 * heads_ * static_cast<double>(tokens_) * head_dim_,
+            kv * 2.0 * tokens_ * kv_heads_ * head_dim_ + e * 2.0 * batch_ * heads_ * head_dim_ +
+                4.0 * batch_ * max_blocks_,
+            Bandwidth::read};
+  }
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    ref::PagedShape p;
+    p.decode.batch = batch_;
+    p.decode.heads = heads_;
+    p.decode.kv_heads = kv_heads_;
+    p.decode.head_dim = head_dim_;
+    p.decode.context = context_;
+    p.decode.alibi = alibi_;
+    p.block_size = block_size_;
+    p.num_blocks = num_blocks_;
+    p.max_blocks_per_seq = max_blocks_;
+    p.x = paged_x(kv_dtype_);
+    return ref::paged(p, input(0).host.data(), host_k_.data(), host_v_.data(), table_.data(), rows);
+  }
+
+ protected:
+  void prepare(uint64_t seed, const LaunchContext& ctx) override {
+    // The pool in a seeded random order: sequence b takes the next ceil(context / block)
+    // blocks. Table entries past a sequence's last block point at a spare (NaN) block.
+    std::vector<int32_t> pool(static_cast<size_t>(num_blocks_));
+    for (int64_t i = 0; i < num_blocks_; ++i) pool[i] = static_cast<int32_t>(i);
+    for (int64_t i = num_blocks_ - 1; i > 0; --i)
+      std::swap(pool[i], pool[random_bits(seed, 0x9a6ed, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1)]);
+    int64_t next = 0;
+    for (int64_t b = 0; b < batch_; ++b) next += ceil_div(context_[b], block_size_);
+    const int32_t spare = pool[static_cast<size_t>(std::min(next, num_blocks_ - 1))];
+    table_.assign(static_cast<size_t>(batch_ * max_blocks_), spare);
+    next = 0;
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t j = 0; j < ceil_div(context_[b], block_size_); ++j) table_[b * max_blocks_ + j] = pool[next++];
+    std::vector<int64_t> slots(static_cast<size_t>(tokens_));
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < context_[b]; ++t)
+        slots[offsets_[b] + t] = int64_t{table_[b * max_blocks_ + t / block_size_]} * block_size_ + t % block_size_;
+    tables_->upload(table_.data(), 4 * table_.size());
+    slots_->upload(slots.data(), 8 * slots.size());
+
+    // An fp8 cache stores value / scale, the scale putting the largest value at 448.
+    k_scale_ = v_scale_ = 1.f;
+    if (kv_dtype_ == DType::fp8_e4m3) {
+      k_scale_ = amax(input(1).host) / 448.f;
+      v_scale_ = amax(input(2).host) / 448.f;
+    }
+    const std::vector<float> codes_k = to_paged(input(1).host, slots, k_scale_, true);
+    const std::vector<float> codes_v = to_paged(input(2).host, slots, v_scale_, false);
+    host_k_ = dequantised(codes_k, k_scale_);
+    host_v_ = dequantised(codes_v, v_scale_);
+
+    // NaN everywhere, then the tokens into their slots.
+    for (DeviceBuffer* c : {k_cache_, v_cache_})
+      check_cuda(cudaMemsetAsync(c->get(), 0xff, c->bytes(), ctx.stream), "poison paged cache");
+    ReshapeAndCacheParams w{input(1).device.get(), input(2).device.get(), k_cache_->get(), v_cache_->get(),
+                            static_cast<const int64_t*>(slots_->get())};
+    w.tokens = tokens_;
+    w.kv_heads = kv_heads_;
+    w.head_dim = head_dim_;
+    w.block_size = block_size_;
+    w.dtype = point().dtype;
+    w.kv_dtype = kv_dtype_;
+    w.k_scale = k_scale_;
+    w.v_scale = v_scale_;
+    reshape_and_cache(w, ctx);
+    check_cuda(cudaStreamSynchronize(ctx.stream), "reshape_and_cache");
+
+    // The device's bytes against the host's layout, owned slots only (both NaN elsewhere).
+    SetupCheck written{"reshape_and_cache", {}};
+    Comparison& c = written.cmp;
+    const std::size_t e = dtype_bytes(kv_dtype_);
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float>& want = which ? codes_v : codes_k;
+      std::vector<uint8_t> got(e * static_cast<size_t>(cache_elements()));
+      (which ? v_cache_ : k_cache_)->download(got.data(), got.size());
+      const std::vector<uint8_t> enc = encode(kv_dtype_, want);
+      for (int64_t i = 0; i < cache_elements(); ++i) {
+        if (std::isnan(want[i])) continue;
+        ++c.elements_checked;
+        if (std::memcmp(&got[i * e], &enc[i * e], e) == 0) continue;
+        ++c.mismatches;
+        const double have = decode_element(kv_dtype_, got.data(), i);
+        c.max_abs = std::isfinite(have) ? std::max(c.max_abs, std::fabs(have - want[i])) : INFINITY;
+      }
+    }
+    c.rows_checked = c.rows_total = 2 * tokens_ * kv_heads_;
+    setup_checks_.push_back(std::move(written));
+  }
+
+ private:
+  int64_t cache_elements() const { return num_blocks_ * kv_heads_ * head_dim_ * block_size_; }
+  // The cache as the device stores it (fp8 codes, or values rounded to the cache's
+  // dtype) in vLLM's layout, NaN in every slot no token owns.
+  // k: [blocks, kv_heads, head_dim / x, block_size, x]; v: [blocks, kv_heads, head_dim, block_size].
+  std::vector<float> to_paged(const std::vector<float>& tok, const std::vector<int64_t>& slots, float scale,
+                              bool key) const {
+    const int64_t x = paged_x(kv_dtype_), bs = block_size_, g = kv_heads_, d = head_dim_;
+    std::vector<float> c(static_cast<size_t>(cache_elements()), NAN);
+    for (int64_t i = 0; i < tokens_; ++i) {
+      const int64_t blk = slots[i] / bs, off = slots[i] % bs;
+      for (int64_t h = 0; h < g; ++h)
+        for (int64_t j = 0; j < d; ++j) {
+          const float v = tok[(i * g + h) * d + j];
+          const float q = kv_dtype_ == DType::fp8_e4m3 ? round_to(DType::fp8_e4m3, v / scale) : round_to(kv_dtype_, v);
+          const int64_t at = key ? (((blk * g + h) * (d / x) + j / x) * bs + off) * x + j % x
+                                 : ((blk * g + h) * d + j) * bs + off;
+          c[at] = q;
+        }
+    }
+    return c;
+  }
+  // What the reference reads: the stored codes times the scale (the scale is 1 unless fp8).
+  static std::vector<float> dequantised(std::vector<float> codes, float scale) {
+    if (scale != 1.f)
+      for (float& c : codes) c *= scale;
+    return codes;
+  }
+  PagedParams params() const override {
+    PagedParams p;
+    p.q = input(0).device.get();
+    p.k_cache = k_cache_->get();
+    p.v_cache = v_cache_->get();
+    p.o = output().device.get();
+    p.block_tables = static_cast<const int32_t*>(tables_->get());
+    p.context_lens = static_cast<const int32_t*>(context_lens_->get());
+    p.batch = batch_;
+    p.heads = heads_;
+    p.kv_heads = kv_heads_;
+    p.head_dim = head_dim_;
+    p.block_size = block_size_;
+    p.num_blocks = num_blocks_;
+    p.max_blocks_per_seq = max_blocks_;
+    p.longest_context = *std::max_element(context_.begin(), context_.end());
+    p.partition_size = partition_size_;
+    p.alibi = alibi_;
+    p.dtype = point().dtype;
+    p.kv_dtype = kv_dtype_;
+    p.k_scale = k_scale_;
+    p.v_scale = v_scale_;
+    finish_paged_params(p);
+    return p;
+  }
+
+  int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_;
+  DType kv_dtype_;
+  bool alibi_;
+  std::vector<int64_t> context_;
+  int64_t tokens_ = 0, max_blocks_ = 0;
+  std::vector<int64_t> offsets_;  // first token of each sequence in k, v
+  std::vector<int32_t> table_;
+  std::vector<float> host_k_, host_v_;
+  float k_scale_ = 1, v_scale_ = 1;
+  DeviceBuffer *k_cache_, *v_cache_, *tables_, *context_lens_, *slots_;
+};
+
+}  // namespace
+
+// Shared with reshape_and_cache: the pool must hold every sequence's blocks plus a
+// spare, and the key cache packs 16 bytes of head_dim.
+void finish_paged_pool(ShapeCheck& c) {
+  Shape& s = c.shape;
+  if (!c.given("kv_dtype")) s.set("kv_dtype", std::string(dtype_name(c.dtype)));
+  const int64_t block_size = s.num("block_size");
+  int64_t needed = 0;
+  for (int64_t len : s.lengths("context")) needed += (len + block_size - 1) / block_size;
+  // Spare blocks stay NaN: a kernel that reads a block not in its table fails verification.
+  if (!c.given("num_blocks")) s.set("num_blocks", needed + needed / 4 + 1);
+  // At least one spare: table entries past a sequence's last block point at it.
+  if (s.num("num_blocks") <= needed)
+    c.fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num("num_blocks")) +
+                             ") is too small: the sequences need " + std::to_string(needed) + " blocks of " +
+                             std::to_string(block_size) + " tokens, plus one spare that stays NaN");
+  const DType kv = dtype_from_name(s.word("kv_dtype"));
+  const int64_t x = 16 / static_cast<int64_t>(dtype_bytes(kv));
+  if (s.num("head_dim") % x != 0)
+    c.fail("head_dim", "shape.head_dim (" + std::to_string(s.num("head_dim")) + ") must be a multiple of " +
+                           std::to_string(x) + " for kv_dtype " + dtype_name(kv) +
+                           " (the key cache packs 16 bytes of head_dim)");
+}
+
+OpSpec paged_op() {
+  OpSpec op;
+  op.name = "paged";
+  op.summary = "decode over a paged KV cache (vLLM block tables), fp8 cache optional";
+  op.keys = {
+      int_key("batch", "sequences"),
+      int_key("heads", "query heads"),
+      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
+      int_key("head_dim", "elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
+      int_key("block_size", "tokens per cache block", 16),
+      lengths_key("context", "tokens of each sequence: one integer for all, or one per sequence"),
+      derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
+                      "needed + needed / 4 + 1"),
+      int_key("partition_size", "v2: tokens per partition, a multiple of block_size", 512),
+      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
+                 "dtype"),
+      bool_key("alibi", "add -slope(h)·distance to each score"),
+  };
+  op.finish = [](ShapeCheck& c) {
+    finish_heads(c);
+    finish_paged_pool(c);
+    const int64_t partition = c.shape.num("partition_size"), block = c.shape.num("block_size");
+    if (partition % block != 0)
+      c.fail(c.given("partition_size") ? "partition_size" : "block_size",
+             "shape.partition_size (" + std::to_string(partition) + ") must be a multiple of block_size (" +
+                 std::to_string(block) + ")");
+  };
+  op.variants = [] { return variant_infos(paged_variants()); };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<PagedProblem>(p); };
+  return op;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,293 @@
+// A generation loop: the prompt's K/V written into the cache and attended by a
+// prefill variant (time to first token), then `generate` decode steps, each
+// appending one token's K/V and decoding (time between tokens). Variants are pairs
+// "prefill+decode" of the attention and decode ops' variants. The output is every
+// decode step's o, [generate, batch, heads, head_dim]; the cache must end up holding
+// exactly what was appended.
+#include <algorithm>
+#include <cstring>
+
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/ops/attention.hpp"
+#include "app/problem.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/decode.hpp"
+
+namespace attnbench {
+namespace {
+
+std::pair<std::string, std::string> split_pair(const std::string& v) {
+  const auto plus = v.find('+');
+  return {v.substr(0, plus), plus == std::string::npos ? "" : v.substr(plus + 1)};
+}
+
+class PipelineProblem : public Problem {
+ public:
+  explicit PipelineProblem(const CasePoint& p) : Problem(p) {
+    const Shape& s = p.shape;
+    batch_ = s.num("batch");
+    heads_ = s.num("heads");
+    kv_heads_ = s.num("kv_heads");
+    head_dim_ = s.num("head_dim");
+    prompt_ = s.num("prompt");
+    generate_ = s.num("generate");
+    max_context_ = s.num("max_context");
+    prefill_ = s.word("prefill");
+    decode_ = s.word("decode");
+    const int64_t P = prompt_, G = generate_, b = batch_, h = heads_, g = kv_heads_, d = head_dim_;
+    add_input("q_prompt", p.dtype, {{"batch", b}, {"prompt", P}, {"heads", h}, {"head_dim", d}}, 1.f, true);
+    add_input("k_prompt", p.dtype, {{"batch", b}, {"prompt", P}, {"kv_heads", g}, {"head_dim", d}}, 1.f, true);
+    add_input("v_prompt", p.dtype, {{"batch", b}, {"prompt", P}, {"kv_heads", g}, {"head_dim", d}}, 1.f, true);
+    add_input("q_new", p.dtype, {{"generate", G}, {"batch", b}, {"heads", h}, {"head_dim", d}}, 1.f, true);
+    add_input("k_new", p.dtype, {{"generate", G}, {"batch", b}, {"kv_heads", g}, {"head_dim", d}}, 1.f, true);
+    add_input("v_new", p.dtype, {{"generate", G}, {"batch", b}, {"kv_heads", g}, {"head_dim", d}}, 1.f, true);
+    // The step shows as i, the token's position.
+    add_output("o", p.dtype, {{"generate", G, 'i', P}, {"batch", b, 'b'}, {"heads", h, 'h'}, {"head_dim", d, 'd'}}, 3);
+    const std::size_t e = dtype_bytes(p.dtype);
+    k_cache_ = &add_buffer(e * cache_elements());
+    v_cache_ = &add_buffer(e * cache_elements());
+    o_prefill_ = &add_buffer(e * b * P * h * d);
+    // Cache rows each step writes to and reads up to, all steps at once: [generate, batch].
+    std::vector<int32_t> positions, contexts;
+    for (int64_t t = 0; t < G; ++t)
+      for (int64_t i = 0; i < b; ++i) {
+        positions.push_back(static_cast<int32_t>(P + t));
+        contexts.push_back(static_cast<int32_t>(P + t + 1));
+      }
+    prompt_positions_ = &add_constant(std::vector<int32_t>(static_cast<size_t>(b), 0));
+    step_positions_ = &add_constant(positions);
+    step_contexts_ = &add_constant(contexts);
+  }
+
+  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
+    std::vector<VariantChoice> out;
+    const AttentionParams ap = prefill_params();
+    const DecodeParams dp = decode_params(0);
+    for (const auto& a : attention_variants()) {
+      const std::string why_a = a.supports(ap, caps);
+      for (const auto& d : decode_variants()) {
+        const std::string why_d = d.supports(dp, caps);
+        std::string skip = !why_a.empty() ? "prefill: " + why_a : !why_d.empty() ? "decode: " + why_d : "";
+        out.push_back({std::string(a.name) + "+" + d.name, "prefill " + std::string(a.name) + ", decode " + d.name,
+                       skip});
+      }
+    }
+    return out;
+  }
+
+  std::vector<std::string> default_variants(const DeviceCaps& caps) const override {
+    // Tables run from the learner's version to the fastest, so the default pair is the
+    // last variant of each that supports the case (plus the baseline pair in `run`).
+    std::string a = prefill_, d = decode_;
+    if (a.empty())
+      for (const auto& x : attention_variants())
+        if (x.supports(prefill_params(), caps).empty()) a = x.name;
+    if (d.empty())
+      for (const auto& x : decode_variants())
+        if (x.supports(decode_params(0), caps).empty()) d = x.name;
+    return {a + "+" + d};
+  }
+
+  // The prefill's work: the TFLOP/s and GB/s columns describe the time to first token.
+  Work work() const override {
+    const AttentionMask prefill{prompt_, prompt_, true, 0};
+    const double e = dtype_bytes(point().dtype);
+    return {4.0 * batch_ * heads_ * head_dim_ * static_cast<double>(prefill.pairs()),
+            e * batch_ * prompt_ * head_dim_ * (2.0 * heads_ + 4.0 * kv_heads_), Bandwidth::copy};
+  }
+
+  void poison_output(cudaStream_t stream) override {
+    Problem::poison_output(stream);
+    // A step that reads a cache row nobody wrote reads NaN and fails.
+    for (DeviceBuffer* b : {k_cache_, v_cache_, o_prefill_})
+      check_cuda(cudaMemsetAsync(b->get(), 0xff, b->bytes(), stream), "poison cache");
+  }
+  std::size_t workspace(const std::string& v) const override {
+    const auto [a, d] = split_pair(v);
+    return std::max(variant_workspace(attention_variants(), a, prefill_params()),
+                    variant_workspace(decode_variants(), d, decode_params(generate_ - 1)));
+  }
+  void launch(const std::string& v, const LaunchContext& ctx) override {
+    const auto [a, d] = split_pair(v);
+    prefill(a, ctx);
+    for (int64_t t = 0; t < generate_; ++t) step(d, t, ctx);
+  }
+  // Steps are timed after a fresh prefill, as a server would run them.
+  std::vector<Stage> stages(const std::string& v, const LaunchContext& ctx) override {
+    const auto [a, d] = split_pair(v);
+    return {Stage{"TTFT", "prompt's cache writes + prefill", 1, [this, a = a, ctx](int64_t) { prefill(a, ctx); }},
+            Stage{"TBT", "cache append + decode", generate_, [this, d = d, ctx](int64_t t) { step(d, t, ctx); }}};
+  }
+
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    const std::vector<float> k = full_cache(1, 4), v = full_cache(2, 5);
+    const int64_t per_step = batch_ * heads_, hd = head_dim_;
+    ref::Matrix out(static_cast<int64_t>(rows.size()), hd);
+    for (int64_t t = 0; t < generate_; ++t) {
+      ref::Rows mine, where;
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i] / per_step == t) {
+          mine.push_back(rows[i] % per_step);
+          where.push_back(static_cast<int64_t>(i));
+        }
+      if (mine.empty()) continue;
+      ref::DecodeShape d;
+      d.batch = batch_;
+      d.heads = heads_;
+      d.kv_heads = kv_heads_;
+      d.head_dim = hd;
+      d.max_context = max_context_;
+      d.context.assign(static_cast<size_t>(batch_), prompt_ + t + 1);
+      const ref::Matrix m = ref::decode(d, input(3).host.data() + t * per_step * hd, k.data(), v.data(), mine);
+      for (size_t i = 0; i < mine.size(); ++i) out.row(where[i]) = m.row(static_cast<int64_t>(i));
+    }
+    return out;
+  }
+
+  Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const override {
+    Comparison c = Problem::check(rows, ref, tol);
+    // The cache must hold exactly the appended values, bit for bit, in every row a step wrote.
+    const int64_t written = batch_ * max_context_;  // rows (b, position) below
+    const int64_t row = kv_heads_ * head_dim_;
+    const std::size_t e = dtype_bytes(point().dtype);
+    int64_t wrong = 0, total = 0;
+    for (int which = 0; which < 2; ++which) {
+      std::vector<uint8_t> got(e * cache_elements());
+      (which ? v_cache_ : k_cache_)->download(got.data(), got.size());
+      const std::vector<uint8_t> want = encode(point().dtype, full_cache(1 + which, 4 + which));
+      for (int64_t r = 0; r < written; ++r) {
+        if (r % max_context_ >= prompt_ + generate_) continue;
+        total += row;
+        for (int64_t i = 0; i < row * static_cast<int64_t>(e); i += static_cast<int64_t>(e))
+          wrong += std::memcmp(&got[r * row * e + i], &want[r * row * e + i], e) != 0;
+      }
+    }
+    if (wrong)
+      c.also_wrong = "KV cache: " + std::to_string(wrong) + " of " + std::to_string(total) +
+                     " elements differ from what was appended";
+    return c;
+  }
+
+ private:
+  int64_t cache_elements() const { return batch_ * max_context_ * kv_heads_ * head_dim_; }
+
+  // [batch, max_context, kv_heads, head_dim] as the steps leave it: the prompt's rows,
+  // then one new row per step; rows past prompt + generate are 0 (never compared).
+  std::vector<float> full_cache(size_t prompt_input, size_t new_input) const {
+    const int64_t row = kv_heads_ * head_dim_;
+    std::vector<float> c(static_cast<size_t>(cache_elements()), 0.f);
+    for (int64_t b = 0; b < batch_; ++b) {
+      std::copy_n(input(prompt_input).host.begin() + b * prompt_ * row, prompt_ * row,
+                  c.begin() + b * max_context_ * row);
+      for (int64_t t = 0; t < generate_; ++t)
+        std::copy_n(input(new_input).host.begin() + (t * batch_ + b) * row, row,
+                    c.begin() + (b * max_context_ + prompt_ + t) * row);
+    }
+    return c;
+  }
+
+  AttentionParams prefill_params() const {
+    AttentionParams p;
+    p.q = input(0).device.get();
+    p.k = k_cache_->get();
+    p.v = v_cache_->get();
+    p.o = o_prefill_->get();
+    p.batch = batch_;
+    p.heads = heads_;
+    p.kv_heads = kv_heads_;
+    p.seq_q = p.seq_k = prompt_;
+    p.head_dim = head_dim_;
+    p.causal = true;
+    p.kv_batch_stride = max_context_ * kv_heads_ * head_dim_;  // read the cache in place
+    p.dtype = point().dtype;
+    finish_attention_params(p);
+    return p;
+  }
+  DecodeParams decode_params(int64_t t) const {
+    const std::size_t step_bytes = dtype_bytes(point().dtype) * t * batch_ * heads_ * head_dim_;
+    DecodeParams p;
+    p.q = static_cast<const char*>(input(3).device.get()) + step_bytes;
+    p.k_cache = k_cache_->get();
+    p.v_cache = v_cache_->get();
+    p.o = static_cast<char*>(output().device.get()) + step_bytes;
+    p.context_lens = static_cast<const int32_t*>(step_contexts_->get()) + (step_contexts_->get() ? t * batch_ : 0);
+    p.batch = batch_;
+    p.heads = heads_;
+    p.kv_heads = kv_heads_;
+    p.head_dim = head_dim_;
+    p.max_context = max_context_;
+    p.longest_context = prompt_ + t + 1;
+    p.dtype = point().dtype;
+    finish_decode_params(p);
+    return p;
+  }
+  CacheAppendParams append_params(size_t k_input, size_t v_input, int64_t offset_rows, int64_t tokens,
+                                  const void* positions) const {
+    const std::size_t off = dtype_bytes(point().dtype) * offset_rows * kv_heads_ * head_dim_;
+    CacheAppendParams p{k_cache_->get(), v_cache_->get(),
+                        static_cast<const char*>(input(k_input).device.get()) + off,
+                        static_cast<const char*>(input(v_input).device.get()) + off,
+                        static_cast<const int32_t*>(positions)};
+    p.batch = batch_;
+    p.tokens = tokens;
+    p.kv_heads = kv_heads_;
+    p.head_dim = head_dim_;
+    p.max_context = max_context_;
+    p.dtype = point().dtype;
+    return p;
+  }
+  void prefill(const std::string& a, const LaunchContext& ctx) {
+    cache_append(append_params(1, 2, 0, prompt_, prompt_positions_->get()), ctx);
+    launch_variant(attention_variants(), a, prefill_params(), ctx);
+  }
+  void step(const std::string& d, int64_t t, const LaunchContext& ctx) {
+    cache_append(
+        append_params(4, 5, t * batch_, 1, static_cast<const int32_t*>(step_positions_->get()) + t * batch_), ctx);
+    launch_variant(decode_variants(), d, decode_params(t), ctx);
+  }
+
+  int64_t batch_, heads_, kv_heads_, head_dim_, prompt_, generate_, max_context_;
+  std::string prefill_, decode_;
+  DeviceBuffer *k_cache_, *v_cache_, *o_prefill_, *prompt_positions_, *step_positions_, *step_contexts_;
+};
+
+}  // namespace
+
+OpSpec pipeline_op() {
+  OpSpec op;
+  op.name = "pipeline";
+  op.summary = "a generation loop: prefill (TTFT), then decode steps (TBT)";
+  op.keys = {
+      int_key("batch", "sequences"),
+      int_key("heads", "query heads"),
+      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
+      int_key("head_dim", "elements per head: a multiple of 8, at most 256"),
+      int_key("prompt", "prompt tokens per sequence, attended by the prefill"),
+      int_key("generate", "decode steps, one new token each"),
+      derived_int_key("max_context", "the cache's allocated rows per sequence", "prompt + generate"),
+      variant_key("prefill", "the attention variant of the default pair; \"\" = the fastest that runs", "attention"),
+      variant_key("decode", "the decode variant of the default pair; \"\" = the fastest that runs", "decode"),
+  };
+  op.finish = [](ShapeCheck& c) {
+    finish_heads(c);
+    Shape& s = c.shape;
+    const int64_t needed = s.num("prompt") + s.num("generate");
+    if (!c.given("max_context")) s.set("max_context", needed);
+    if (s.num("max_context") < needed)
+      c.fail("max_context", "shape.max_context (" + std::to_string(s.num("max_context")) +
+                                ") must be at least prompt + generate (" + std::to_string(needed) + ")");
+  };
+  // A pipeline runs a pair: "prefill+decode".
+  op.variants = [] {
+    std::vector<VariantInfo> out;
+    for (const auto& a : attention_variants())
+      for (const auto& d : decode_variants())
+        out.push_back({std::string(a.name) + "+" + d.name, "prefill " + std::string(a.name) + ", decode " + d.name});
+    return out;
+  };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<PipelineProblem>(p); };
+  return op;
+}
+
+}  // namespace attnbench

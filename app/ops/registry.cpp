@@ -1,0 +1,21 @@
+// The op registry: the one list of ops. Each entry is defined in app/ops/<op>.cpp;
+// adding an op is its own files plus its line here (declaration and place in the list).
+#include "app/op.hpp"
+
+namespace attnbench {
+
+OpSpec softmax_op();
+OpSpec gemm_op();
+OpSpec attention_op();
+OpSpec decode_op();
+OpSpec paged_op();
+OpSpec pipeline_op();
+
+const std::vector<OpSpec>& ops() {
+  static const std::vector<OpSpec> all = {
+      softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(),
+  };
+  return all;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,187 @@
+#include "app/problem.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include "app/numeric.hpp"
+#include "app/random.hpp"
+#include "app/op.hpp"
+
+namespace attnbench {
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
+  if (threads <= 1) return fn(int64_t{0}, n);
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
+  for (auto& th : pool) th.join();
+}
+
+std::vector<int64_t> Tensor::shape() const {
+  std::vector<int64_t> s;
+  for (const Dim& d : dims) s.push_back(d.size);
+  return s;
+}
+
+std::string Tensor::layout() const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i].name;
+  return s + "]" + (note.empty() ? "" : " (" + note + ")");
+}
+
+namespace {
+
+int64_t elements(const std::vector<Dim>& dims) {
+  int64_t n = 1;
+  for (const Dim& d : dims) n *= d.size;
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::string> Problem::default_variants(const DeviceCaps& caps) const {
+  (void)caps;
+  return {};
+}
+
+std::vector<Stage> Problem::stages(const std::string& variant, const LaunchContext& ctx) {
+  return {Stage{"", "", 1, [this, variant, ctx](int64_t) { launch(variant, ctx); }}};
+}
+
+uint64_t Problem::device_bytes() const {
+  uint64_t total = output_.bytes();
+  for (const auto& in : inputs_) total += in.tensor.bytes();
+  for (const auto& b : buffers_) total += b.bytes;
+  return total;
+}
+
+Tensor& Problem::add_input(const std::string& name, DType dtype, std::vector<Dim> dims, float scale, bool normal,
+                           std::string note) {
+  const int64_t count = elements(dims);
+  inputs_.push_back({Tensor{name, dtype, std::move(dims), std::move(note), count, {}, {}}, scale, normal});
+  return inputs_.back().tensor;
+}
+
+Tensor& Problem::add_output(const std::string& name, DType dtype, std::vector<Dim> dims, size_t row_dims,
+                            std::string note) {
+  const int64_t count = elements(dims);
+  row_dims_ = row_dims;
+  output_ = Tensor{name, dtype, std::move(dims), std::move(note), count, {}, {}};
+  return output_;
+}
+
+DeviceBuffer& Problem::add_buffer(std::size_t bytes, std::vector<uint8_t> host) {
+  buffers_.push_back({DeviceBuffer(), bytes, std::move(host)});
+  return buffers_.back().device;
+}
+
+void Problem::allocate() {
+  for (auto& in : inputs_) in.tensor.device = DeviceBuffer(in.tensor.bytes());
+  output_.device = DeviceBuffer(output_.bytes());
+  for (auto& b : buffers_) {
+    b.device = DeviceBuffer(b.bytes);
+    if (!b.host.empty()) b.device.upload(b.host.data(), b.host.size());
+  }
+}
+
+void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
+  for (size_t t = 0; t < inputs_.size(); ++t) {
+    Input& in = inputs_[t];
+    in.tensor.host.resize(static_cast<size_t>(in.tensor.count));
+    float* values = in.tensor.host.data();
+    parallel_for(in.tensor.count, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float r = in.normal ? random_normal(seed, t, static_cast<uint64_t>(i))
+                                  : random_uniform(seed, t, static_cast<uint64_t>(i));
+        values[i] = round_to(in.tensor.dtype, in.scale * r);
+      }
+    });
+    shape_input(t, in.tensor.host);
+    const std::vector<uint8_t> bytes = encode(in.tensor.dtype, in.tensor.host);
+    in.tensor.device.upload(bytes.data(), bytes.size());
+  }
+  setup_checks_.clear();
+  prepare(seed, ctx);
+}
+
+void Problem::poison_output(cudaStream_t stream) {
+  // All-ones bytes are NaN in fp32, fp16, bf16 and fp8 e4m3 alike.
+  check_cuda(cudaMemsetAsync(output_.device.get(), 0xff, output_.bytes(), stream), "poison output");
+}
+
+int64_t Problem::output_rows() const {
+  int64_t n = 1;
+  for (size_t i = 0; i < row_dims_ && i < output_.dims.size(); ++i) n *= output_.dims[i].size;
+  return n;
+}
+
+int64_t Problem::output_cols() const { return output_rows() ? output_.count / output_rows() : 0; }
+
+Coord Problem::coord(int64_t row, int64_t col) const {
+  Coord c;
+  int64_t flat = row * output_cols() + col;
+  for (size_t k = output_.dims.size(); k-- > 0;) {
+    const Dim& d = output_.dims[k];
+    const int64_t at = flat % d.size;
+    flat /= d.size;
+    switch (d.role) {
+      case 'b': c.b = at; break;
+      case 'h': c.h = at; break;
+      case 'i': c.i = at + d.offset; break;
+      case 'd': c.d = at; break;
+      default: break;
+    }
+  }
+  return c;
+}
+
+std::vector<const Tensor*> Problem::input_tensors() const {
+  std::vector<const Tensor*> out;
+  for (const auto& in : inputs_) out.push_back(&in.tensor);
+  return out;
+}
+
+std::vector<float> Problem::download_output() const {
+  std::vector<uint8_t> bytes(output_.bytes());
+  output_.device.download(bytes.data(), bytes.size());
+  std::vector<float> out(static_cast<size_t>(output_.count));
+  for (int64_t i = 0; i < output_.count; ++i)
+    out[static_cast<size_t>(i)] = static_cast<float>(decode_element(output_.dtype, bytes.data(), i));
+  return out;
+}
+
+Comparison Problem::check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
+  std::vector<uint8_t> bytes(output_.bytes());
+  output_.device.download(bytes.data(), bytes.size());
+  const DType t = output_.dtype;
+  std::vector<int64_t> nonfinite(std::thread::hardware_concurrency() + 1, 0);
+  std::atomic<int> slot{0};
+  parallel_for(output_.count, [&](int64_t lo, int64_t hi) {
+    int64_t bad = 0;
+    for (int64_t i = lo; i < hi; ++i) bad += !std::isfinite(decode_element(t, bytes.data(), i));
+    nonfinite[static_cast<size_t>(slot++)] = bad;
+  });
+  const int64_t cols = output_cols();
+  std::vector<double> got(rows.size() * static_cast<size_t>(cols));
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t j = 0; j < cols; ++j) got[r * cols + j] = decode_element(t, bytes.data(), rows[r] * cols + j);
+  Comparison c = compare(ref, got, rows, tol);
+  c.rows_total = output_rows();
+  for (int64_t n : nonfinite) c.nonfinite += n;
+  return c;
+}
+
+DeviceCaps assumed_caps() {
+  DeviceCaps c;
+  c.sm_count = 132;
+  c.cc_major = 9;
+  c.cc_minor = 0;
+  c.smem_per_block_optin = 227 * 1024;
+  c.l2_bytes = 50u << 20;
+  c.total_memory = std::size_t{80} << 30;
+  return c;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,209 @@
+// One sweep point of a case as a problem on the device: its tensors (with their
+// shapes, for dumps and error coordinates), how inputs are drawn, its reference, its
+// variants, its work (FLOPs and bytes) and the stages the harness times. Each op's
+// subclass lives in app/ops/<op>.cpp; the runner sees only this interface.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/case.hpp"
+#include "app/device.hpp"
+#include "app/op.hpp"
+#include "app/timing.hpp"
+#include "app/verify.hpp"
+#include "kernels/kernels.hpp"
+#include "reference/reference.hpp"
+
+namespace attnbench {
+
+struct VariantChoice {
+  std::string name, note;
+  std::string skip;  // why it cannot run this point; empty = it can
+};
+
+enum class Bandwidth { copy, read };  // which measured bandwidth bounds the op
+
+struct Work {
+  double flops = 0;  // useful floating-point operations (masked pairs not counted)
+  double bytes = 0;  // fewest bytes moved: each tensor read once, written once, at its dtype
+  Bandwidth bandwidth = Bandwidth::copy;
+};
+
+// One axis of a tensor. `role` places it in an error's (b, h, i, d) coordinate:
+// 'b' batch, 'h' head, 'i' position (plus `offset`), 'd' the element; 0 for none.
+struct Dim {
+  std::string name;
+  int64_t size = 1;
+  char role = 0;
+  int64_t offset = 0;
+};
+
+// A tensor on both sides: host values already rounded to its dtype (what the
+// reference reads) and the device buffer in that dtype (what kernels read).
+struct Tensor {
+  std::string name;
+  DType dtype = DType::fp32;
+  std::vector<Dim> dims;
+  std::string note;  // how to read the layout, e.g. "C = A B^T"
+  int64_t count = 0;
+  std::vector<float> host;
+  DeviceBuffer device;
+  std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_bytes(dtype); }
+  std::vector<int64_t> shape() const;
+  std::string layout() const;  // "[batch, seq_q, heads, head_dim]" and the note
+};
+
+// A kernel the problem ran to build its inputs (a cache written by reshape_and_cache),
+// checked like a variant's output; the runner reports it as a row of its own.
+struct SetupCheck {
+  std::string kernel;
+  Comparison cmp;
+};
+
+class Problem {
+ public:
+  explicit Problem(const CasePoint& p) : point_(p) {}
+  virtual ~Problem() = default;
+  const CasePoint& point() const { return point_; }
+
+  // Every variant of the op, in table order, with why it would be skipped here.
+  virtual std::vector<VariantChoice> variants(const DeviceCaps& caps) const = 0;
+  // The variants to run when the case names none; empty = all of them.
+  virtual std::vector<std::string> default_variants(const DeviceCaps& caps) const;
+  virtual std::size_t workspace(const std::string& variant) const = 0;
+  virtual void launch(const std::string& variant, const LaunchContext& ctx) = 0;
+  // What the harness times; by default the whole launch as one stage.
+  virtual std::vector<Stage> stages(const std::string& variant, const LaunchContext& ctx);
+
+  virtual Work work() const = 0;
+  virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
+  // Rows verification must always include (e.g. queries that see no key).
+  virtual ref::Rows must_check_rows() const { return {}; }
+  virtual Tolerance tolerance() const { return default_tolerance(point_.dtype); }
+
+  // Bytes of every tensor and buffer, to refuse a case that cannot fit before allocating.
+  uint64_t device_bytes() const;
+  void allocate();
+  // Draws fresh inputs from `seed` (rounded to their dtypes), uploads them, then lets
+  // the op build what it derives from them (prepare).
+  void generate(uint64_t seed, const LaunchContext& ctx);
+  virtual void poison_output(cudaStream_t stream);
+  // Downloads the output: all of it for the NaN scan, `rows` widened to double.
+  virtual Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+  // What the last generate() ran to build its inputs, checked.
+  const std::vector<SetupCheck>& setup_checks() const { return setup_checks_; }
+
+  // The output viewed as rows x cols (its leading dims are the rows), and where an
+  // element of that view sits as (b, h, i, d).
+  int64_t output_rows() const;
+  int64_t output_cols() const;
+  Coord coord(int64_t row, int64_t col) const;
+
+  // For --dump: the inputs as last drawn, and the output downloaded and widened to float.
+  std::vector<const Tensor*> input_tensors() const;
+  const Tensor& output_tensor() const { return output_; }
+  std::vector<float> download_output() const;
+
+ protected:
+  // Inputs are drawn N(0, scale^2) when `normal`, else U(-scale, scale).
+  Tensor& add_input(const std::string& name, DType dtype, std::vector<Dim> dims, float scale, bool normal,
+                    std::string note = "");
+  // The output; its first `row_dims` dims make the rows of the verified view.
+  Tensor& add_output(const std::string& name, DType dtype, std::vector<Dim> dims, size_t row_dims,
+                     std::string note = "");
+  // Device memory the op keeps beside its tensors (caches, tables); allocated with them.
+  // With `host` set, those bytes are uploaded once at allocation.
+  DeviceBuffer& add_buffer(std::size_t bytes, std::vector<uint8_t> host = {});
+  template <class T>
+  DeviceBuffer& add_constant(const std::vector<T>& values) {
+    std::vector<uint8_t> bytes(values.size() * sizeof(T));
+    std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), bytes.size(), bytes.begin());
+    const std::size_t size = bytes.size();  // before the move: argument order is unspecified
+    return add_buffer(size, std::move(bytes));
+  }
+  const Tensor& input(size_t i) const { return inputs_[i].tensor; }
+  const Tensor& output() const { return output_; }
+  // Called once the inputs are on the device: e.g. a paged cache written from them.
+  virtual void prepare(uint64_t seed, const LaunchContext& ctx) { (void)seed, (void)ctx; }
+  // Called on each input's drawn values before upload: e.g. NaN in the cache rows no
+  // kernel may read.
+  virtual void shape_input(size_t index, std::vector<float>& values) const { (void)index, (void)values; }
+  std::vector<SetupCheck> setup_checks_;
+
+ private:
+  struct Input {
+    Tensor tensor;
+    float scale;
+    bool normal;
+  };
+  struct Buffer {
+    DeviceBuffer device;
+    std::size_t bytes;
+    std::vector<uint8_t> host;
+  };
+  CasePoint point_;
+  std::deque<Input> inputs_;  // deques keep the references add_* returned valid
+  std::deque<Buffer> buffers_;
+  Tensor output_;
+  size_t row_dims_ = 1;
+};
+
+// A problem whose variants come from one kernel table of Variant<Params>: the op
+// supplies params(), the table does the rest.
+template <class Params>
+class TableProblem : public Problem {
+ public:
+  TableProblem(const CasePoint& p, const std::vector<Variant<Params>>& table) : Problem(p), table_(table) {}
+  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
+    std::vector<VariantChoice> out;
+    const Params p = params();
+    for (const auto& v : table_) out.push_back({v.name, v.note, v.supports(p, caps)});
+    return out;
+  }
+  std::size_t workspace(const std::string& name) const override {
+    const auto* v = find_variant(table_, name);
+    return v && v->workspace ? v->workspace(params()) : 0;
+  }
+  void launch(const std::string& name, const LaunchContext& ctx) override { launch_variant(table_, name, params(), ctx); }
+
+ protected:
+  virtual Params params() const = 0;
+
+ private:
+  const std::vector<Variant<Params>>& table_;
+};
+
+// Names and notes of a kernel table, for the op's registry entry.
+template <class Params>
+std::vector<VariantInfo> variant_infos(const std::vector<Variant<Params>>& table) {
+  std::vector<VariantInfo> out;
+  for (const auto& v : table) out.push_back({v.name, v.note});
+  return out;
+}
+
+// A variant of `table` by name; an unknown name is a bug in the caller (the loader
+// checked every name the user gave).
+template <class Params>
+void launch_variant(const std::vector<Variant<Params>>& table, const std::string& name, const Params& p,
+                    const LaunchContext& ctx) {
+  const auto* v = find_variant(table, name);
+  if (!v) throw std::logic_error("no variant named '" + name + "'");
+  v->launch(p, ctx);
+}
+
+template <class Params>
+std::size_t variant_workspace(const std::vector<Variant<Params>>& table, const std::string& name, const Params& p) {
+  const auto* v = find_variant(table, name);
+  return v && v->workspace ? v->workspace(p) : 0;
+}
+
+// Runs fn(begin, end) over [0, n) in chunks on all cores when n is large.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+// What `--dry-run` assumes about the card it has not got: an H100 (sm_90, 132 SMs).
+DeviceCaps assumed_caps();
+
+}  // namespace attnbench
