@@ -7,3 +7,4 @@
 #include "reference/attention.hpp"
 #include "reference/decode.hpp"
 #include "reference/paged.hpp"
+#include "reference/cache_append.hpp"

@@ -385,6 +385,50 @@ TEST(Paged, EqualsDecodeOnTheGatheredCache) {
   }
 }
 
+// --------------------------------------------------------------------------------------------------- cache_append
+
+TEST(CacheAppend, TwoSequencesLandAtTheirContextAndNothingElseChanges) {
+  // Caches of 5 rows, 2 values each (kv_heads 1, head_dim 2); 2 new rows per sequence after contexts 1 and 3.
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.max_context = 5;
+  s.context = {1, 3};
+  std::vector<float> before(2 * 5 * 2);
+  std::iota(before.begin(), before.end(), 100.0f);                            // row r holds (100 + 2r, 101 + 2r)
+  const std::vector<float> added = {-1, -2, -3, -4, /* b = 1 */ -5, -6, -7, -8};  // [batch, tokens, 2]
+  const Matrix got = cache_append(s, before.data(), added.data(), all_rows(10));
+  expect_near(got,
+              rows_of({{100, 101}, {-1, -2}, {-3, -4}, {106, 107}, {108, 109},      // b = 0: positions 1, 2 new
+                       {110, 111}, {112, 113}, {114, 115}, {-5, -6}, {-7, -8}}),  // b = 1: positions 3, 4 new
+              0);
+}
+
+TEST(CacheAppend, RowsSpanEveryKvHeadAndMaySampleInAnyOrder) {
+  // kv_heads 2, head_dim 3: a cache row is 6 values. One token per sequence, the prefill of an empty cache for b = 0.
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 1, s.kv_heads = 2, s.head_dim = 3, s.max_context = 4;
+  s.context = {0, 2};
+  const std::vector<float> before(2 * 4 * 6, 7.0f);
+  const std::vector<float> added = {1, 2, 3, 4, 5, 6, /* b = 1 */ 11, 12, 13, 14, 15, 16};
+  const Matrix got = cache_append(s, before.data(), added.data(), {6, 0, 7, 6});  // (1, 2), (0, 0), (1, 3), (1, 2)
+  expect_near(got,
+              rows_of({{11, 12, 13, 14, 15, 16}, {1, 2, 3, 4, 5, 6}, {7, 7, 7, 7, 7, 7}, {11, 12, 13, 14, 15, 16}}), 0);
+}
+
+TEST(CacheAppend, BadShapesAndRowsThrow) {
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.max_context = 5;
+  const std::vector<float> before(20, 0), added(8, 0);
+  s.context = {3, 4};  // 4 + 2 rows do not fit in 5
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {3};  // one length for two sequences
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {-1, 0};
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {3, 3};
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {10}), std::out_of_range);
+  EXPECT_NO_THROW(cache_append(s, before.data(), added.data(), {9}));
+}
+
 // ------------------------------------------------------------------------------------------------ rows and errors
 
 TEST(Rows, SampledRowsEqualRowsOfTheFullOutput) {
