@@ -8,3 +8,4 @@
 #include "reference/decode.hpp"
 #include "reference/paged.hpp"
 #include "reference/cache_append.hpp"
+#include "reference/reshape_and_cache.hpp"
