@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# One GPU session (GPU.md): the gpu-labelled CTest tests and `verify all`, then every
-# timing on its own with the peers, so that all timings compare within one call. Logs go
+# One GPU session: the gpu-labelled CTest tests and `verify all`, then every timing on its
+# own with the peers (tests/peers.py), so that all timings compare within one call. Logs go
 # to $OUT.
-#   tests/gpu_session.sh all PEERS_PY      # everything below in one call (~6 min on an H200)
+#   tests/gpu_session.sh all [PEERS_PY]    # everything below in one call (~6 min on an H200)
 #   tests/gpu_session.sh verify            # ctest -L gpu beside `verify all`
 #   tests/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
-# `all` leaves out perf's extras (paged block sizes 8/32, peer_decode_flush.py) so that it
-# fits the device's 10-minute limit. Expects build/bin (built here for sm_90a) and build's
-# CTestTestfile.cmake files, whose absolute paths are this checkout's: the script links that
-# path to here.
+# PEERS_PY defaults to this repo's tests/peers.py. `all` leaves out perf's extras (paged
+# block sizes 8/32, peer_decode_flush.py) so that it fits the device's 10-minute limit.
+# Expects build/bin (built here for sm_90a) and build's CTestTestfile.cmake files, whose
+# absolute paths are this checkout's: the script links that path to here.
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -46,20 +46,19 @@ perf() {
     $bin run cases/perf/paged-*-b8-ctx32768.toml -k paged_flash --set baseline=paged_flash \
       --set "shape.block_size=[8,32]" "${q[@]}" 2>&1 | tee "$OUT/perf-blocks.txt"
   fi
-  if [ -n "$2" ]; then
-    PYTHONUNBUFFERED=1 python3 "$2" --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.txt"
-    if [ "$1" = extras ]; then
-      PYTHONUNBUFFERED=1 python3 tests/peer_decode_flush.py 2>&1 | tee "$OUT/peers-flush.txt"
-    fi
+  PYTHONUNBUFFERED=1 python3 "$2" --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.txt"
+  if [ "$1" = extras ]; then
+    PYTHONUNBUFFERED=1 python3 tests/peer_decode_flush.py --json "$OUT/peers-flush.json" 2>&1 |
+      tee "$OUT/peers-flush.txt"
   fi
 }
 
 case "${1:-}" in
-all) verify_all; perf core "${2:-}" ;;
+all) verify_all; perf core "${2:-tests/peers.py}" ;;
 verify) verify_all ;;
-perf) perf extras "${2:-}" ;;
+perf) perf extras "${2:-tests/peers.py}" ;;
 *)
-  echo "usage: tests/gpu_session.sh all PEERS_PY | verify | perf [PEERS_PY]" >&2
+  echo "usage: tests/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY]" >&2
   exit 2
   ;;
 esac

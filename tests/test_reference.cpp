@@ -385,6 +385,152 @@ TEST(Paged, EqualsDecodeOnTheGatheredCache) {
   }
 }
 
+// --------------------------------------------------------------------------------------------------- cache_append
+
+TEST(CacheAppend, TwoSequencesLandAtTheirContextAndNothingElseChanges) {
+  // Caches of 5 rows, 2 values each (kv_heads 1, head_dim 2); 2 new rows per sequence after contexts 1 and 3.
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.max_context = 5;
+  s.context = {1, 3};
+  std::vector<float> before(2 * 5 * 2);
+  std::iota(before.begin(), before.end(), 100.0f);                            // row r holds (100 + 2r, 101 + 2r)
+  const std::vector<float> added = {-1, -2, -3, -4, /* b = 1 */ -5, -6, -7, -8};  // [batch, tokens, 2]
+  const Matrix got = cache_append(s, before.data(), added.data(), all_rows(10));
+  expect_near(got,
+              rows_of({{100, 101}, {-1, -2}, {-3, -4}, {106, 107}, {108, 109},      // b = 0: positions 1, 2 new
+                       {110, 111}, {112, 113}, {114, 115}, {-5, -6}, {-7, -8}}),  // b = 1: positions 3, 4 new
+              0);
+}
+
+TEST(CacheAppend, RowsSpanEveryKvHeadAndMaySampleInAnyOrder) {
+  // kv_heads 2, head_dim 3: a cache row is 6 values. One token per sequence, the prefill of an empty cache for b = 0.
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 1, s.kv_heads = 2, s.head_dim = 3, s.max_context = 4;
+  s.context = {0, 2};
+  const std::vector<float> before(2 * 4 * 6, 7.0f);
+  const std::vector<float> added = {1, 2, 3, 4, 5, 6, /* b = 1 */ 11, 12, 13, 14, 15, 16};
+  const Matrix got = cache_append(s, before.data(), added.data(), {6, 0, 7, 6});  // (1, 2), (0, 0), (1, 3), (1, 2)
+  expect_near(got,
+              rows_of({{11, 12, 13, 14, 15, 16}, {1, 2, 3, 4, 5, 6}, {7, 7, 7, 7, 7, 7}, {11, 12, 13, 14, 15, 16}}), 0);
+}
+
+TEST(CacheAppend, BadShapesAndRowsThrow) {
+  CacheAppendShape s;
+  s.batch = 2, s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.max_context = 5;
+  const std::vector<float> before(20, 0), added(8, 0);
+  s.context = {3, 4};  // 4 + 2 rows do not fit in 5
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {3};  // one length for two sequences
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {-1, 0};
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {0}), std::invalid_argument);
+  s.context = {3, 3};
+  EXPECT_THROW(cache_append(s, before.data(), added.data(), {10}), std::out_of_range);
+  EXPECT_NO_THROW(cache_append(s, before.data(), added.data(), {9}));
+}
+
+// ---------------------------------------------------------------------------------------------- reshape_and_cache
+
+TEST(ReshapeAndCache, KnownSlotsAgainstHandComputedIndices) {
+  // 3 blocks of 2 slots, kv_heads 2, head_dim 4, x 2: a (block, kv head) row is head_dim * block_size = 8 values.
+  // Token 0 -> slot 5 (block 2, offset 1), token 1 -> slot 0 (block 0, offset 0), token 2 -> -1 (padding, skipped).
+  ReshapeAndCacheShape s;
+  s.tokens = 3, s.kv_heads = 2, s.head_dim = 4, s.block_size = 2, s.num_blocks = 3, s.x = 2;
+  const std::vector<int64_t> slots = {5, 0, -1};
+  std::vector<float> values(3 * 2 * 4);  // values[t, h, e] = 100 t + 10 h + e + 1
+  for (int t = 0; t < 3; ++t)
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 4; ++e) values[(t * 2 + h) * 4 + e] = 100 * t + 10 * h + e + 1;
+  std::vector<float> before(3 * 2 * 8);
+  std::iota(before.begin(), before.end(), 1000.0f);  // row r, column c holds 1000 + 8r + c
+  const Rows rows = all_rows(6);                     // r = block * kv_heads + h
+
+  // K [block, h, e / 2, offset, e % 2]: in a row, element e of offset o sits at (e / 2 * 2 + o) * 2 + e % 2, so
+  // offset 0 takes columns 0 1 4 5 and offset 1 columns 2 3 6 7.
+  const Matrix k = reshape_and_cache(s, PagedCache::key, before.data(), values.data(), slots.data(), rows);
+  expect_near(k,
+              rows_of({{101, 102, 1002, 1003, 103, 104, 1006, 1007},     // block 0 h 0: token 1, offset 0
+                       {111, 112, 1010, 1011, 113, 114, 1014, 1015},     // block 0 h 1
+                       {1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023},  // block 1: no token
+                       {1024, 1025, 1026, 1027, 1028, 1029, 1030, 1031},
+                       {1032, 1033, 1, 2, 1036, 1037, 3, 4},              // block 2 h 0: token 0, offset 1
+                       {1040, 1041, 11, 12, 1044, 1045, 13, 14}}),        // block 2 h 1
+              0);
+
+  // V [block, h, e, offset]: element e of offset o sits at e * 2 + o: offset 0 is the even columns, offset 1 the odd.
+  const Matrix v = reshape_and_cache(s, PagedCache::value, before.data(), values.data(), slots.data(), rows);
+  expect_near(v,
+              rows_of({{101, 1001, 102, 1003, 103, 1005, 104, 1007},
+                       {111, 1009, 112, 1011, 113, 1013, 114, 1015},
+                       {1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023},
+                       {1024, 1025, 1026, 1027, 1028, 1029, 1030, 1031},
+                       {1032, 1, 1034, 2, 1036, 3, 1038, 4},
+                       {1040, 11, 1042, 12, 1044, 13, 1046, 14}}),
+              0);
+
+  // Sampled rows, in any order, are those rows of the whole cache.
+  const Matrix sampled = reshape_and_cache(s, PagedCache::key, before.data(), values.data(), slots.data(), {4, 0, 4});
+  expect_near(sampled, rows_of({{1032, 1033, 1, 2, 1036, 1037, 3, 4},
+                                {101, 102, 1002, 1003, 103, 104, 1006, 1007},
+                                {1032, 1033, 1, 2, 1036, 1037, 3, 4}}),
+              0);
+}
+
+TEST(ReshapeAndCache, PagedReadsBackWhatItWrote) {
+  // The tokens of three sequences scattered through a shuffled block table, then paged decode over the result:
+  // the same as decode over the dense cache, exactly.
+  const DecodeInputs dense(4, 2, 16, {1, 17, 40}, false);
+  const DecodeShape& d = dense.s;
+  PagedShape p;
+  p.decode = d;
+  p.block_size = 16, p.x = 8, p.max_blocks_per_seq = 3, p.num_blocks = 8;  // 1 + 2 + 3 blocks needed
+  std::vector<int32_t> pool(p.num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(71));
+  std::vector<int32_t> table(d.batch * p.max_blocks_per_seq, -1);
+  ReshapeAndCacheShape s;
+  s.tokens = 1 + 17 + 40, s.kv_heads = d.kv_heads, s.head_dim = d.head_dim, s.block_size = p.block_size,
+  s.num_blocks = p.num_blocks, s.x = p.x;
+  const int64_t token = d.kv_heads * d.head_dim;
+  std::vector<float> k_tokens, v_tokens;  // [tokens, kv_heads, head_dim], sequence after sequence
+  std::vector<int64_t> slots;
+  auto next = pool.begin();
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t t = 0; t < d.context[b]; ++t) {
+      if (t % p.block_size == 0) table[b * p.max_blocks_per_seq + t / p.block_size] = *next++;
+      slots.push_back(int64_t{table[b * p.max_blocks_per_seq + t / p.block_size]} * p.block_size + t % p.block_size);
+      const int64_t at = (b * d.max_context + t) * token;
+      k_tokens.insert(k_tokens.end(), dense.k.begin() + at, dense.k.begin() + at + token);
+      v_tokens.insert(v_tokens.end(), dense.v.begin() + at, dense.v.begin() + at + token);
+    }
+  }
+  const std::vector<float> empty(p.num_blocks * token * p.block_size, kNaN);
+  const Rows all = all_rows(p.num_blocks * d.kv_heads);
+  const Matrix k = reshape_and_cache(s, PagedCache::key, empty.data(), k_tokens.data(), slots.data(), all);
+  const Matrix v = reshape_and_cache(s, PagedCache::value, empty.data(), v_tokens.data(), slots.data(), all);
+  const std::vector<float> k_pool(k.data(), k.data() + k.size()), v_pool(v.data(), v.data() + v.size());
+  const Rows rows = all_rows(d.batch * d.heads);
+  const Matrix o = paged(p, dense.q.data(), k_pool.data(), v_pool.data(), table.data(), rows);
+  EXPECT_FALSE(o.hasNaN());
+  expect_near(o, dense.run(rows), 0);
+}
+
+TEST(ReshapeAndCache, BadSlotsThrow) {
+  ReshapeAndCacheShape s;
+  s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.block_size = 2, s.num_blocks = 2, s.x = 2;
+  const std::vector<float> cache(2 * 2 * 2, 0), values(2 * 2, 0);
+  const std::vector<int64_t> outside = {0, 4}, shared = {3, 3}, fine = {3, -1};
+  EXPECT_THROW(reshape_and_cache(s, PagedCache::key, cache.data(), values.data(), outside.data(), {0}),
+               std::out_of_range);
+  EXPECT_THROW(reshape_and_cache(s, PagedCache::value, cache.data(), values.data(), shared.data(), {0}),
+               std::invalid_argument);
+  EXPECT_THROW(reshape_and_cache(s, PagedCache::key, cache.data(), values.data(), fine.data(), {2}), std::out_of_range);
+  EXPECT_NO_THROW(reshape_and_cache(s, PagedCache::key, cache.data(), values.data(), fine.data(), {1}));
+  s.x = 3;  // head_dim 2 is not a multiple of 3
+  EXPECT_THROW(reshape_and_cache(s, PagedCache::key, cache.data(), values.data(), fine.data(), {0}),
+               std::invalid_argument);
+}
+
 // ------------------------------------------------------------------------------------------------ rows and errors
 
 TEST(Rows, SampledRowsEqualRowsOfTheFullOutput) {

@@ -1,0 +1,66 @@
+#include "reference/attention.hpp"
+
+#include <cmath>
+#include <map>
+
+namespace attnbench::ref {
+
+using namespace detail;
+
+namespace {
+
+void validate(const AttentionShape& s) {
+  require(s.batch > 0 && s.heads > 0 && s.kv_heads > 0 && s.seq_q > 0 && s.seq_k > 0 && s.head_dim > 0,
+          "attention: batch, heads, kv_heads, seq_q, seq_k and head_dim must be positive");
+  require(s.heads % s.kv_heads == 0, "attention: heads (" + std::to_string(s.heads) +
+                                         ") must be a multiple of kv_heads (" + std::to_string(s.kv_heads) + ")");
+  require(s.window >= 0, "attention: window must be >= 0");
+}
+
+}  // namespace
+
+void detail::plan_attention(const AttentionShape& s, const float* q, const float* k, const float* v, const Rows& rows,
+                            const Rows& out, std::vector<KvTask>& tasks) {
+  const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
+  const double scale = s.scale != 0 ? s.scale : 1 / std::sqrt(static_cast<double>(d));
+  std::map<int64_t, size_t> open;  // b * kv_heads + kv head -> that group's task still filling up
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const int64_t h = rows[n] % s.heads, i = rows[n] / s.heads % s.seq_q, b = rows[n] / s.heads / s.seq_q;
+    const int64_t key = b * s.kv_heads + h / group;
+    auto it = open.find(key);
+    if (it == open.end() || tasks[it->second].rows == kRowsPerTask) {
+      const int64_t kv_head = (b * s.seq_k * s.kv_heads + h / group) * d;  // k, v: [batch, seq_k, kv_heads, d]
+      tasks.push_back({view(k + kv_head, s.seq_k, d, s.kv_heads * d), view(v + kv_head, s.seq_k, d, s.kv_heads * d),
+                       scale, s.seq_k - s.seq_q});
+      it = open.insert_or_assign(key, tasks.size() - 1).first;
+    }
+    KvTask& task = tasks[it->second];
+    auto head = std::find_if(task.heads.begin(), task.heads.end(), [&](const HeadRows& r) { return r.head == h; });
+    if (head == task.heads.end()) {
+      const int64_t q_head = (b * s.seq_q * s.heads + h) * d;  // q: [batch, seq_q, heads, d]
+      task.heads.push_back({h, view(q + q_head, s.seq_q, d, s.heads * d),
+                            Mask{s.causal, s.window, s.alibi ? alibi_slope(h, s.heads) : 0}});
+      head = task.heads.end() - 1;
+    }
+    head->query.push_back(i);
+    head->out.push_back(out[n]);
+    ++task.rows;
+  }
+}
+
+// For a power-of-two head count these are ALiBi's slopes; other counts use the same formula (not the paper's
+// interpolation between powers of two).
+double alibi_slope(int64_t h, int64_t heads) { return std::exp2(-8.0 * (h + 1) / heads); }
+
+// O = softmax(Q Kᵀ·scale + bias + mask) V: every requested row planned onto the dense attention core.
+Matrix attention(const AttentionShape& s, const float* q, const float* k, const float* v, const Rows& rows) {
+  validate(s);
+  check_rows("attention", rows, s.batch * s.seq_q * s.heads);
+  Rows out(rows.size());
+  for (size_t n = 0; n < out.size(); ++n) out[n] = n;
+  std::vector<KvTask> tasks;
+  plan_attention(s, q, k, v, rows, out, tasks);
+  return run_attention(tasks, rows.size(), s.head_dim);
+}
+
+}  // namespace attnbench::ref

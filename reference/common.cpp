@@ -1,0 +1,69 @@
+// The helpers of common.hpp: argument checks, the stable softmax, and the dense attention core.
+#include "reference/common.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attnbench::ref::detail {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+void check_rows(const char* op, const Rows& rows, int64_t count) {
+  for (int64_t r : rows) {
+    if (r < 0 || (count >= 0 && r >= count)) {
+      throw std::out_of_range(std::string(op) + ": output row " + std::to_string(r) + " is out of range" +
+                              (count >= 0 ? " [0, " + std::to_string(count) + ")" : ""));
+    }
+  }
+}
+
+void softmax_rows(Eigen::Ref<Matrix> s) {
+  for (Eigen::Index i = 0; i < s.rows(); ++i) {
+    auto row = s.row(i);
+    const double max = row.maxCoeff();
+    if (max == -kInf) {
+      row.setZero();
+      continue;
+    }
+    row = (row.array() - max).exp().matrix();
+    row /= row.sum();
+  }
+}
+
+Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
+                   const Mask& mask, double scale) {
+  Matrix s = q * k.transpose() * scale;
+  for (Eigen::Index i = 0; i < s.rows(); ++i) {
+    for (Eigen::Index j = 0; j < s.cols(); ++j) {
+      s(i, j) = mask.visible(pos[i], j) ? s(i, j) - mask.slope * std::abs(pos[i] - j) : -kInf;
+    }
+  }
+  softmax_rows(s);
+  return s * v;
+}
+
+Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head_dim) {
+  Matrix o(rows, head_dim);
+  double work = 0;
+  for (const KvTask& t : tasks) work += 4.0 * t.rows * t.k.rows() * head_dim;
+  parallel_for(tasks.size(), work, [&](int64_t n) {
+    const KvTask& t = tasks[n];
+    const Matrix k = t.k.cast<double>(), v = t.v.cast<double>();
+    for (const HeadRows& h : t.heads) {
+      std::vector<int64_t> pos(h.query);
+      for (int64_t& p : pos) p += t.offset;
+      const Matrix oh = attend_head(h.q(h.query, Eigen::all).cast<double>(), k, v, pos, h.mask, t.scale);
+      for (size_t r = 0; r < h.out.size(); ++r) o.row(h.out[r]) = oh.row(r);
+    }
+  });
+  return o;
+}
+
+}  // namespace attnbench::ref::detail

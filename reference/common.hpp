@@ -1,0 +1,124 @@
+// What every op's fp64 reference shares: the Matrix it returns, the Rows it is asked for, and (in detail::) the
+// helpers the ops are built from. Inputs are the values the GPU sees (already rounded to the storage type), widened
+// exactly to double.
+//
+// Large outputs are checked on a sample of rows, so every op takes the flat indices of the output rows it must
+// produce and returns them in that order, one row per index. Nothing here knows about CUDA.
+//
+// Determinism: work is cut into tasks of fixed size from the requested rows alone, each task makes the same Eigen
+// calls whichever thread runs it, and tasks write disjoint output rows, so results never depend on the thread count.
+// (Eigen's own OpenMP threading is not enabled; every Eigen call runs on the thread that makes it.)
+#pragma once
+#include <Eigen/Dense>
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace attnbench::ref {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Rows = std::vector<int64_t>;
+
+namespace detail {
+
+// Below this much work (about one unit per flop) starting threads costs more than it saves.
+constexpr double kParallelWork = 1e7;
+
+// Fixed task sizes: at most this many output rows per task, and this many columns of C per GEMM task.
+constexpr int64_t kRowsPerTask = 256;
+constexpr int64_t kColsPerTask = 256;
+
+// Runs body(0), ..., body(n - 1), spread over the cores when `work` is large enough to pay for the threads.
+template <class Body>
+void parallel_for(int64_t n, double work, const Body& body) {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads = work < kParallelWork ? 1 : std::min(n, cores);
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;  // an exception escaping a std::thread would terminate the program
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (int64_t i; (i = next++) < n;) {
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Throws std::invalid_argument(what) unless ok.
+void require(bool ok, const std::string& what);
+
+// Throws std::out_of_range for a row outside [0, count). count < 0: the total is unknown (softmax and gemm are not
+// told it), so only negative rows can be caught.
+void check_rows(const char* op, const Rows& rows, int64_t count);
+
+using FloatMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// A row-major [rows, cols] view of floats whose rows are `stride` floats apart, e.g. one head of [seq, heads, d].
+using FloatView = Eigen::Map<const FloatMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+inline FloatView view(const float* p, int64_t rows, int64_t cols, int64_t stride) {
+  return FloatView(p, rows, cols, Eigen::OuterStride<>(stride));
+}
+
+// softmax(s)ᵢⱼ = exp(sᵢⱼ - maxⱼ sᵢⱼ) / Σⱼ exp(sᵢⱼ - maxⱼ sᵢⱼ), in place, row by row. Subtracting the max keeps exp
+// from overflowing. A row that is all -inf (every key masked) becomes 0 rather than NaN (-inf - -inf is NaN).
+void softmax_rows(Eigen::Ref<Matrix> s);
+
+// Which keys a query at key position p sees, and the bias its scores get.
+struct Mask {
+  bool causal = false;
+  int64_t window = 0;  // 0 = none
+  double slope = 0;    // ALiBi; 0 = no bias
+
+  // Causal: no key after p. Window w: |p - j| < w, which with causal is FlashAttention's window (w - 1, 0) and
+  // without it the symmetric (w - 1, w - 1).
+  bool visible(int64_t p, int64_t j) const { return (!causal || j <= p) && (window == 0 || std::abs(p - j) < window); }
+};
+
+// ------------------------------------------------------------------------------------------ the dense attention core
+// Every attention-like op (attention, GQA/MQA, decode, paged) ends here: it maps its output rows onto KvTasks over a
+// dense [seq_k, head_dim] K and V, and run_attention() computes them with attend_head().
+
+// One head: O = softmax(Q Kᵀ·scale + bias + mask) V, where bias = -slope·|p - j| and mask = -inf where the key is
+// not visible. q: [n, d], queries at key positions pos[0..n); k, v: [seq_k, d]. Returns O: [n, d].
+Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
+                   const Mask& mask, double scale);
+
+// The requested rows of one query head within a KvTask.
+struct HeadRows {
+  int64_t head;  // query head
+  FloatView q;   // [seq_q, head_dim]: this head's queries
+  Mask mask;
+  std::vector<int64_t> query = {}, out = {};  // the query index of each row, and the output row it fills
+};
+
+// Rows of the query heads that read one kv head of one sequence: the unit of attention work. Under GQA several query
+// heads share the kv head, and widening its K and V to double once for all of them is most of the saving.
+struct KvTask {
+  FloatView k, v;  // [seq_k, head_dim]
+  double scale;
+  int64_t offset;  // seq_k - seq_q: query i sits at key position i + offset (aligned bottom-right)
+  std::vector<HeadRows> heads = {};
+  int64_t rows = 0;
+};
+
+// Computes every task into its output rows of a [rows, head_dim] result.
+Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head_dim);
+
+}  // namespace detail
+}  // namespace attnbench::ref
