@@ -117,25 +117,18 @@ TEST(Npy, NumpyLoadsIt) {
   std::filesystem::remove(path);
 }
 
-TEST(Dump, TensorShapesFollowTheOpsLayouts) {
-  CasePoint p;
-  p.op = Op::attention;
-  p.shape.batch = 2, p.shape.seq_q = 5, p.shape.seq_k = 7, p.shape.heads = 4, p.shape.kv_heads = 2,
-  p.shape.head_dim = 8;
-  std::string layout;
-  EXPECT_EQ(tensor_shape(p, "q", 2 * 5 * 4 * 8, &layout), (std::vector<int64_t>{2, 5, 4, 8}));
-  EXPECT_EQ(layout, "[batch, seq_q, heads, head_dim]");
-  EXPECT_EQ(tensor_shape(p, "v", 2 * 7 * 2 * 8, &layout), (std::vector<int64_t>{2, 7, 2, 8}));
-  // A count that does not fit the layout is written flat rather than wrongly shaped.
-  EXPECT_EQ(tensor_shape(p, "q", 11, &layout), std::vector<int64_t>{11});
-  EXPECT_EQ(layout, "flat");
-  p.op = Op::gemm;
-  p.shape.batch = 1, p.shape.m = 3, p.shape.n = 4, p.shape.k = 5, p.shape.layout = GemmLayout::nt;
-  EXPECT_EQ(tensor_shape(p, "b", 20, nullptr), (std::vector<int64_t>{1, 4, 5}));
-  p.shape.layout = GemmLayout::nn;
-  EXPECT_EQ(tensor_shape(p, "b", 20, nullptr), (std::vector<int64_t>{1, 5, 4}));
-  p.op = Op::paged;
-  EXPECT_EQ(tensor_shape(p, "k", 96, &layout), std::vector<int64_t>{96});
+// The manifest's shape: every key of the point's op, and the scale a peer needs.
+TEST(Dump, ShapeJsonHasEveryKey) {
+  const CasePoint p =
+      parse_case("op = \"attention\"\n[shape]\nbatch = 2\nheads = 4\nkv_heads = 2\nseq_q = 5\nseq_k = 7\nhead_dim = 16\n",
+                 "t.toml", {})
+          .points.at(0);
+  const nlohmann::json j = shape_json(p);
+  EXPECT_EQ(j["seq_k"], 7);
+  EXPECT_EQ(j["kv_heads"], 2);
+  EXPECT_EQ(j["causal"], false);
+  EXPECT_DOUBLE_EQ(j["scale"].get<double>(), 0.25);
+  EXPECT_EQ(j.size(), p.shape.values().size() + 1);
 }
 
 TEST(Dump, PathSlug) {

@@ -1,27 +1,23 @@
-// The work the ops count: attention's unmasked (query, key) pairs, and each op's
-// tensors, so TFLOP/s and GB/s mean what the README says.
+// The work the ops count (attention's unmasked (query, key) pairs, each op's tensors,
+// so TFLOP/s and GB/s mean what docs/measuring.md says), and what the op registry
+// promises every op: keys the loader can read, variants, a problem for every case.
 #include <gtest/gtest.h>
 
-#include "app/ops.hpp"
+#include <set>
+
+#include "app/case.hpp"
+#include "app/op.hpp"
+#include "app/ops/attention.hpp"
+#include "app/problem.hpp"
 
 using namespace attnbench;
 
 namespace {
-Shape attn(int64_t sq, int64_t sk, bool causal, int64_t window) {
-  Shape s;
-  s.batch = 1;
-  s.heads = 1;
-  s.kv_heads = 1;
-  s.head_dim = 8;
-  s.seq_q = sq;
-  s.seq_k = sk;
-  s.causal = causal;
-  s.window = window;
-  return s;
-}
+
+AttentionMask mask(int64_t sq, int64_t sk, bool causal, int64_t window) { return {sq, sk, causal, window}; }
 
 // The definition, pair by pair.
-int64_t brute_pairs(const Shape& s) {
+int64_t brute_pairs(const AttentionMask& s) {
   int64_t n = 0;
   for (int64_t i = 0; i < s.seq_q; ++i) {
     const int64_t p = i + s.seq_k - s.seq_q;
@@ -34,29 +30,32 @@ int64_t brute_pairs(const Shape& s) {
   }
   return n;
 }
+
+CasePoint point(const std::string& toml) { return parse_case(toml, "t.toml", {}).points.at(0); }
+
 }  // namespace
 
 TEST(AttentionPairs, CausalSquareIsATriangle) {
-  EXPECT_EQ(attention_pairs(attn(4, 4, false, 0)), 16);
-  EXPECT_EQ(attention_pairs(attn(4, 4, true, 0)), 10);  // 1 + 2 + 3 + 4
+  EXPECT_EQ(mask(4, 4, false, 0).pairs(), 16);
+  EXPECT_EQ(mask(4, 4, true, 0).pairs(), 10);  // 1 + 2 + 3 + 4
 }
 
 TEST(AttentionPairs, BottomRightAlignment) {
   // seq_q 2 over seq_k 5: query 0 sits at position 3 and sees 4 keys, query 1 all 5.
-  EXPECT_EQ(visible_keys(attn(2, 5, true, 0), 0), 4);
-  EXPECT_EQ(visible_keys(attn(2, 5, true, 0), 1), 5);
+  EXPECT_EQ(mask(2, 5, true, 0).visible_keys(0), 4);
+  EXPECT_EQ(mask(2, 5, true, 0).visible_keys(1), 5);
   // seq_q 5 over seq_k 2: the first three queries see nothing.
-  const Shape s = attn(5, 2, true, 0);
-  EXPECT_EQ(visible_keys(s, 0), 0);
-  EXPECT_EQ(visible_keys(s, 2), 0);
-  EXPECT_EQ(visible_keys(s, 3), 1);
-  EXPECT_EQ(attention_pairs(s), 3);
+  const AttentionMask s = mask(5, 2, true, 0);
+  EXPECT_EQ(s.visible_keys(0), 0);
+  EXPECT_EQ(s.visible_keys(2), 0);
+  EXPECT_EQ(s.visible_keys(3), 1);
+  EXPECT_EQ(s.pairs(), 3);
 }
 
 TEST(AttentionPairs, WindowOnOneOrBothSides) {
-  EXPECT_EQ(visible_keys(attn(10, 10, true, 3), 9), 3);   // keys 7, 8, 9
-  EXPECT_EQ(visible_keys(attn(10, 10, false, 3), 5), 5);  // keys 3..7
-  EXPECT_EQ(visible_keys(attn(10, 10, false, 3), 0), 3);  // keys 0..2
+  EXPECT_EQ(mask(10, 10, true, 3).visible_keys(9), 3);   // keys 7, 8, 9
+  EXPECT_EQ(mask(10, 10, false, 3).visible_keys(5), 5);  // keys 3..7
+  EXPECT_EQ(mask(10, 10, false, 3).visible_keys(0), 3);  // keys 0..2
 }
 
 TEST(AttentionPairs, MatchesTheDefinitionEverywhere) {
@@ -64,60 +63,82 @@ TEST(AttentionPairs, MatchesTheDefinitionEverywhere) {
     for (int64_t sk : {1, 4, 17, 30})
       for (bool causal : {false, true})
         for (int64_t w : {0, 1, 2, 5, 40}) {
-          const Shape s = attn(sq, sk, causal, w);
-          ASSERT_EQ(attention_pairs(s), brute_pairs(s)) << sq << " " << sk << " " << causal << " " << w;
+          const AttentionMask s = mask(sq, sk, causal, w);
+          ASSERT_EQ(s.pairs(), brute_pairs(s)) << sq << " " << sk << " " << causal << " " << w;
         }
 }
 
 TEST(Work, AttentionFlopsAndBytes) {
-  CasePoint p;
-  p.op = Op::attention;
-  p.dtype = DType::bf16;
-  p.shape = attn(128, 256, true, 0);
-  p.shape.batch = 2;
-  p.shape.heads = 8;
-  p.shape.kv_heads = 2;
-  p.shape.head_dim = 64;
+  const CasePoint p = point(
+      "op = \"attention\"\ndtype = \"bf16\"\n[shape]\nbatch = 2\nheads = 8\nkv_heads = 2\nseq_q = 128\nseq_k = 256\n"
+      "head_dim = 64\ncausal = true\n");
   const auto problem = make_problem(p);
   const Work w = problem->work();
-  EXPECT_DOUBLE_EQ(w.flops, 4.0 * 2 * 8 * 64 * static_cast<double>(attention_pairs(p.shape)));
+  EXPECT_DOUBLE_EQ(w.flops, 4.0 * 2 * 8 * 64 * static_cast<double>(mask(128, 256, true, 0).pairs()));
   // q and o: 2 x 128 x 8 x 64; k and v: 2 x 256 x 2 x 64; two bytes each.
   EXPECT_DOUBLE_EQ(w.bytes, 2.0 * (2 * 2 * 128 * 8 * 64 + 2 * 2 * 256 * 2 * 64));
   EXPECT_EQ(problem->output_rows(), 2 * 128 * 8);
+  EXPECT_EQ(problem->output_cols(), 64);
   const Coord c = problem->coord((1 * 128 + 5) * 8 + 3, 7);
   EXPECT_EQ(c.b, 1);
   EXPECT_EQ(c.h, 3);
   EXPECT_EQ(c.i, 5);
   EXPECT_EQ(c.d, 7);
+  EXPECT_EQ(problem->output_tensor().layout(), "[batch, seq_q, heads, head_dim]");
+  EXPECT_EQ(problem->output_tensor().shape(), (std::vector<int64_t>{2, 128, 8, 64}));
 }
 
 TEST(Work, MustCheckRowsAreTheBlindQueries) {
-  CasePoint p;
-  p.op = Op::attention;
-  p.dtype = DType::fp32;
-  p.shape = attn(6, 2, true, 0);  // queries 0..3 see no key
-  p.shape.batch = 2;
-  p.shape.heads = 3;
-  const auto rows = make_problem(p)->must_check_rows();
+  const CasePoint p =
+      point("op = \"attention\"\n[shape]\nbatch = 2\nheads = 3\nseq_q = 6\nseq_k = 2\nhead_dim = 8\ncausal = true\n");
+  const auto rows = make_problem(p)->must_check_rows();  // queries 0..3 see no key
   ASSERT_FALSE(rows.empty());
   for (int64_t r : rows) EXPECT_LT(r / 3 % 6, 4) << r;  // i = row / heads % seq_q
 }
 
 TEST(Work, GemmAndSoftmax) {
-  CasePoint g;
-  g.op = Op::gemm;
-  g.dtype = DType::fp16;
-  g.shape.batch = 3;
-  g.shape.m = 10;
-  g.shape.n = 20;
-  g.shape.k = 30;
-  const Work w = make_problem(g)->work();
+  const Work w = make_problem(point("op = \"gemm\"\ndtype = \"fp16\"\n[shape]\nbatch = 3\nm = 10\nn = 20\nk = 30\n"))
+                     ->work();
   EXPECT_DOUBLE_EQ(w.flops, 2.0 * 3 * 10 * 20 * 30);
   EXPECT_DOUBLE_EQ(w.bytes, 2.0 * 3 * (10 * 30 + 30 * 20 + 10 * 20));
-  CasePoint s;
-  s.op = Op::softmax;
-  s.dtype = DType::fp32;
-  s.shape.rows = 7;
-  s.shape.cols = 9;
-  EXPECT_DOUBLE_EQ(make_problem(s)->work().bytes, 2.0 * 4 * 7 * 9);
+  EXPECT_DOUBLE_EQ(make_problem(point("op = \"softmax\"\n[shape]\nrows = 7\ncols = 9\n"))->work().bytes, 2.0 * 4 * 7 * 9);
+}
+
+TEST(Work, GemmLayoutShapesB) {
+  const auto nt = make_problem(point("op = \"gemm\"\n[shape]\nm = 3\nn = 4\nk = 5\n"));
+  EXPECT_EQ(nt->input_tensors().at(1)->shape(), (std::vector<int64_t>{1, 4, 5}));
+  EXPECT_EQ(nt->input_tensors().at(1)->layout(), "[batch, n, k] (C = A B^T)");
+  const auto nn = make_problem(point("op = \"gemm\"\n[shape]\nlayout = \"nn\"\nm = 3\nn = 4\nk = 5\n"));
+  EXPECT_EQ(nn->input_tensors().at(1)->shape(), (std::vector<int64_t>{1, 5, 4}));
+}
+
+TEST(Work, PipelineStepIsThePosition) {
+  const auto p = make_problem(point(
+      "op = \"pipeline\"\n[shape]\nbatch = 2\nheads = 4\nkv_heads = 2\nhead_dim = 8\nprompt = 10\ngenerate = 3\n"));
+  // o [generate, batch, heads, head_dim]: row (step * batch + b) * heads + h, i = prompt + step.
+  const Coord c = p->coord((2 * 2 + 1) * 4 + 3, 5);
+  EXPECT_EQ(c.i, 12);
+  EXPECT_EQ(c.b, 1);
+  EXPECT_EQ(c.h, 3);
+  EXPECT_EQ(c.d, 5);
+}
+
+// Every op in the registry: unique names, keys a docs table can list, a baseline, and
+// a problem built from the smallest case its required keys allow.
+TEST(Registry, EveryOpIsComplete) {
+  std::set<std::string> names;
+  for (const OpSpec& op : ops()) {
+    EXPECT_TRUE(names.insert(op.name).second) << op.name;
+    EXPECT_EQ(find_op(op.name), &op);
+    EXPECT_FALSE(op.summary.empty()) << op.name;
+    EXPECT_FALSE(op.variant_names().empty()) << op.name;
+    EXPECT_EQ(op.baseline(), op.variant_names().front());
+    std::set<std::string> keys;
+    for (const KeySpec& k : op.keys) {
+      EXPECT_TRUE(keys.insert(k.name).second) << op.name << "." << k.name;
+      EXPECT_FALSE(k.meaning.empty()) << op.name << "." << k.name;
+      if (k.type == KeyType::variant) EXPECT_NE(find_op(k.variant_of), nullptr) << op.name << "." << k.name;
+    }
+  }
+  EXPECT_EQ(find_op("no-such-op"), nullptr);
 }
