@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <stdexcept>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -333,6 +334,13 @@ int run_cli(int argc, char** argv) {
     return kExitDevice;
   } catch (const std::bad_alloc&) {
     std::cerr << "attnbench: out of host memory\n";
+    return kExitDevice;
+  } catch (const std::invalid_argument& e) {
+    // A kernel's launcher refusing what it was given: the input asked for something it lacks.
+    std::cerr << "attnbench: error: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const std::exception& e) {
+    std::cerr << "attnbench: internal error: " << e.what() << "\n";
     return kExitDevice;
   }
   return kExitInput;

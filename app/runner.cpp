@@ -229,6 +229,12 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           }
           cudaGetLastError();
           continue;
+        } catch (const std::exception& e) {
+          // A launcher refusing params its supports() let through: this variant's bug,
+          // reported on its row; the others still run.
+          r.status = Status::error;
+          r.reason = std::string("the launcher refused the point: ") + e.what();
+          continue;
         }
         const Comparison cmp = problem->check(check_rows, want, r.tol);
         if (dump) dump->add(*problem, seed, check_rows, want, r.variant, cmp, r.tol, r.command);

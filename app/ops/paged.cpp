@@ -9,6 +9,7 @@
 #include "app/numeric.hpp"
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
+#include "app/ops/paged.hpp"
 #include "app/problem.hpp"
 #include "app/random.hpp"
 #include "kernels/paged.hpp"
@@ -25,9 +26,9 @@ float amax(const std::vector<float>& v) {
 }
 
 // Each trial draws the tokens' K/V, a random block table over a pool larger than
-// needed, and writes the cache with reshape_and_cache (quantising to fp8 when asked);
-// the cache is then checked bit for bit against the host's layout, and every slot no
-// sequence owns holds NaN.
+// needed (lay_out_pool), and writes the cache with reshape_and_cache (quantising to fp8
+// when asked); the cache is then checked bit for bit against the host's layout, and
+// every slot no sequence owns holds NaN.
 class PagedProblem : public TableProblem<PagedParams> {
  public:
   explicit PagedProblem(const CasePoint& p) : TableProblem(p, paged_variants()) {
@@ -43,7 +44,6 @@ class PagedProblem : public TableProblem<PagedParams> {
     alibi_ = s.flag("alibi");
     context_ = s.lengths("context");
     for (int64_t c : context_) {
-      offsets_.push_back(tokens_);
       tokens_ += c;
       max_blocks_ = std::max(max_blocks_, ceil_div(c, block_size_));
     }
@@ -83,23 +83,9 @@ class PagedProblem : public TableProblem<PagedParams> {
 
  protected:
   void prepare(uint64_t seed, const LaunchContext& ctx) override {
-    // The pool in a seeded random order: sequence b takes the next ceil(context / block)
-    // blocks. Table entries past a sequence's last block point at a spare (NaN) block.
-    std::vector<int32_t> pool(static_cast<size_t>(num_blocks_));
-    for (int64_t i = 0; i < num_blocks_; ++i) pool[i] = static_cast<int32_t>(i);
-    for (int64_t i = num_blocks_ - 1; i > 0; --i)
-      std::swap(pool[i], pool[random_bits(seed, 0x9a6ed, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1)]);
-    int64_t next = 0;
-    for (int64_t b = 0; b < batch_; ++b) next += ceil_div(context_[b], block_size_);
-    const int32_t spare = pool[static_cast<size_t>(std::min(next, num_blocks_ - 1))];
-    table_.assign(static_cast<size_t>(batch_ * max_blocks_), spare);
-    next = 0;
-    for (int64_t b = 0; b < batch_; ++b)
-      for (int64_t j = 0; j < ceil_div(context_[b], block_size_); ++j) table_[b * max_blocks_ + j] = pool[next++];
-    std::vector<int64_t> slots(static_cast<size_t>(tokens_));
-    for (int64_t b = 0; b < batch_; ++b)
-      for (int64_t t = 0; t < context_[b]; ++t)
-        slots[offsets_[b] + t] = int64_t{table_[b * max_blocks_ + t / block_size_]} * block_size_ + t % block_size_;
+    const PoolLayout pool = lay_out_pool(seed, context_, block_size_, num_blocks_);
+    table_ = pool.table;
+    const std::vector<int64_t>& slots = pool.slots;
     tables_->upload(table_.data(), 4 * table_.size());
     slots_->upload(slots.data(), 8 * slots.size());
 
@@ -211,7 +197,6 @@ class PagedProblem : public TableProblem<PagedParams> {
   bool alibi_;
   std::vector<int64_t> context_;
   int64_t tokens_ = 0, max_blocks_ = 0;
-  std::vector<int64_t> offsets_;  // first token of each sequence in k, v
   std::vector<int32_t> table_;
   std::vector<float> host_k_, host_v_;
   float k_scale_ = 1, v_scale_ = 1;
@@ -220,8 +205,27 @@ class PagedProblem : public TableProblem<PagedParams> {
 
 }  // namespace
 
-// Shared with reshape_and_cache: the pool must hold every sequence's blocks plus a
-// spare, and the key cache packs 16 bytes of head_dim.
+PoolLayout lay_out_pool(uint64_t seed, const std::vector<int64_t>& context, int64_t block_size, int64_t num_blocks) {
+  PoolLayout l;
+  for (int64_t c : context) l.max_blocks = std::max(l.max_blocks, ceil_div(c, block_size));
+  std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+  for (int64_t i = 0; i < num_blocks; ++i) pool[i] = static_cast<int32_t>(i);
+  for (int64_t i = num_blocks - 1; i > 0; --i)
+    std::swap(pool[i], pool[random_bits(seed, 0x9a6ed, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1)]);
+  const int64_t batch = static_cast<int64_t>(context.size());
+  int64_t next = 0;
+  for (int64_t b = 0; b < batch; ++b) next += ceil_div(context[b], block_size);
+  const int32_t spare = pool[static_cast<size_t>(std::min(next, num_blocks - 1))];
+  l.table.assign(static_cast<size_t>(batch * l.max_blocks), spare);
+  next = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < ceil_div(context[b], block_size); ++j) l.table[b * l.max_blocks + j] = pool[next++];
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < context[b]; ++t)
+      l.slots.push_back(int64_t{l.table[b * l.max_blocks + t / block_size]} * block_size + t % block_size);
+  return l;
+}
+
 void finish_paged_pool(ShapeCheck& c) {
   Shape& s = c.shape;
   if (!c.given("kv_dtype")) s.set("kv_dtype", std::string(dtype_name(c.dtype)));
