@@ -1,23 +1,29 @@
 #include "app/problem.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <thread>
 
 #include "app/numeric.hpp"
 #include "app/random.hpp"
 #include "app/op.hpp"
+#include "reference/parallel.hpp"
 
 namespace attnbench {
 
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), n / (1 << 20) + 1);
-  if (threads <= 1) return fn(int64_t{0}, n);
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
-  for (auto& th : pool) th.join();
+namespace {
+
+// Element loops over a whole tensor run on all cores in chunks of this many elements.
+constexpr int64_t kChunk = int64_t{1} << 20;
+
+// fn(begin, end) over [0, n) in chunks, on all cores when n is large.
+template <class Fn>
+void for_chunks(int64_t n, const Fn& fn) {
+  parallel_for((n + kChunk - 1) / kChunk, static_cast<double>(n), [&](int64_t c) {
+    fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+  });
 }
+
+}  // namespace
 
 std::vector<int64_t> Tensor::shape() const {
   std::vector<int64_t> s;
@@ -91,7 +97,7 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
     Input& in = inputs_[t];
     in.tensor.host.resize(static_cast<size_t>(in.tensor.count));
     float* values = in.tensor.host.data();
-    parallel_for(in.tensor.count, [&](int64_t lo, int64_t hi) {
+    for_chunks(in.tensor.count, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const float r = in.normal ? random_normal(seed, t, static_cast<uint64_t>(i))
                                   : random_uniform(seed, t, static_cast<uint64_t>(i));
@@ -156,12 +162,11 @@ Comparison Problem::check(const ref::Rows& rows, const ref::Matrix& ref, Toleran
   std::vector<uint8_t> bytes(output_.bytes());
   output_.device.download(bytes.data(), bytes.size());
   const DType t = output_.dtype;
-  std::vector<int64_t> nonfinite(std::thread::hardware_concurrency() + 1, 0);
-  std::atomic<int> slot{0};
-  parallel_for(output_.count, [&](int64_t lo, int64_t hi) {
+  std::vector<int64_t> nonfinite(static_cast<size_t>((output_.count + kChunk - 1) / kChunk), 0);
+  for_chunks(output_.count, [&](int64_t lo, int64_t hi) {
     int64_t bad = 0;
     for (int64_t i = lo; i < hi; ++i) bad += !std::isfinite(decode_element(t, bytes.data(), i));
-    nonfinite[static_cast<size_t>(slot++)] = bad;
+    nonfinite[static_cast<size_t>(lo / kChunk)] = bad;
   });
   const int64_t cols = output_cols();
   std::vector<double> got(rows.size() * static_cast<size_t>(cols));

@@ -200,9 +200,6 @@ std::size_t variant_workspace(const std::vector<Variant<Params>>& table, const s
   return v && v->workspace ? v->workspace(p) : 0;
 }
 
-// Runs fn(begin, end) over [0, n) in chunks on all cores when n is large.
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
-
 // What `--dry-run` assumes about the card it has not got: an H100 (sm_90, 132 SMs).
 DeviceCaps assumed_caps();
 
