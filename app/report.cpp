@@ -332,6 +332,10 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
     for (const char* k : {"got", "ref"})
       if (!std::isfinite(j["verify"]["worst"][k].get<double>())) j["verify"]["worst"][k] = nullptr;
   }
+  if (r.cmp)
+    j["verify_time"] = {{"inputs_ms", r.verify_time.inputs_ms},
+                        {"reference_ms", r.verify_time.reference_ms},
+                        {"check_ms", r.verify_time.check_ms}};
   j["flops"] = r.work.flops;
   j["bytes"] = r.work.bytes;
   if (r.timing) {

@@ -25,6 +25,11 @@ struct ResultRow {
   Tolerance tol;
   int trials = 0;
   std::string command;               // the command line that runs this row again, alone
+  // Host wall time of the verification: the point's inputs and reference (shared by its
+  // rows), and this variant's launches, downloads and checks, over all trials.
+  struct VerifyTime {
+    double inputs_ms = 0, reference_ms = 0, check_ms = 0;
+  } verify_time;
   std::optional<Timing> timing;      // `run` only; for an op of several stages, the first stage's
   std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
   std::vector<StageTiming> stages;   // every stage's times, when the op has several

@@ -14,6 +14,12 @@
 
 namespace attnbench {
 
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -176,6 +182,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   }
 
   std::vector<ResultRow> setup_rows;  // the kernels that built the inputs, checked
+  double inputs_ms = 0, reference_ms = 0;  // the point's share of the verification's wall time
   if (!runnable.empty()) {
     progress("allocating " + human_bytes(need));
     problem->allocate();
@@ -190,7 +197,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     for (int t = 0; t < trials; ++t) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
       progress("trial " + std::to_string(t + 1) + ": inputs and reference");
+      auto t0 = std::chrono::steady_clock::now();
       problem->generate(seed, ctx);
+      inputs_ms += ms_since(t0);
       for (const SetupCheck& s : problem->setup_checks()) {
         auto row = std::find_if(setup_rows.begin(), setup_rows.end(),
                                 [&](const ResultRow& x) { return x.variant == s.kernel + " (setup)"; });
@@ -210,11 +219,14 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       }
       const ref::Rows check_rows =
           sample_rows(problem->output_rows(), p.verify.max_rows, seed, problem->must_check_rows());
+      t0 = std::chrono::steady_clock::now();
       const ref::Matrix want = problem->reference(check_rows);
+      reference_ms += ms_since(t0);
       for (size_t i : runnable) {
         ResultRow& r = rows[i];
         if (r.status == Status::error) continue;
         progress("trial " + std::to_string(t + 1) + ": " + r.variant);
+        const auto v0 = std::chrono::steady_clock::now();
         try {
           problem->poison_output(gpu_.stream());
           problem->launch(r.variant, ctx);
@@ -237,6 +249,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           continue;
         }
         const Comparison cmp = problem->check(check_rows, want, r.tol);
+        r.verify_time.check_ms += ms_since(v0);
         if (dump) dump->add(*problem, seed, check_rows, want, r.variant, cmp, r.tol, r.command);
         if (r.cmp)
           r.cmp->merge(cmp);
@@ -288,6 +301,10 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         for (auto& r : rows)
           if (r.timing) r.speedup = *baseline_ms / r.timing->ms.median;
     }
+  }
+  for (auto& r : rows) {
+    r.verify_time.inputs_ms = inputs_ms;
+    r.verify_time.reference_ms = reference_ms;
   }
   // Setup rows first: they wrote the inputs the variants read.
   for (auto& r : setup_rows) emit(r);

@@ -105,7 +105,7 @@ TEST(Report, JsonHoldsMetaRowsAndNullForInfiniteErrors) {
   EXPECT_FALSE(j["rows"][2].contains("timing"));
 }
 
-// The json report's layout, as README "json report" documents it (schema 1).
+// The json report's layout, as docs/measuring.md documents it (schema 2).
 TEST(Report, JsonSchema) {
   ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
   r.command = "attnbench run cases/gemm/square.toml --set dtype=bf16 -k mma --mode all";
@@ -323,4 +323,30 @@ TEST(Report, FormatNames) {
   EXPECT_EQ(format_for_path("out/results.json"), Format::json);
   EXPECT_EQ(format_for_path("r.csv"), Format::csv);
   EXPECT_EQ(format_for_path("r.txt"), Format::table);
+}
+
+// An op of several stages: every stage's times under the row in the table, and a
+// "stages" list in json (schema 2), the same for every op.
+TEST(Report, StagesUnderTheRowAndInJson) {
+  ResultRow r = timed_row("flash_mma+split_kv", 0.25, 1e12, 1e9);
+  r.op = "pipeline";
+  r.stages = {{"TTFT", "prompt's cache writes + prefill", summarize({0.25, 0.25}), 0.25, 2},
+              {"TBT", "cache append + decode", summarize({0.02, 0.02, 0.03}), 0.03, 3}};
+  r.verify_time.reference_ms = 12;
+  derive_rates(r, DType::bf16, card());
+  std::ostringstream out;
+  TableWriter(out, true).row(r);
+  EXPECT_NE(out.str().find("TTFT mean 0.2500 ms"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("TBT mean 0.0233 ms, p50 0.0200, p99 0.0300 over 3 runs (cache append + decode)"),
+            std::string::npos)
+      << out.str();
+  std::ostringstream js;
+  write_report(js, Format::json, meta("run"), {r});
+  const auto j = nlohmann::json::parse(js.str());
+  ASSERT_EQ(j["rows"][0]["stages"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["stages"][1]["name"], "TBT");
+  EXPECT_EQ(j["rows"][0]["stages"][1]["runs"], 3);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["stages"][1]["p99_ms"].get<double>(), 0.03);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["verify_time"]["reference_ms"].get<double>(), 12);
+  EXPECT_FALSE(j["rows"][0].contains("pipeline"));
 }
