@@ -1,18 +1,38 @@
-// What every kernel family shares: the device's capabilities, the launch context
-// and the variant table entry. Host code and device code both include this; it
-// holds no device code, so g++ compiles it too.
+// What every kernel family shares: the device's capabilities, the launch context,
+// the variant table entry, CUDA error checks and a few constants and host helpers.
+// Host code and device code both include this; it holds no device code, so g++
+// compiles it too.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "dtype.hpp"
+#include "kernels/common/dtype.hpp"
+
+// ceil_div is constexpr arithmetic that kernels use too.
+#ifdef __CUDACC__
+#define ATTNBENCH_HOST_DEVICE __host__ __device__
+#else
+#define ATTNBENCH_HOST_DEVICE
+#endif
 
 namespace attnbench {
+
+// log2(e): kernels compute exp(x) as exp2(x * log2(e)), one FFMA and one MUFU.EX2.
+constexpr float kLog2e = 1.4426950408889634f;
+
+// gridDim.y and gridDim.z are limited to 65535.
+constexpr int64_t kMaxGridYZ = 65535;
+
+ATTNBENCH_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// 16-byte vector loads, cp.async and bulk copies need 16-byte aligned addresses.
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // A CUDA or cuBLAS failure. The CLI turns it into exit code 3.
 struct CudaError : std::runtime_error {
@@ -48,7 +68,8 @@ struct LaunchContext {
   void* workspace = nullptr;        // at least Variant::workspace(params) bytes, 256-byte aligned
 };
 
-// One implementation of a family. Each family's .cu ends with a table of these.
+// One implementation of a family: a rung of its ladder. Each family's variants.cpp holds
+// a table of these, baseline first.
 template <class Params>
 struct Variant {
   const char* name;  // matches the launch function's name

@@ -1,5 +1,5 @@
-// Split-KV machinery shared by dense decode (decode.cu: flash_decode, split_kv) and paged decode
-// (paged.cu: paged_flash), which run the same scheme over different cache layouts: one block per
+// Split-KV machinery shared by dense decode (kernels/decode: flash_decode, split_kv) and paged
+// decode (kernels/paged: paged_flash), which run the same scheme over different cache layouts: one block per
 // (sequence, kv head, head tile, split) computes the query heads of its GQA group over one chunk
 // of keys, its slices (warps or row groups) merge their (m, l, o) in shared memory (Partials),
 // and with several splits each block writes an fp32 partial, [batch, heads, splits, head_dim]
@@ -7,20 +7,16 @@
 // merges; the combine is a programmatic dependent launch on sm_90 (launch_split).
 //
 // Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
-// block_work), the device helpers both families' kernels use (exp2 and ALiBi in log2 units,
-// L2-policy streaming loads, cp.async copies, the online-softmax tile and the warp partials,
-// shared loads, PDL, 16-bit stores (pack2 is in common.cuh), mma.sync m16n8k16, movmatrix),
-// the (m, l, o) merges (of a block's slices, merge_and_store; of the splits, the combine
-// kernel), and the host side (resident blocks per SM; the partials' workspace size and
+// block_work), the device helpers both families' kernels use beyond the common library (the
+// online-softmax tile of the mma kernels, the warp partials, PDL), the (m, l, o) merges (of a
+// block's slices, merge_and_store; of the splits, the combine kernel), and the host side (resident blocks per SM; the partials' workspace size and
 // placement, the combine block shape, the main + combine launch).
 //
-// The kernel parameter struct (decode.cu's Decode, paged.cu's Paged) is a template parameter P:
+// The kernel parameter struct (decode's Decode, paged's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
 // context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
 // parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything
-// is inline or a template, so that both .cu files can include this header; kernels and
-// helpers instantiated with a .cu's own (anonymous-namespace) struct stay local to that
-// translation unit.
+// is inline or a template, so that both families' rungs can include this header.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,16 +29,17 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/common.cuh"
-#include "kernels/kernels.hpp"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/kernels.hpp"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/common/storage.cuh"
 
 namespace attnbench {
 namespace splitkv {
 
 // ---------------------------------------------------------------------------------------
 // Limits
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 // A split streams at least kMinChunk keys (the K/V it reads must outweigh its partial and its
 // share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernels).
@@ -82,63 +79,6 @@ __device__ __forceinline__ Work block_work(const P& p) {
   return w;
 }
 
-// ALiBi slope of query head h, 2^(-8 (h + 1) / heads), times log2(e): scores are in exp2 units.
-__device__ __forceinline__ float alibi_slope_log2(int h, int heads) {
-  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)) * kLog2e;
-}
-
-// 2^x on the special-function unit; exp2(-inf) = +0, which masking relies on.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// L2 policy of the K/V loads. With one block per (sequence, kv head, split), head_tiles == 1,
-// no other block reads a K/V byte: evict-first, so that the stream recycles its own lines
-// rather than evicting what the L2 held before it (whatever is dirty there would be written
-// back in the middle of the stream, on the same DRAM bus). Head tiles (group above the
-// block's heads) reuse each other's bytes through L2: evict-normal.
-__device__ __forceinline__ uint64_t kv_policy(bool evict_first) {
-  uint64_t pol;
-  if (evict_first)
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  else
-    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-
-// 16 bytes of the cache, read once by this block: not kept in L1 (nothing reuses them there),
-// L2 policy pol (kv_policy).
-__device__ __forceinline__ uint4 ld_stream(const void* ptr, uint64_t pol) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(ptr), "l"(pol));
-  return r;
-}
-
-// 16 bytes global -> shared through L2 only (.cg), with no L2 policy: the first src_bytes
-// (0..16) from src, zeros after them. A streamed K/V byte has no reuse, but an evict-first hint
-// here cost 16 µs more than none after a write flush (bench notes, run 16).
-__device__ __forceinline__ void cp_async_16z(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// The same for 8 bytes (0..8 from src); .cg copies only 16, so this one is .ca.
-__device__ __forceinline__ void cp_async_8z(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// 16 bytes of shared memory, re-read at every use: volatile, so that the compiler does not
-// hoist a loop-invariant read and hold its registers across the loop.
-__device__ __forceinline__ uint4 lds128(const void* ptr) {
-  uint4 r;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))));
-  return r;
-}
-
 // Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
 // combine waits for the main kernel's completion (and memory) before reading the partials.
 __device__ __forceinline__ void allow_dependents() {
@@ -152,46 +92,6 @@ __device__ __forceinline__ void wait_for_primary() {
 #endif
 }
 
-
-// Stores N (4 or 8) floats as T at dst (aligned to N elements).
-template <class T, int N>
-__device__ __forceinline__ void store_n(T* dst, const float* f) {
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll
-    for (int i = 0; i < N; i += 4)
-      *reinterpret_cast<float4*>(dst + i) = make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]);
-  } else if constexpr (N == 8) {
-    *reinterpret_cast<uint4*>(dst) =
-        make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
-  } else {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]));
-  }
-}
-
-// d += a·b for one m16n8k16 tile, 16-bit inputs, fp32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-// Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
-// lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
-}
 
 // The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
 // end of the kernel (merge_and_store). o rows are padded by 4 floats so that the
@@ -229,21 +129,8 @@ __device__ __forceinline__ void store_warp_partial(Partials<kSlices, kHeads, kD>
   }
 }
 
-// Merges (m2, l2, o2) into (m, l, o), each l and o a sum of exp2(x - m) (times v) over its
-// part: the smaller max's sums are scaled down, so nothing overflows. An empty part (m2 = -inf,
-// l2 = 0, o2 = 0) is skipped, since -inf - -inf would be NaN; (m, l, o) = (-inf, 0, 0) takes
-// the weight exp2(-inf) = 0.
-__device__ __forceinline__ void merge_mlo(float& m, float& l, float4& o, float m2, float l2, const float4& o2) {
-  if (m2 == -INFINITY) return;
-  const float mx = fmaxf(m, m2);
-  const float a = exp2_approx(m - mx), b = exp2_approx(m2 - mx);
-  l = l * a + l2 * b;
-  o = make_float4(fmaf(o.x, a, o2.x * b), fmaf(o.y, a, o2.y * b), fmaf(o.z, a, o2.z * b), fmaf(o.w, a, o2.w * b));
-  m = mx;
-}
-
 // Merges the slices of `part` per (head, 8-dim chunk) and writes o (one split) or the block's
-// partial (several); kVScale: times p.v_scale (paged.cu's fp8 cache scale). The block's key
+// partial (several); kVScale: times p.v_scale (paged's fp8 cache scale). The block's key
 // range is not empty, so some slice saw a key and the max mx is finite; a slice that saw none
 // has m = -inf, o = l = 0 and weight exp2(-inf - mx) = 0.
 template <class T, bool kVScale, int kSlices, int kHeads, int kD, class P>
