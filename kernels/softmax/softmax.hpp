@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
