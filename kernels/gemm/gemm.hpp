@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
