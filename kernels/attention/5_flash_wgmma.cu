@@ -1,7 +1,7 @@
-// attention family, variant flash_wgmma: FlashAttention-2's forward on Hopper's warpgroup
-// mma (sm_90a), fp16/bf16 storage, head_dim 128, fp32 scores, statistics and accumulators.
-// Included by exactly one .cu (kernels/attention.cu), after attention_mma.cuh, whose kernel
-// arguments (fmma::Args, fmma::make_args) and batch-chunked launch it shares.
+// attention rung 5, flash_wgmma: FlashAttention-2's forward on Hopper's warpgroup mma (sm_90a),
+// fp16/bf16 storage, head_dim 128, fp32 scores, statistics and accumulators.
+// H200, run 36: bf16 b4 s4096 d128 1.1957 ms (~460 TFLOP/s), 1.33x PyTorch's FA2, 0.76x cuDNN,
+// 1.17-1.22x rung 4; run 32: 48-49% of the measured wgmma peak (cuDNN: 64%).
 //
 // Design: the step from flash_mma (mma.sync, at ~60% of the mma.sync peak, which is itself
 // two thirds of the wgmma peak `attnbench info` measures) to the instruction cuDNN and
@@ -23,23 +23,25 @@
 //   - Masks (seq_k tail, causal, bottom-right aligned) only on the tiles that need them;
 //     rows that see no key output 0.
 // Not here (supports() says so): window, ALiBi, head_dim other than 128, other cards.
-#pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
-#include "kernels/attention.hpp"
-#include "kernels/common.cuh"
+#include "kernels/attention/flash_args.cuh"
+#include "kernels/attention/rungs.hpp"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/common/storage.cuh"
+#include "kernels/common/wgmma.cuh"
 
-namespace attnbench {
+namespace attnbench::attention_impl {
 namespace {
-namespace fwg {
 
 constexpr int BR = 128, BC = 128, D = 128, THREADS = 256;
 constexpr int TILE_BYTES = 128 * D * 2;             // 32 KB: 2 column blocks x 128 rows x 128 B
@@ -60,7 +62,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t st
   for (int i = 0; i < 8; ++i) {
     const int r = r0 + 16 * i;
     const bool ok = row0 + r < rows;
-    fmma::cp_async_16(dst + tile_off(r, c), src + static_cast<int64_t>(ok ? row0 + r : 0) * stride + 8 * c, ok);
+    cp_async_16(dst + tile_off(r, c), src + static_cast<int64_t>(ok ? row0 + r : 0) * stride + 8 * c, ok);
   }
 }
 
@@ -69,48 +71,15 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t st
 __device__ __forceinline__ uint64_t desc_k(uint32_t addr) { return wgmma_desc_sw128(addr); }
 __device__ __forceinline__ uint64_t desc_n(uint32_t addr) { return wgmma_desc_sw128(addr, BLOCK_BYTES); }
 
-#define ATTNBENCH_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define ATTNBENCH_D64 ATTNBENCH_D8(0), ATTNBENCH_D8(8), ATTNBENCH_D8(16), ATTNBENCH_D8(24), ATTNBENCH_D8(32), ATTNBENCH_D8(40), ATTNBENCH_D8(48), ATTNBENCH_D8(56)
-
-// d (64 x 128) = (accumulate ? d : 0) + A · Bᵀ, A and B K-major in shared memory.
-template <class T>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ATTNBENCH_SS(TYPE)                                                                                       \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                     \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
-               : ATTNBENCH_D64                                                                                  \
-               : "l"(da), "l"(db), "r"(accumulate))
-  if constexpr (std::is_same_v<T, __half>) ATTNBENCH_SS("f16"); else ATTNBENCH_SS("bf16");
-#undef ATTNBENCH_SS
-#endif
-}
-
-// d (64 x 128) += A · B, A from registers (this thread's fragment), B N-major in shared memory.
-template <class T>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ATTNBENCH_RS(TYPE)                                                                                    \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n" \
-               : ATTNBENCH_D64                                                                               \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
-  if constexpr (std::is_same_v<T, __half>) ATTNBENCH_RS("f16"); else ATTNBENCH_RS("bf16");
-#undef ATTNBENCH_RS
-#endif
-}
-#undef ATTNBENCH_D64
-#undef ATTNBENCH_D8
-
 __device__ __forceinline__ void wgmma_commit_wait() {
   wgmma_commit();
   wgmma_wait<0>();
 }
-using fmma::exp2_approx;
 
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
 template <class T, bool kCausal>
-__global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
+__global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sq = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
@@ -118,7 +87,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wgi = tid / 128, t4 = lane % 4;
   const int q0 = blockIdx.x * BR, h = blockIdx.y;
   const int64_t b = blockIdx.z + a.batch_offset;
-  const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);  // h / group (fmma::Args)
+  const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);  // h / group (Args::group_rcp)
   const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t{h} * D;
   const T* k = static_cast<const T*>(a.k) + b * a.kv_batch_stride + int64_t{kvh} * D;
   const T* v = static_cast<const T*>(a.v) + b * a.kv_batch_stride + int64_t{kvh} * D;
@@ -162,7 +131,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t off = (ks / 4) * BLOCK_BYTES + (ks % 4) * 32;
-      wgmma_ss<T>(s, desc_k(q_wg + off), desc_k(kt + off), ks);
+      wgmma_m64n128k16_ss<T>(s, desc_k(q_wg + off), desc_k(kt + off), ks);
     }
     wgmma_commit_wait();
 
@@ -217,7 +186,7 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
         pa[w] = pack2<T>(p0, p1);
       }
       wgmma_fence();  // pa (and, on the first slice, the rescaled O) written by ordinary instructions
-      wgmma_rs<T>(acc, pa, desc_n(vt + kk * 16 * 128));
+      wgmma_m64n128k16_rs<T>(acc, pa, desc_n(vt + kk * 16 * 128));
     }
     wgmma_commit_wait();
   }
@@ -244,13 +213,15 @@ __global__ __launch_bounds__(THREADS, 1) void kernel(const fmma::Args a) {
 
 template <class T, bool kCausal>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto k = kernel<T, kCausal>;
+  const auto k = flash_wgmma_kernel<T, kCausal>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   check_cuda(opt_in, "attention/flash_wgmma");
-  fmma::launch_per_batch_chunk(p, k, fmma::make_args(p), BR, THREADS, SMEM_BYTES, ctx, "attention/flash_wgmma");
+  launch_per_batch_chunk(p, k, make_args(p), BR, THREADS, SMEM_BYTES, ctx, "attention/flash_wgmma");
 }
 
-inline void launch(const AttentionParams& p, const LaunchContext& ctx) {
+}  // namespace
+
+void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) {
   switch (p.dtype) {
     case DType::fp16:
       return p.causal ? launch_kernel<__half, true>(p, ctx) : launch_kernel<__half, false>(p, ctx);
@@ -261,7 +232,7 @@ inline void launch(const AttentionParams& p, const LaunchContext& ctx) {
   }
 }
 
-inline std::string supports(const AttentionParams& p, const DeviceCaps& caps) {
+std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.head_dim != D) return "head_dim 128 only (flash_mma takes every head_dim)";
@@ -270,24 +241,17 @@ inline std::string supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p.heads > fmma::kMaxGridYZ) return "heads must be <= 65535 (heads is gridDim.y)";
+  if (p.heads > kMaxGridYZ) return "heads must be <= 65535 (heads is gridDim.y)";
   if (p.batch > INT_MAX) return "batch must fit in int";
   if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
     return "seq_q and seq_k must be < 2^29 (key positions are int)";
   if (p.q_batch_stride % 8 != 0 || p.kv_batch_stride % 8 != 0 || p.o_batch_stride % 8 != 0)
     return "batch strides must be multiples of 8 elements (16-byte rows)";
-  const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if ((p.q && !a16(p.q)) || (p.k && !a16(p.k)) || (p.v && !a16(p.v)) || (p.o && !a16(p.o)))
+  if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
     return "q, k, v and o must be 16-byte aligned (cp.async)";
   if (caps.smem_per_block_optin < static_cast<std::size_t>(SMEM_BYTES))
     return "needs " + std::to_string(SMEM_BYTES / 1024) + " KB of shared memory per block";
   return {};
 }
 
-}  // namespace fwg
-
-void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) { fwg::launch(p, ctx); }
-std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps) { return fwg::supports(p, caps); }
-
-}  // namespace
-}  // namespace attnbench
+}  // namespace attnbench::attention_impl

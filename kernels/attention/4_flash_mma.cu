@@ -1,6 +1,9 @@
-// attention family, variant flash_mma: FlashAttention-2 forward on tensor cores, fp16/bf16
-// storage, fp32 scores, softmax statistics and O accumulators. Included by exactly one .cu
-// (kernels/attention.cu), after kernels/common.cuh and kernels/attention.hpp.
+// attention rung 4, flash_mma: FlashAttention-2 forward on tensor cores (mma.sync, sm_80+),
+// fp16/bf16 storage, fp32 scores, softmax statistics and O accumulators: rung 3's algorithm
+// with the two products on tensor cores and P kept in registers, every head_dim, window,
+// ALiBi, causal, GQA.
+// H200, run 36: bf16 b4 s4096 d128 1.4460 ms (~380 TFLOP/s), 1.10x PyTorch's FA2 (run 6: 1.13x,
+// 423x rung 1, 7.4x rung 2); causal 0.8332 ms.
 //
 // Design (FlashAttention-2, Dao 2023; the paper's names: Br x Bc tiles, row max m, row sum l):
 //   - One block owns Br query rows of one (batch, head) and walks the key tiles of Bc keys from
@@ -40,54 +43,26 @@
 // below its class (any multiple of 8) runs zero-filled in the class kernel. The tuning
 // history (eager vs lazy softmax, tile shapes, persistent blocks, ping-pong warps) lives in
 // cases/perf/BENCH_NOTES.md.
-#pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
-#include "kernels/attention.hpp"
-#include "kernels/common.cuh"
+#include "kernels/attention/flash_args.cuh"
+#include "kernels/attention/rungs.hpp"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/common/storage.cuh"
 
-namespace attnbench {
+namespace attnbench::attention_impl {
 namespace {
-namespace fmma {
-
-// ---------------------------------------------------------------- helpers
-
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  // src-size 0 zero-fills: rows past seq and dims past head_dim read as 0, so scores of
-  // padded keys are finite (and masked) and padded dims contribute nothing. .cg: K and V
-  // are reused from L2 by the other row blocks of the head, never from L1.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-// The same copy for a chunk known to be in bounds: no src-size operand, no predicate.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
-// d += a b for one m16n8k16 tile, fp32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 
 // Special registers read through volatile asm. The compiler cannot hoist such a read out of
 // the key loop, so what the tile copies and the mask derive from them (copy slots, row
@@ -97,13 +72,6 @@ __device__ __forceinline__ int sreg_tid() {
   int r;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(r));
   return r;
-}
-
-// One MUFU.EX2; exp2(-inf) = +0, which the masking relies on.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Shared tiles are [rows][D] with a row pitch of D * 2 + 16 bytes. ldmatrix reads one 16-byte
@@ -151,38 +119,10 @@ struct Config {
   static_assert(WM * CH % 32 == 0, "the epilogue copies a warp's rows in whole 32-lane passes");
 };
 
-// What the kernel reads, flattened from AttentionParams on the host (kernel parameters live
-// in the constant bank: no registers spent on them).
-struct Args {
-  const void* q;  // [batch, seq_q, heads, head_dim]
-  const void* k;  // [batch, seq_k, kv_heads, head_dim], batch stride kv_batch_stride
-  const void* v;  // same as k
-  void* o;        // [batch, seq_q, heads, head_dim]
-  int64_t q_batch_stride, kv_batch_stride, o_batch_stride;  // elements
-  int64_t q_row_stride, kv_row_stride;                      // heads * head_dim, kv_heads * head_dim
-  // kv head of query head h: h / (heads / kv_heads) = (h * group_rcp) >> 32 with group_rcp =
-  // ceil(2^32 / group), exact while h * group <= 2^32 (heads <= 65535): a multiply instead
-  // of a division sequence.
-  uint64_t group_rcp;
-  int batch_offset;  // first batch of this launch (batches go in chunks of gridDim.z <= 65535)
-  int seq_q, seq_k, head_dim;
-  // Causal and window folded into two reaches: a query at position pos sees keys
-  // [pos - lo_reach, pos + hi_reach] within [0, seq_k). Causal: hi_reach 0; window w:
-  // w - 1 (on the high side only when not causal); no limit: seq_q + seq_k, past every key.
-  int lo_reach, hi_reach;
-  bool alibi;
-  float alibi_exp;       // -8 / heads: slope(h) = 2^(alibi_exp * (h + 1))
-  float alibi_scale;     // 1 / scale: the bias is added to raw scores, before the scale
-  float scale_log2;      // scale * log2(e)
-  float inv_scale_log2;  // 1 / scale_log2: the lazy threshold in raw score units
-};
-
 // Branch-free bounds: a compiler that sees causal / window branches here duplicates the
 // whole masking code per combination, and the copies cost registers.
 __device__ __forceinline__ int key_hi(const Args& a, int pos) { return min(pos + a.hi_reach, a.seq_k - 1); }
 __device__ __forceinline__ int key_lo(const Args& a, int pos) { return max(pos - a.lo_reach, 0); }
-
-// ---------------------------------------------------------------- kernel
 
 // MASKED: causal, window or ALiBi (the general path); without it the only mask is the seq_k
 // tail of the last key tile. The arguments are __grid_constant__, read in place from the
@@ -534,65 +474,9 @@ struct Tiles {
 using Tiles64 = Tiles<Config<64, 128, 128, 4, 2>, Config<64, 128, 128, 4, 2>>;
 using Tiles128 = Tiles<Config<128, 256, 64, 8, 1>, Config<128, 128, 64, 4, 2>>;
 using Tiles256 = Tiles<Config<256, 128, 64, 8, 1>, Config<256, 128, 64, 8, 1>>;
-
-// ---------------------------------------------------------------- launchers
-
-constexpr const char* kName = "flash_mma";
-constexpr int64_t kMaxGridYZ = 65535;
-
-inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
-// A window that covers every key (|position - j| <= seq_q + seq_k - 2) is no window.
-inline int64_t effective_window(const AttentionParams& p) {
-  return p.window > 0 && p.window < p.seq_q + p.seq_k ? p.window : 0;
-}
-
-// Causal, window or ALiBi: the kernel's MASKED path, and the tiles of Tiles::masked.
-inline bool is_masked(const AttentionParams& p) { return p.causal || effective_window(p) > 0 || p.alibi; }
-
-// The kernel arguments of p (flash_wgmma's kernel takes them too).
-inline Args make_args(const AttentionParams& p) {
-  Args a;
-  a.q = p.q;
-  a.k = p.k;
-  a.v = p.v;
-  a.o = p.o;
-  a.q_batch_stride = p.q_batch_stride;
-  a.kv_batch_stride = p.kv_batch_stride;
-  a.o_batch_stride = p.o_batch_stride;
-  a.q_row_stride = p.heads * p.head_dim;
-  a.kv_row_stride = p.kv_heads * p.head_dim;
-  a.group_rcp = ((uint64_t{1} << 32) + static_cast<uint64_t>(p.heads / p.kv_heads) - 1) /
-                static_cast<uint64_t>(p.heads / p.kv_heads);
-  a.seq_q = static_cast<int>(p.seq_q);
-  a.seq_k = static_cast<int>(p.seq_k);
-  a.head_dim = static_cast<int>(p.head_dim);
-  const int64_t window = effective_window(p), unlimited = p.seq_q + p.seq_k;
-  a.lo_reach = static_cast<int>(window > 0 ? window - 1 : unlimited);
-  a.hi_reach = static_cast<int>(p.causal ? 0 : window > 0 ? window - 1 : unlimited);
-  a.alibi = p.alibi;
-  a.alibi_exp = -8.f / static_cast<float>(p.heads);
-  a.alibi_scale = p.alibi ? 1.f / p.scale : 0.f;
-  a.scale_log2 = p.scale_log2;
-  a.inv_scale_log2 = 1.f / p.scale_log2;
-  a.batch_offset = 0;
-  return a;
-}
-
-// Grid (row blocks of `rows` query rows, heads, batches). gridDim.y (heads) and gridDim.z
-// (batches) stop at 65535: supports() bounds heads, and larger batches go in several launches.
-template <class Kernel>
-void launch_per_batch_chunk(const AttentionParams& p, Kernel kernel, Args a, int rows, int threads, int smem,
-                            const LaunchContext& ctx, const char* name) {
-  const int64_t m_blocks = ceil_div(p.seq_q, rows);
-  for (int64_t b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
-    a.batch_offset = static_cast<int>(b0);
-    const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads),
-                    static_cast<unsigned>(std::min(kMaxGridYZ, p.batch - b0)));
-    kernel<<<grid, threads, smem, ctx.stream>>>(a);
-    check_launch(name);
-  }
-}
+// The tiles of head-dim class D.
+template <int D>
+using TilesFor = std::conditional_t<D == 64, Tiles64, std::conditional_t<D == 128, Tiles128, Tiles256>>;
 
 template <class T, class Cfg, bool MASKED>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
@@ -605,8 +489,8 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
                             : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                    cudaSharedmemCarveoutMaxShared);
   }();
-  check_cuda(opt_in, kName);
-  launch_per_batch_chunk(p, kernel, make_args(p), Cfg::Br, Cfg::THREADS, Cfg::SMEM_BYTES, ctx, kName);
+  check_cuda(opt_in, "flash_mma");
+  launch_per_batch_chunk(p, kernel, make_args(p), Cfg::Br, Cfg::THREADS, Cfg::SMEM_BYTES, ctx, "flash_mma");
 }
 
 // The one switch on dtype and mask kind; each head-dim class has a tile config per mask kind.
@@ -622,18 +506,20 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
       return masked ? launch_kernel<__nv_bfloat16, Masked, true>(p, ctx)
                     : launch_kernel<__nv_bfloat16, Plain, false>(p, ctx);
     default:
-      throw std::invalid_argument(std::string("attention/") + kName + ": no " + dtype_name(p.dtype) + " path");
+      throw std::invalid_argument(std::string("attention/flash_mma: no ") + dtype_name(p.dtype) + " path");
   }
 }
 
 // The one switch on the head-dim class.
-inline void launch(const AttentionParams& p, const LaunchContext& ctx) {
-  if (p.head_dim <= 64) return launch_dtype<Tiles64>(p, ctx);
-  if (p.head_dim <= 128) return launch_dtype<Tiles128>(p, ctx);
-  return launch_dtype<Tiles256>(p, ctx);
+}  // namespace
+
+void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
+  with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) { launch_dtype<TilesFor<decltype(d)::value>>(p, ctx); });
 }
 
 // Shared memory per block of the config launch_dtype picks.
+namespace {
+
 template <class Tl>
 std::string shape_reason(const AttentionParams& p, const DeviceCaps& caps) {
   const int smem = is_masked(p) ? Tl::masked::SMEM_BYTES : Tl::plain::SMEM_BYTES;
@@ -643,7 +529,9 @@ std::string shape_reason(const AttentionParams& p, const DeviceCaps& caps) {
   return {};
 }
 
-inline std::string supports(const AttentionParams& p, const DeviceCaps& caps) {
+}  // namespace
+
+std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
   if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
@@ -660,17 +548,8 @@ inline std::string supports(const AttentionParams& p, const DeviceCaps& caps) {
     return "batch strides must be multiples of 8 elements (16-byte rows)";
   if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
     return "q, k, v and o must be 16-byte aligned (cp.async and 16-byte stores)";
-  if (p.head_dim <= 64) return shape_reason<Tiles64>(p, caps);
-  if (p.head_dim <= 128) return shape_reason<Tiles128>(p, caps);
-  return shape_reason<Tiles256>(p, caps);
+  return with_head_dim_class<64, 128, 256>(p.head_dim,
+                                          [&](auto d) { return shape_reason<TilesFor<decltype(d)::value>>(p, caps); });
 }
 
-}  // namespace fmma
-
-// ---------------------------------------------------------------- variant entry points
-
-void flash_mma(const AttentionParams& p, const LaunchContext& ctx) { fmma::launch(p, ctx); }
-std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps) { return fmma::supports(p, caps); }
-
-}  // namespace
-}  // namespace attnbench
+}  // namespace attnbench::attention_impl

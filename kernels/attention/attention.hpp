@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
@@ -39,7 +39,7 @@ inline void finish_attention_params(AttentionParams& p) {
   if (p.o_batch_stride == 0) p.o_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.kv_batch_stride == 0) p.kv_batch_stride = p.seq_k * p.kv_heads * p.head_dim;
   if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * 1.4426950408889634f;
+  p.scale_log2 = p.scale * kLog2e;
 }
 
 const std::vector<Variant<AttentionParams>>& attention_variants();
