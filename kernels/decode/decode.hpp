@@ -1,11 +1,11 @@
 // decode family: one new query token per sequence attends to its whole KV cache
-// (the step that dominates generation; bound by memory bandwidth), and
-// cache_append, which writes new tokens' K/V rows into the cache.
+// (the step that dominates generation; bound by memory bandwidth). Writing new tokens'
+// K/V rows into the cache is cache_append's (kernels/cache_append).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
@@ -30,23 +30,9 @@ struct DecodeParams {
 
 inline void finish_decode_params(DecodeParams& p) {
   if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * 1.4426950408889634f;
+  p.scale_log2 = p.scale * kLog2e;
 }
 
 const std::vector<Variant<DecodeParams>>& decode_variants();
-
-// Writes `tokens` new rows per sequence: row t of sequence b goes to cache row
-// positions[b] + t. Same dtype as the cache.
-struct CacheAppendParams {
-  void* k_cache;             // [batch, max_context, kv_heads, head_dim]
-  void* v_cache;             // [batch, max_context, kv_heads, head_dim]
-  const void* k_new;         // [batch, tokens, kv_heads, head_dim]
-  const void* v_new;         // [batch, tokens, kv_heads, head_dim]
-  const int32_t* positions;  // [batch], on the device; positions[b] + tokens <= max_context
-  int64_t batch = 1, tokens = 1, kv_heads = 1, head_dim = 64, max_context = 1;
-  DType dtype = DType::fp32;
-};
-
-void cache_append(const CacheAppendParams& p, const LaunchContext& ctx);
 
 }  // namespace attnbench
