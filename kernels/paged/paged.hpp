@@ -1,11 +1,11 @@
 // paged family: decode attention over a KV cache kept in fixed-size blocks from a
-// shared pool, found through per-sequence block tables (vLLM's layouts), and
-// reshape_and_cache, which writes new tokens into their slots.
+// shared pool, found through per-sequence block tables (vLLM's layouts). Writing new
+// tokens into their slots is reshape_and_cache's (kernels/reshape_and_cache).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
@@ -40,25 +40,9 @@ struct PagedParams {
 
 inline void finish_paged_params(PagedParams& p) {
   if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * 1.4426950408889634f;
+  p.scale_log2 = p.scale * kLog2e;
 }
 
 const std::vector<Variant<PagedParams>>& paged_variants();
-
-// Writes token i's K and V rows into slot slot_mapping[i] (block = slot / block_size,
-// offset = slot % block_size) of the paged caches, quantising to fp8 (value / scale,
-// round to nearest even, saturating at +-448) when the cache is fp8.
-struct ReshapeAndCacheParams {
-  const void* k;               // [tokens, kv_heads, head_dim], dtype
-  const void* v;               // [tokens, kv_heads, head_dim], dtype
-  void* k_cache;               // as PagedParams::k_cache
-  void* v_cache;               // as PagedParams::v_cache
-  const int64_t* slot_mapping;  // [tokens], on the device
-  int64_t tokens = 1, kv_heads = 1, head_dim = 64, block_size = 16;
-  DType dtype = DType::fp32, kv_dtype = DType::fp32;
-  float k_scale = 1, v_scale = 1;
-};
-
-void reshape_and_cache(const ReshapeAndCacheParams& p, const LaunchContext& ctx);
 
 }  // namespace attnbench
