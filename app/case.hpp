@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "kernels/dtype.hpp"
-#include "kernels/gemm.hpp"
+#include "kernels/common/dtype.hpp"
+#include "kernels/gemm/gemm.hpp"
 
 namespace attnbench {
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/dtype.hpp"
+#include "kernels/common/dtype.hpp"
 
 namespace attnbench {
 

@@ -9,12 +9,14 @@
 
 #include "app/numeric.hpp"
 #include "app/random.hpp"
-#include "kernels/attention.hpp"
-#include "kernels/decode.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/paged.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/cache_append/cache_append.hpp"
+#include "kernels/decode/decode.hpp"
+#include "kernels/gemm/gemm.hpp"
+#include "kernels/paged/paged.hpp"
 #include "kernels/registry.hpp"
-#include "kernels/softmax.hpp"
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
+#include "kernels/softmax/softmax.hpp"
 
 namespace attnbench {
 

@@ -1,10 +1,12 @@
 #include "kernels/registry.hpp"
 
-#include "kernels/attention.hpp"
-#include "kernels/decode.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/paged.hpp"
-#include "kernels/softmax.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/cache_append/cache_append.hpp"
+#include "kernels/decode/decode.hpp"
+#include "kernels/gemm/gemm.hpp"
+#include "kernels/paged/paged.hpp"
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
+#include "kernels/softmax/softmax.hpp"
 
 namespace attnbench {
 namespace {
@@ -25,6 +27,8 @@ std::vector<FamilyInfo> kernel_families() {
       family("attention", attention_variants()),
       family("decode", decode_variants()),
       family("paged", paged_variants()),
+      family("cache_append", cache_append_variants()),
+      family("reshape_and_cache", reshape_and_cache_variants()),
   };
 }
 

@@ -1,6 +1,6 @@
-// The list of kernel families. Adding a family: its .cu with its table, one line
-// in registry.cpp, one in CMakeLists.txt. No self-registering statics: a static
-// library would drop them silently.
+// The list of kernel families. Adding a family: its folder kernels/<op>/ with its
+// table, one line in registry.cpp. No self-registering statics: a static library
+// would drop them silently.
 #pragma once
 #include <string>
 #include <vector>

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-#include "kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
