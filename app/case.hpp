@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "kernels/dtype.hpp"
 #include "app/shape.hpp"
+#include "kernels/common/dtype.hpp"
 
 namespace attnbench {
 

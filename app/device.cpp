@@ -9,7 +9,7 @@
 
 #include "app/errors.hpp"
 #include "app/stats.hpp"
-#include "kernels/ceilings.hpp"
+#include "kernels/ceilings/ceilings.hpp"
 
 namespace attnbench {
 

@@ -9,7 +9,7 @@
 
 #include "app/clocks.hpp"
 
-#include "kernels/kernels.hpp"
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 

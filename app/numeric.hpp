@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.hpp"
+#include "kernels/common/dtype.hpp"
 
 namespace attnbench {
 

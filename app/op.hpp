@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "app/shape.hpp"
-#include "kernels/dtype.hpp"
+#include "kernels/common/dtype.hpp"
 
 namespace attnbench {
 

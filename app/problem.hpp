@@ -14,7 +14,7 @@
 #include "app/op.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/common/kernels.hpp"
 #include "reference/reference.hpp"
 
 namespace attnbench {

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "kernels/ceilings.hpp"
+#include "kernels/ceilings/ceilings.hpp"
 
 namespace attnbench {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.hpp"
+#include "kernels/common/dtype.hpp"
 #include "reference/reference.hpp"
 
 namespace attnbench {

@@ -4,7 +4,7 @@
 // cp.async per lane (as the kernel did) or by bulk copies (TMA) of whole cache-block regions.
 // It showed that cp.async moves the 2 KB regions of block 16 at ~69% of the read bandwidth
 // and bulk copies at ~92%, while 4 KB regions (block 32) run at ~93% either way.
-// From the repository root (the mbarrier and copy helpers are kernels/common.cuh's):
+// From the repository root (the mbarrier and copy helpers are kernels/common/copy.cuh's):
 //   nvcc -O3 -arch=sm_90a -std=c++17 -I. -o paged_copy_bench tests/paged_copy_bench.cu && ./paged_copy_bench
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -13,14 +13,12 @@
 #include <random>
 #include <algorithm>
 
-#include "kernels/common.cuh"
+#include "kernels/common/copy.cuh"
 
 using namespace attnbench;
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 constexpr int KVH = 8, D = 128, TK = 32;  // fp8: 128 B per key row
 struct P { const char* k; const char* v; const int* tbl; int maxb; int bs; int lbs; int ctx; int splits; int chunk; int* out; };
-
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory"); }
 
 // MODE 0: cp.async 16 B per lane (ours); MODE 1: bulk copies of whole block regions by lane 0.
 template <int MODE, int NS>
@@ -48,11 +46,11 @@ __global__ void __launch_bounds__(64) copy_kernel(P p) {
         const int key = key0 + lane;
         const char* ks = kh + tbl[key >> p.lbs] * bstride + (key & (p.bs - 1)) * 16;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) cp16(st + (j * 32 + lane) * 16, ks + (j << p.lbs) * 16);
+        for (int j = 0; j < 8; ++j) cp_async_16(st + (j * 32 + lane) * 16, ks + (j << p.lbs) * 16);
         const int vd0 = lane >> 1, half = lane & 1, tok = key0 + 16 * half;
         const char* vs = vh + tbl[tok >> p.lbs] * bstride + (vd0 << p.lbs) + (tok & (p.bs - 1));
 #pragma unroll
-        for (int j = 0; j < 8; ++j) cp16(st + 4096 + (2 * vd0 + half + 32 * j) * 16, vs + ((16 * j) << p.lbs));
+        for (int j = 0; j < 8; ++j) cp_async_16(st + 4096 + (2 * vd0 + half + 32 * j) * 16, vs + ((16 * j) << p.lbs));
       } else if (lane == 0) {
         const uint32_t bar = bar0 + 8 * (n % NS);
         mbar_expect_tx(bar, 8192);

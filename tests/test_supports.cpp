@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "kernels/attention.hpp"
-#include "kernels/gemm.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/gemm/gemm.hpp"
 
 using namespace attnbench;
 

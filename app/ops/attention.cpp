@@ -6,7 +6,7 @@
 
 #include "app/op.hpp"
 #include "app/problem.hpp"
-#include "kernels/attention.hpp"
+#include "kernels/attention/attention.hpp"
 
 namespace attnbench {
 

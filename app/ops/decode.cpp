@@ -7,7 +7,7 @@
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
 #include "app/problem.hpp"
-#include "kernels/decode.hpp"
+#include "kernels/decode/decode.hpp"
 
 namespace attnbench {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "app/op.hpp"
 #include "app/problem.hpp"
-#include "kernels/gemm.hpp"
+#include "kernels/gemm/gemm.hpp"
 
 namespace attnbench {
 namespace {

@@ -12,12 +12,11 @@
 #include "app/ops/paged.hpp"
 #include "app/problem.hpp"
 #include "app/random.hpp"
-#include "kernels/paged.hpp"
+#include "kernels/paged/paged.hpp"
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
 
 namespace attnbench {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 float amax(const std::vector<float>& v) {
   float m = 0;

@@ -11,8 +11,9 @@
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
 #include "app/problem.hpp"
-#include "kernels/attention.hpp"
-#include "kernels/decode.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/cache_append/cache_append.hpp"
+#include "kernels/decode/decode.hpp"
 
 namespace attnbench {
 namespace {

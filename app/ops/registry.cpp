@@ -10,10 +10,13 @@ OpSpec attention_op();
 OpSpec decode_op();
 OpSpec paged_op();
 OpSpec pipeline_op();
+OpSpec cache_append_op();
+OpSpec reshape_and_cache_op();
 
 const std::vector<OpSpec>& ops() {
   static const std::vector<OpSpec> all = {
-      softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(),
+      softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(), cache_append_op(),
+      reshape_and_cache_op(),
   };
   return all;
 }

@@ -2,7 +2,7 @@
 // Bandwidth-bound: every element is read once and written once.
 #include "app/op.hpp"
 #include "app/problem.hpp"
-#include "kernels/softmax.hpp"
+#include "kernels/softmax/softmax.hpp"
 
 namespace attnbench {
 namespace {

@@ -1,0 +1,161 @@
+// reshape_and_cache (vLLM): tokens' K/V rows scattered into their slots of a paged KV
+// cache, cache[slot / block_size, h, ..., slot % block_size] = value (quantised to fp8
+// e4m3 with a per-tensor scale when the cache is fp8); every slot no token owns keeps
+// its contents. The write that fills the paged op's cache.
+#include <algorithm>
+#include <cmath>
+
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/ops/paged.hpp"
+#include "app/problem.hpp"
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
+
+namespace attnbench {
+namespace {
+
+class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
+ public:
+  explicit ReshapeAndCacheProblem(const CasePoint& p) : TableProblem(p, reshape_and_cache_variants()) {
+    const Shape& s = p.shape;
+    context_ = s.lengths("context");
+    kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
+    shape_.tokens = 0;
+    for (int64_t c : context_) shape_.tokens += c;
+    shape_.kv_heads = s.num("kv_heads");
+    shape_.head_dim = s.num("head_dim");
+    shape_.block_size = s.num("block_size");
+    shape_.num_blocks = s.num("num_blocks");
+    shape_.x = 16 / static_cast<int64_t>(dtype_bytes(kv_dtype_));
+    const int64_t g = shape_.kv_heads, d = shape_.head_dim;
+    for (const char* name : {"k", "v"})
+      add_input(name, p.dtype, {{"tokens", shape_.tokens}, {"kv_heads", g}, {"head_dim", d}}, 1.f, true,
+                "every sequence's tokens, one after another");
+    // Both caches in their memory order: K [blocks, kv_heads, head_dim / x, block_size, x],
+    // V [blocks, kv_heads, head_dim, block_size]; a row is one (block, head).
+    const std::vector<Dim> caches = {
+        {"k|v", 2}, {"num_blocks", shape_.num_blocks, 'b'}, {"kv_heads", g, 'h'}, {"head_dim*block_size", d * shape_.block_size, 'd'}};
+    add_input("cache", kv_dtype_, caches, 1.f, true, "the caches before the write, in vLLM's layouts");
+    add_output("cache_after", kv_dtype_, caches, 3, "vLLM's layouts");
+    slots_ = &add_buffer(8 * shape_.tokens);
+  }
+  Work work() const override {
+    // The tokens read at dtype and written at kv_dtype, K and V, and the slot mapping.
+    const double elems = 2.0 * shape_.tokens * shape_.kv_heads * shape_.head_dim;
+    return {0, elems * (dtype_bytes(point().dtype) + dtype_bytes(kv_dtype_)) + 8.0 * shape_.tokens, Bandwidth::copy};
+  }
+  // A copy (or a quantisation done the same way on both sides) is right or wrong: bit for bit.
+  Tolerance tolerance() const override { return {0, 0}; }
+  // Every (block, head) row of the first and the last sequence, K and V.
+  ref::Rows must_check_rows() const override {
+    ref::Rows rows;
+    const int64_t last = static_cast<int64_t>(context_.size()) - 1;
+    for (int64_t which = 0; which < 2; ++which)
+      for (int64_t b : {int64_t{0}, last})
+        for (int64_t j = 0; j * shape_.block_size < context_[b]; ++j)
+          for (int64_t h = 0; h < shape_.kv_heads; ++h)
+            rows.push_back((which * shape_.num_blocks + pool_.table[b * pool_.max_blocks + j]) * shape_.kv_heads + h);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    return rows;
+  }
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    const int64_t per_cache = shape_.num_blocks * shape_.kv_heads;
+    const int64_t width = shape_.head_dim * shape_.block_size;
+    ref::Matrix out(static_cast<int64_t>(rows.size()), width);
+    for (int64_t which = 0; which < 2; ++which) {
+      ref::Rows mine, where;
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i] / per_cache == which) {
+          mine.push_back(rows[i] % per_cache);
+          where.push_back(static_cast<int64_t>(i));
+        }
+      if (mine.empty()) continue;
+      const ref::Matrix m = ref::reshape_and_cache(
+          shape_, which ? ref::PagedCache::value : ref::PagedCache::key, input(2).host.data() + which * per_cache * width,
+          codes_[which].data(), pool_.slots.data(), mine);
+      for (size_t i = 0; i < mine.size(); ++i) out.row(where[i]) = m.row(static_cast<int64_t>(i));
+    }
+    return out;
+  }
+  // The output starts as the caches before the write: slots the kernel must not touch
+  // keep them, and a slot it forgot keeps an old value that fails.
+  void poison_output(cudaStream_t stream) override {
+    check_cuda(cudaMemcpyAsync(output().device.get(), input(2).device.get(), output().bytes(),
+                               cudaMemcpyDeviceToDevice, stream),
+               "restore the cache");
+  }
+
+ protected:
+  void prepare(uint64_t seed, const LaunchContext& ctx) override {
+    (void)ctx;
+    pool_ = lay_out_pool(seed, context_, shape_.block_size, shape_.num_blocks);
+    slots_->upload(pool_.slots.data(), 8 * pool_.slots.size());
+    // What the cache stores: the value rounded to kv_dtype, or for fp8 value / scale
+    // with the scale putting the largest value at 448.
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float>& v = input(which).host;
+      float amax = 0;
+      for (float x : v) amax = std::max(amax, std::fabs(x));
+      scale_[which] = kv_dtype_ == DType::fp8_e4m3 && amax > 0 ? amax / 448.f : 1.f;
+      codes_[which].resize(v.size());
+      for (size_t i = 0; i < v.size(); ++i) codes_[which][i] = round_to(kv_dtype_, v[i] / scale_[which]);
+    }
+  }
+
+ private:
+  ReshapeAndCacheParams params() const override {
+    char* k_cache = static_cast<char*>(output().device.get());
+    ReshapeAndCacheParams p{input(0).device.get(), input(1).device.get(), k_cache,
+                            k_cache ? k_cache + output().bytes() / 2 : nullptr,
+                            static_cast<const int64_t*>(slots_->get())};
+    p.tokens = shape_.tokens;
+    p.kv_heads = shape_.kv_heads;
+    p.head_dim = shape_.head_dim;
+    p.block_size = shape_.block_size;
+    p.dtype = point().dtype;
+    p.kv_dtype = kv_dtype_;
+    p.k_scale = scale_[0];
+    p.v_scale = scale_[1];
+    return p;
+  }
+  ref::ReshapeAndCacheShape shape_;
+  std::vector<int64_t> context_;
+  DType kv_dtype_;
+  PoolLayout pool_;
+  std::vector<float> codes_[2];
+  float scale_[2] = {1, 1};
+  DeviceBuffer* slots_;
+};
+
+}  // namespace
+
+OpSpec reshape_and_cache_op() {
+  OpSpec op;
+  op.name = "reshape_and_cache";
+  op.summary = "tokens' K/V scattered into a paged KV cache (vLLM layouts), fp8 optional";
+  op.keys = {
+      int_key("batch", "sequences"),
+      int_key("kv_heads", "key/value heads"),
+      int_key("head_dim", "elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
+      lengths_key("context", "tokens written per sequence: one integer for all, or one per sequence"),
+      int_key("block_size", "tokens per cache block", 16),
+      derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
+                      "needed + needed / 4 + 1"),
+      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
+                 "dtype"),
+  };
+  op.finish = [](ShapeCheck& c) {
+    const int64_t head_dim = c.shape.num("head_dim");
+    if (head_dim % 8 != 0 || head_dim > 256)
+      c.fail("head_dim", "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(head_dim));
+    finish_paged_pool(c);
+  };
+  op.variants = [] { return variant_infos(reshape_and_cache_variants()); };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> {
+    return std::make_unique<ReshapeAndCacheProblem>(p);
+  };
+  return op;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,47 @@
+// attention family (prefill): O = softmax(Q Kᵀ · scale + bias + mask) V for every
+// query head, fp32 softmax statistics, storage in dtype.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/common/kernels.hpp"
+
+namespace attnbench {
+
+// One documented struct of inputs (as flash-attention's Flash_fwd_params).
+// Within a batch the layouts are fixed: row i of head h of q/o is at
+// i * heads * head_dim + h * head_dim, row j of kv head g of k/v at
+// j * kv_heads * head_dim + g * head_dim. Between batches they are strided, so that
+// a KV cache [batch, max_context, kv_heads, head_dim] can be read in place.
+struct AttentionParams {
+  const void* q;  // [batch, seq_q, heads, head_dim]
+  const void* k;  // [batch, seq_k, kv_heads, head_dim] (batch stride kv_batch_stride)
+  const void* v;  // [batch, seq_k, kv_heads, head_dim] (batch stride kv_batch_stride)
+  void* o;        // [batch, seq_q, heads, head_dim]
+  int64_t q_batch_stride = 0, kv_batch_stride = 0, o_batch_stride = 0;  // elements
+  int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
+  // Query i sits at position i + seq_k - seq_q (bottom-right alignment, as FlashAttention
+  // >= 2.1); it sees key j when j <= that position (causal), when the two are less than
+  // `window` apart (window > 0; on both sides when not causal), and gets the bias
+  // -slope(h) * |position - j| (alibi), slope(h) = 2^(-8 (h + 1) / heads). A query that
+  // sees no key outputs 0.
+  bool causal = false;
+  int64_t window = 0;
+  bool alibi = false;
+  float scale = 0;       // softmax scale, 1/sqrt(head_dim)
+  float scale_log2 = 0;  // scale * log2(e): kernels use exp2
+  DType dtype = DType::fp32;
+};
+
+// Fills the derived fields (strides for the dense layout, scale, scale_log2).
+inline void finish_attention_params(AttentionParams& p) {
+  if (p.q_batch_stride == 0) p.q_batch_stride = p.seq_q * p.heads * p.head_dim;
+  if (p.o_batch_stride == 0) p.o_batch_stride = p.seq_q * p.heads * p.head_dim;
+  if (p.kv_batch_stride == 0) p.kv_batch_stride = p.seq_k * p.kv_heads * p.head_dim;
+  if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
+  p.scale_log2 = p.scale * kLog2e;
+}
+
+const std::vector<Variant<AttentionParams>>& attention_variants();
+
+}  // namespace attnbench

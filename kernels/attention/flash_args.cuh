@@ -1,0 +1,89 @@
+// What attention's tensor-core rungs (4_flash_mma.cu, 5_flash_wgmma.cu) share: the kernel
+// arguments flattened from AttentionParams (Args, make_args), which path a problem takes
+// (is_masked), and the launch over batch chunks.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/attention/attention.hpp"
+#include "kernels/common/mask.cuh"
+
+namespace attnbench::attention_impl {
+
+// What the kernel reads, flattened from AttentionParams on the host (kernel parameters live
+// in the constant bank: no registers spent on them).
+struct Args {
+  const void* q;  // [batch, seq_q, heads, head_dim]
+  const void* k;  // [batch, seq_k, kv_heads, head_dim], batch stride kv_batch_stride
+  const void* v;  // same as k
+  void* o;        // [batch, seq_q, heads, head_dim]
+  int64_t q_batch_stride, kv_batch_stride, o_batch_stride;  // elements
+  int64_t q_row_stride, kv_row_stride;                      // heads * head_dim, kv_heads * head_dim
+  // kv head of query head h: h / (heads / kv_heads) = (h * group_rcp) >> 32 with group_rcp =
+  // ceil(2^32 / group), exact while h * group <= 2^32 (heads <= 65535): a multiply instead
+  // of a division sequence.
+  uint64_t group_rcp;
+  int batch_offset;  // first batch of this launch (batches go in chunks of gridDim.z <= 65535)
+  int seq_q, seq_k, head_dim;
+  // Causal and window as reaches (key_reach, mask.cuh): a query at position pos sees keys
+  // [pos - lo_reach, pos + hi_reach] within [0, seq_k).
+  int lo_reach, hi_reach;
+  bool alibi;
+  float alibi_exp;       // alibi_exponent_step: slope(h) = 2^(alibi_exp * (h + 1))
+  float alibi_scale;     // 1 / scale: the bias is added to raw scores, before the scale
+  float scale_log2;      // scale * log2(e)
+  float inv_scale_log2;  // 1 / scale_log2: the lazy threshold in raw score units
+};
+
+// Causal, window or ALiBi: the kernel's MASKED path, and the tiles of Tiles::masked.
+inline bool is_masked(const AttentionParams& p) {
+  return p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi;
+}
+
+// The kernel arguments of p.
+inline Args make_args(const AttentionParams& p) {
+  Args a;
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.o = p.o;
+  a.q_batch_stride = p.q_batch_stride;
+  a.kv_batch_stride = p.kv_batch_stride;
+  a.o_batch_stride = p.o_batch_stride;
+  a.q_row_stride = p.heads * p.head_dim;
+  a.kv_row_stride = p.kv_heads * p.head_dim;
+  a.group_rcp = ((uint64_t{1} << 32) + static_cast<uint64_t>(p.heads / p.kv_heads) - 1) /
+                static_cast<uint64_t>(p.heads / p.kv_heads);
+  a.seq_q = static_cast<int>(p.seq_q);
+  a.seq_k = static_cast<int>(p.seq_k);
+  a.head_dim = static_cast<int>(p.head_dim);
+  const Reach reach = key_reach(p.causal, p.window, p.seq_q, p.seq_k);
+  a.lo_reach = reach.lo;
+  a.hi_reach = reach.hi;
+  a.alibi = p.alibi;
+  a.alibi_exp = alibi_exponent_step(p.heads);
+  a.alibi_scale = p.alibi ? 1.f / p.scale : 0.f;
+  a.scale_log2 = p.scale_log2;
+  a.inv_scale_log2 = 1.f / p.scale_log2;
+  a.batch_offset = 0;
+  return a;
+}
+
+// Grid (row blocks of `rows` query rows, heads, batches). gridDim.y (heads) and gridDim.z
+// (batches) stop at 65535: supports() bounds heads, and larger batches go in several launches.
+template <class Kernel>
+void launch_per_batch_chunk(const AttentionParams& p, Kernel kernel, Args a, int rows, int threads, int smem,
+                            const LaunchContext& ctx, const char* name) {
+  const int64_t m_blocks = ceil_div(p.seq_q, rows);
+  for (int64_t b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
+    a.batch_offset = static_cast<int>(b0);
+    const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads),
+                    static_cast<unsigned>(std::min(kMaxGridYZ, p.batch - b0)));
+    kernel<<<grid, threads, smem, ctx.stream>>>(a);
+    check_launch(name);
+  }
+}
+
+}  // namespace attnbench::attention_impl

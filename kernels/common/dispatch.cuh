@@ -1,0 +1,58 @@
+// Host-side dispatch from run-time parameters to kernel instantiations: the storage types of
+// a DType, and the head_dim class a kernel is compiled for.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/common/dtype.hpp"
+#include "kernels/common/storage.cuh"
+
+namespace attnbench {
+
+// Returns f(T{}) with the storage type T of dtype (fp32, fp16 or bf16); fp8 has no kernel of
+// its own there: "<name>: no kernel for dtype fp8_e4m3".
+template <class F>
+decltype(auto) with_storage(DType dtype, const char* name, F&& f) {
+  switch (dtype) {
+    case DType::fp32:
+      return f(float{});
+    case DType::fp16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    case DType::fp8_e4m3:
+      break;
+  }
+  throw std::invalid_argument(std::string(name) + ": no kernel for dtype " + dtype_name(dtype));
+}
+
+// Returns f(T{}, C{}) with the storage type T of dtype and C of a cache of kv_dtype: T, or Fp8.
+template <class F>
+decltype(auto) with_types(DType dtype, DType kv_dtype, const char* name, F&& f) {
+  return with_storage(dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    if (kv_dtype == DType::fp8_e4m3) return f(T{}, Fp8{});
+    return f(T{}, T{});
+  });
+}
+
+// Returns f(std::integral_constant<int, D>{}) for the smallest head_dim class D >= head_dim
+// among kClasses (ascending), the last one when none is: a head_dim below its class runs
+// zero-filled in the class kernel.
+template <int kFirst, int... kRest, class F>
+decltype(auto) with_head_dim_class(int64_t head_dim, F&& f) {
+  if constexpr (sizeof...(kRest) == 0) {
+    return f(std::integral_constant<int, kFirst>{});
+  } else {
+    if (head_dim <= kFirst) return f(std::integral_constant<int, kFirst>{});
+    return with_head_dim_class<kRest...>(head_dim, std::forward<F>(f));
+  }
+}
+
+}  // namespace attnbench

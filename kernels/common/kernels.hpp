@@ -1,0 +1,91 @@
+// What every kernel family shares: the device's capabilities, the launch context,
+// the variant table entry, CUDA error checks and a few constants and host helpers.
+// Host code and device code both include this; it holds no device code, so g++
+// compiles it too.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/common/dtype.hpp"
+
+// ceil_div is constexpr arithmetic that kernels use too.
+#ifdef __CUDACC__
+#define ATTNBENCH_HOST_DEVICE __host__ __device__
+#else
+#define ATTNBENCH_HOST_DEVICE
+#endif
+
+namespace attnbench {
+
+// log2(e): kernels compute exp(x) as exp2(x * log2(e)), one FFMA and one MUFU.EX2.
+constexpr float kLog2e = 1.4426950408889634f;
+
+// gridDim.y and gridDim.z are limited to 65535.
+constexpr int64_t kMaxGridYZ = 65535;
+
+ATTNBENCH_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// 16-byte vector loads, cp.async and bulk copies need 16-byte aligned addresses.
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// A CUDA or cuBLAS failure. The CLI turns it into exit code 3.
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw CudaError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+inline void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+// Called after every launch: a bad configuration shows up here, not three calls later.
+inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+struct DeviceCaps {
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::size_t smem_per_block_optin = 0;  // bytes a block may ask for after cudaFuncSetAttribute
+  std::size_t l2_bytes = 0;
+  std::size_t total_memory = 0;  // device memory, for variants that need large scratch
+  int arch() const { return cc_major * 10 + cc_minor; }
+};
+
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;  // bound to `stream`
+  const DeviceCaps* caps = nullptr;
+  void* workspace = nullptr;        // at least Variant::workspace(params) bytes, 256-byte aligned
+};
+
+// One implementation of a family: a rung of its ladder. Each family's variants.cpp holds
+// a table of these, baseline first.
+template <class Params>
+struct Variant {
+  const char* name;  // matches the launch function's name
+  const char* note;  // one line for `attnbench list`
+  void (*launch)(const Params&, const LaunchContext&);
+  // Empty when the variant can run `p` on this device, else the reason it cannot.
+  std::string (*supports)(const Params& p, const DeviceCaps& caps);
+  // Scratch bytes the launch needs; nullptr when none.
+  std::size_t (*workspace)(const Params& p) = nullptr;
+};
+
+template <class Params>
+const Variant<Params>* find_variant(const std::vector<Variant<Params>>& table, const std::string& name) {
+  for (const auto& v : table)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+}  // namespace attnbench

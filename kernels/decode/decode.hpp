@@ -1,0 +1,38 @@
+// decode family: one new query token per sequence attends to its whole KV cache
+// (the step that dominates generation; bound by memory bandwidth). Writing new tokens'
+// K/V rows into the cache is cache_append's (kernels/cache_append).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/common/kernels.hpp"
+
+namespace attnbench {
+
+// Sequence b attends to cache rows [0, context_lens[b]); its query sits at position
+// context_lens[b] - 1, so ALiBi adds -slope(h) * (context_lens[b] - 1 - j) to key j,
+// slope(h) = 2^(-8 (h + 1) / heads). Query head h reads kv head h / (heads / kv_heads).
+struct DecodeParams {
+  const void* q;                // [batch, heads, head_dim]
+  const void* k_cache;          // [batch, max_context, kv_heads, head_dim]
+  const void* v_cache;          // [batch, max_context, kv_heads, head_dim]
+  void* o;                      // [batch, heads, head_dim]
+  const int32_t* context_lens;  // [batch], on the device; every entry in [1, max_context]
+  int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 64, max_context = 1;
+  // The longest context_lens entry, known on the host: split counts are chosen from it
+  // without reading the device array.
+  int64_t longest_context = 1;
+  bool alibi = false;
+  float scale = 0;       // 1/sqrt(head_dim)
+  float scale_log2 = 0;  // scale * log2(e)
+  DType dtype = DType::fp32;
+};
+
+inline void finish_decode_params(DecodeParams& p) {
+  if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
+  p.scale_log2 = p.scale * kLog2e;
+}
+
+const std::vector<Variant<DecodeParams>>& decode_variants();
+
+}  // namespace attnbench

@@ -1,0 +1,28 @@
+// The gemm ladder, vendor baseline first: C = A·Bᵀ (layout nt) or C = A·B (layout nn),
+// batched, row-major, storage in dtype, accumulation in fp32. One rung per file, from
+// 0_cublas.cu (the baseline) up the SGEMM ladder to the tensor-core rungs 4_mma.cu and
+// 5_wgmma.cu.
+#include <vector>
+
+#include "kernels/gemm/gemm.hpp"
+#include "kernels/gemm/rungs.hpp"
+
+namespace attnbench {
+
+const std::vector<Variant<GemmParams>>& gemm_variants() {
+  using namespace gemm_impl;
+  static const std::vector<Variant<GemmParams>> table = {
+      {"cublas", "cuBLAS GemmStridedBatchedEx, fp32 compute, no TF32 (vendor baseline)", cublas, cublas_supports},
+      {"naive", "one thread per output, k loop from global memory", naive, naive_supports},
+      {"smem_tiled", "32x32 shared-memory tiles, one output per thread", smem_tiled, smem_tiled_supports},
+      {"reg_tiled", "fp32: 128x128x16 tiles, 8x8 outputs/thread, float4, double buffer", reg_tiled,
+       reg_tiled_supports},
+      {"mma", "fp16/bf16: mma.sync + ldmatrix, 3-stage cp.async, 128x256x64, swizzled", mma,
+       mma_supports},
+      {"wgmma", "fp16/bf16, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
+       wgmma_supports},
+  };
+  return table;
+}
+
+}  // namespace attnbench
