@@ -13,7 +13,7 @@ namespace attnbench {
 const std::vector<Variant<AttentionParams>>& attention_variants() {
   using namespace attention_impl;
   static const std::vector<Variant<AttentionParams>> table = {
-      {"naive", "unfused: fp32 scores (thread per score), scale+mask, softmax block_reduce, P V (the baseline)",
+      {"naive", "unfused: fp32 scores (thread per score), scale+mask, softmax block_reduce, P V",
        naive, naive_supports, naive_workspace},
       {"cublas", "unfused as a framework runs it: cuBLAS batched GEMMs, fp32 scores, softmax warp_online",
        cublas, cublas_supports, cublas_workspace},

@@ -14,7 +14,7 @@ namespace attnbench {
 const std::vector<Variant<DecodeParams>>& decode_variants() {
   using namespace decode_impl;
   static const std::vector<Variant<DecodeParams>> table = {
-      {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V (the baseline)", naive,
+      {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V", naive,
        naive_supports, naive_workspace},
       {"flash_decode",
        "one pass, online softmax, one block per (sequence, kv head) for its whole GQA group; mma.sync for fp16/bf16",

@@ -12,7 +12,7 @@ namespace attnbench {
 const std::vector<Variant<GemmParams>>& gemm_variants() {
   using namespace gemm_impl;
   static const std::vector<Variant<GemmParams>> table = {
-      {"cublas", "cuBLAS GemmStridedBatchedEx, fp32 compute, no TF32 (vendor baseline)", cublas, cublas_supports},
+      {"cublas", "cuBLAS GemmStridedBatchedEx, fp32 compute, no TF32", cublas, cublas_supports},
       {"naive", "one thread per output, k loop from global memory", naive, naive_supports},
       {"smem_tiled", "32x32 shared-memory tiles, one output per thread", smem_tiled, smem_tiled_supports},
       {"reg_tiled", "fp32: 128x128x16 tiles, 8x8 outputs/thread, float4, double buffer", reg_tiled,

@@ -19,7 +19,7 @@ const std::vector<Variant<PagedParams>>& paged_variants() {
   using namespace paged_impl;
   static const std::vector<Variant<PagedParams>> table = {
       {"v1",
-       "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory (the baseline)",
+       "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory",
        v1, v1_supports, nullptr},
       {"v2", "vLLM PagedAttention v2: v1 over partition_size-token partitions, fp32 partials, reduce kernel", v2,
        v2_supports, v2_workspace},

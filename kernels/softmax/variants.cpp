@@ -24,7 +24,7 @@ std::string supports(const SoftmaxParams& p, const DeviceCaps&) {
 const std::vector<Variant<SoftmaxParams>>& softmax_variants() {
   using namespace softmax_impl;
   static const std::vector<Variant<SoftmaxParams>> table = {
-      {"naive", "one thread per row, three passes over the row (the baseline)", naive, supports, nullptr},
+      {"naive", "one thread per row, three passes over the row", naive, supports, nullptr},
       {"block_reduce", "one block per row, shared-memory tree reductions for the max, then the sum", block_reduce,
        supports, nullptr},
       {"warp_online", "one pass: row in registers, 16-byte vectors, online (max, sum) merged across threads",
