@@ -5,6 +5,8 @@
 #   tests/gpu_session.sh all [PEERS_PY]    # everything below in one call (~6 min on an H200)
 #   tests/gpu_session.sh verify            # ctest -L gpu beside `verify all`
 #   tests/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
+#   tests/gpu_session.sh compare OLD_BIN   # perf cases with OLD_BIN, then with build/bin, then
+#                                          # `attnbench compare` of the two (a refactor's proof)
 # PEERS_PY defaults to this repo's tests/peers.py. `all` leaves out perf's extras (paged
 # block sizes 8/32, peer_decode_flush.py) so that it fits the device's 10-minute limit.
 # Expects build/bin (built here for sm_90a) and build's CTestTestfile.cmake files, whose
@@ -27,10 +29,32 @@ verify_all() {
   ( cd build && ctest -L gpu --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
   mkdir -p "$OUT/verify"
   find cases -name '*.toml' | sort |
-    xargs -P "$(nproc)" -I{} sh -c '"$1" verify "$2" > "$3/verify/$(echo "$2" | tr / _).txt" 2>&1' _ "$bin" {} "$OUT"
+    xargs -P "$(nproc)" -I{} sh -c 'f="$3/verify/$(echo "$2" | tr / _)"; "$1" verify "$2" -o "$f.json" > "$f.txt" 2>&1' \
+      _ "$bin" {} "$OUT"
   wait
   tail -5 "$OUT/ctest-gpu.txt"
-  cat "$OUT"/verify/*.txt > "$OUT/verify.txt" && rm -rf "$OUT/verify"
+  cat "$OUT"/verify/*.txt > "$OUT/verify.txt"
+  # Where the verification's host time goes: the slowest points' inputs, reference and checks.
+  python3 - "$OUT"/verify/*.json > "$OUT/verify-time.txt" <<'PY'
+import json, sys
+rows = {}
+for f in sys.argv[1:]:
+    try:
+        for r in json.load(open(f))["rows"]:
+            t = r.get("verify_time")
+            if t:
+                key = (r["case"], r["point"])
+                p = rows.setdefault(key, [t["inputs_ms"], t["reference_ms"], 0.0])
+                p[2] += t["check_ms"]
+    except Exception as e:
+        print("unreadable", f, e)
+total = [sum(v[i] for v in rows.values()) / 1e3 for i in range(3)]
+print("host seconds over all points: inputs %.1f, reference %.1f, launch+check %.1f" % tuple(total))
+for (c, p), v in sorted(rows.items(), key=lambda kv: -sum(kv[1]))[:25]:
+    print("%9.1f s  inputs %8.1f  reference %8.1f  checks %8.1f  %s %s" % (sum(v) / 1e3, v[0] / 1e3, v[1] / 1e3, v[2] / 1e3, c, p))
+PY
+  cat "$OUT/verify-time.txt" | head -8
+  rm -rf "$OUT/verify"
   grep -E "FAILED|ERROR" "$OUT/verify.txt"
   awk '/ passed, / { p += $1; f += $3 } END { print "verify all: " p " passed, " f " failed" }' "$OUT/verify.txt"
 }
@@ -53,12 +77,21 @@ perf() {
   fi
 }
 
+# A refactor's proof: the perf cases timed by the old build, then the new, on one card.
+compare_builds() {
+  q=(--set verify.trials=1 --set verify.max_rows=64)
+  "$1" run cases/perf "${q[@]}" -o "$OUT/perf-old.json" > "$OUT/perf-old.txt" 2>&1
+  $bin run cases/perf "${q[@]}" -o "$OUT/perf-new.json" > "$OUT/perf-new.txt" 2>&1
+  $bin compare "$OUT/perf-old.json" "$OUT/perf-new.json" 2>&1 | tee "$OUT/compare.txt"
+}
+
 case "${1:-}" in
 all) verify_all; perf core "${2:-tests/peers.py}" ;;
 verify) verify_all ;;
 perf) perf extras "${2:-tests/peers.py}" ;;
+compare) compare_builds "${2:?compare needs the old attnbench binary}" ;;
 *)
-  echo "usage: tests/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY]" >&2
+  echo "usage: tests/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
   exit 2
   ;;
 esac
