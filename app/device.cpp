@@ -9,7 +9,8 @@
 
 #include "app/errors.hpp"
 #include "app/stats.hpp"
-#include "kernels/ceilings/ceilings.hpp"
+#include "kernels/harness/ceilings.hpp"
+#include "kernels/harness/inputs.hpp"
 
 namespace attnbench {
 
@@ -164,8 +165,8 @@ double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t, bool tf32 = f
   const cudaDataType_t type = t == DType::fp32 ? CUDA_R_32F : t == DType::fp16 ? CUDA_R_16F : CUDA_R_16BF;
   const std::size_t bytes = static_cast<std::size_t>(n) * n * dtype_bytes(t);
   DeviceBuffer a(bytes), b(bytes), c(bytes);
-  launch_fill_uniform(a.get(), static_cast<std::size_t>(n) * n, t, 1, stream);
-  launch_fill_uniform(b.get(), static_cast<std::size_t>(n) * n, t, 2, stream);
+  launch_fill_random(a.get(), int64_t{n} * n, t, 1, 0, 1.f, false, stream);  // GEMM rates on random data, never zeros
+  launch_fill_random(b.get(), int64_t{n} * n, t, 2, 0, 1.f, false, stream);
   // True fp32 for the fp32 ceiling: TF32 is another one.
   check_cublas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -206,7 +207,7 @@ Ceilings Gpu::measure_ceilings() {
   Ceilings c;
   const std::size_t bytes = std::size_t{1} << 30;
   DeviceBuffer src(bytes), dst(bytes), sink(2 * sizeof(float));
-  launch_fill_uniform(src.get(), bytes / 4, DType::fp32, 3, stream_);
+  launch_fill_random(src.get(), static_cast<int64_t>(bytes / 4), DType::fp32, 3, 0, 1.f, false, stream_);
   const double copy_ms = median_ms(stream_, 20, [&] {
     check_cuda(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   });

@@ -2,9 +2,8 @@
 
 namespace attnbench {
 
-std::vector<uint8_t> encode(DType t, const std::vector<float>& values) {
-  std::vector<uint8_t> out(values.size() * dtype_bytes(t));
-  for (size_t i = 0; i < values.size(); ++i) {
+void encode_range(DType t, const float* values, int64_t n, uint8_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
     switch (t) {
       case DType::fp32: std::memcpy(&out[4 * i], &values[i], 4); break;
       case DType::fp16: {
@@ -20,6 +19,11 @@ std::vector<uint8_t> encode(DType t, const std::vector<float>& values) {
       case DType::fp8_e4m3: out[i] = float_to_fp8e4m3(values[i]); break;
     }
   }
+}
+
+std::vector<uint8_t> encode(DType t, const std::vector<float>& values) {
+  std::vector<uint8_t> out(values.size() * dtype_bytes(t));
+  encode_range(t, values.data(), static_cast<int64_t>(values.size()), out.data());
   return out;
 }
 

@@ -114,6 +114,8 @@ inline float round_to(DType t, float x) {
 
 // Packs values (already representable in `t`) into the device's storage bytes.
 std::vector<uint8_t> encode(DType t, const std::vector<float>& values);
+// values[0, n) in storage type t into out (n * dtype_bytes(t) bytes).
+void encode_range(DType t, const float* values, int64_t n, uint8_t* out);
 
 // The dtype a word names ("bf16"); the case loader has already checked the word.
 inline DType dtype_from_name(const std::string& name) {

@@ -4,26 +4,11 @@
 #include <cmath>
 
 #include "app/numeric.hpp"
-#include "app/random.hpp"
+#include "kernels/harness/inputs.hpp"
 #include "app/op.hpp"
 #include "reference/parallel.hpp"
 
 namespace attnbench {
-
-namespace {
-
-// Element loops over a whole tensor run on all cores in chunks of this many elements.
-constexpr int64_t kChunk = int64_t{1} << 20;
-
-// fn(begin, end) over [0, n) in chunks, on all cores when n is large.
-template <class Fn>
-void for_chunks(int64_t n, const Fn& fn) {
-  parallel_for((n + kChunk - 1) / kChunk, static_cast<double>(n), [&](int64_t c) {
-    fn(c * kChunk, std::min(n, (c + 1) * kChunk));
-  });
-}
-
-}  // namespace
 
 std::vector<int64_t> Tensor::shape() const {
   std::vector<int64_t> s;
@@ -95,18 +80,22 @@ void Problem::allocate() {
 void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
   for (size_t t = 0; t < inputs_.size(); ++t) {
     Input& in = inputs_[t];
-    in.tensor.host.resize(static_cast<size_t>(in.tensor.count));
-    float* values = in.tensor.host.data();
-    for_chunks(in.tensor.count, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        const float r = in.normal ? random_normal(seed, t, static_cast<uint64_t>(i))
-                                  : random_uniform(seed, t, static_cast<uint64_t>(i));
-        values[i] = round_to(in.tensor.dtype, in.scale * r);
-      }
+    Tensor& x = in.tensor;
+    // Drawn on the device in the storage type, then read back exactly: the host's
+    // values are what the kernels read, whatever the device's rounding was.
+    launch_fill_random(x.device.get(), x.count, x.dtype, seed, t, in.scale, in.normal, ctx.stream);
+    check_cuda(cudaStreamSynchronize(ctx.stream), "draw inputs");
+    std::vector<uint8_t> bytes(x.bytes());
+    x.device.download(bytes.data(), bytes.size());
+    x.host.resize(static_cast<size_t>(x.count));
+    for_chunks(x.count, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) x.host[static_cast<size_t>(i)] = static_cast<float>(decode_element(x.dtype, bytes.data(), i));
     });
-    shape_input(t, in.tensor.host);
-    const std::vector<uint8_t> bytes = encode(in.tensor.dtype, in.tensor.host);
-    in.tensor.device.upload(bytes.data(), bytes.size());
+    if (shape_input(t, x.host)) {
+      const std::size_t e = dtype_bytes(x.dtype);
+      for_chunks(x.count, [&](int64_t lo, int64_t hi) { encode_range(x.dtype, x.host.data() + lo, hi - lo, &bytes[lo * e]); });
+      x.device.upload(bytes.data(), bytes.size());
+    }
   }
   setup_checks_.clear();
   prepare(seed, ctx);

@@ -15,6 +15,7 @@
 #include "app/timing.hpp"
 #include "app/verify.hpp"
 #include "kernels/common/kernels.hpp"
+#include "reference/parallel.hpp"
 #include "reference/reference.hpp"
 
 namespace attnbench {
@@ -128,9 +129,12 @@ class Problem {
   const Tensor& output() const { return output_; }
   // Called once the inputs are on the device: e.g. a paged cache written from them.
   virtual void prepare(uint64_t seed, const LaunchContext& ctx) { (void)seed, (void)ctx; }
-  // Called on each input's drawn values before upload: e.g. NaN in the cache rows no
-  // kernel may read.
-  virtual void shape_input(size_t index, std::vector<float>& values) const { (void)index, (void)values; }
+  // Called on each input's drawn values: e.g. NaN in the cache rows no kernel may read.
+  // Returns true when it changed them (they are uploaded again).
+  virtual bool shape_input(size_t index, std::vector<float>& values) const {
+    (void)index, (void)values;
+    return false;
+  }
   std::vector<SetupCheck> setup_checks_;
 
  private:
@@ -198,6 +202,17 @@ template <class Params>
 std::size_t variant_workspace(const std::vector<Variant<Params>>& table, const std::string& name, const Params& p) {
   const auto* v = find_variant(table, name);
   return v && v->workspace ? v->workspace(p) : 0;
+}
+
+// Element loops over a whole tensor run on all cores in chunks of this many elements.
+constexpr int64_t kChunk = int64_t{1} << 20;
+
+// fn(begin, end) over [0, n) in chunks of kChunk, on all cores when n is large; chunk c
+// is [c * kChunk, ...), so per-chunk results can go to slot begin / kChunk.
+template <class Fn>
+void for_chunks(int64_t n, const Fn& fn) {
+  parallel_for((n + kChunk - 1) / kChunk, static_cast<double>(n),
+               [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 // What `--dry-run` assumes about the card it has not got: an H100 (sm_90, 132 SMs).

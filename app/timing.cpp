@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "kernels/ceilings/ceilings.hpp"
+#include "kernels/harness/ceilings.hpp"
 
 namespace attnbench {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "app/random.hpp"
+#include "kernels/common/random.hpp"
 
 namespace attnbench {
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "app/numeric.hpp"
-#include "app/random.hpp"
+#include "kernels/common/random.hpp"
 
 using namespace attnbench;
 

@@ -11,7 +11,7 @@
 #include "app/ops/attention.hpp"
 #include "app/ops/paged.hpp"
 #include "app/problem.hpp"
-#include "app/random.hpp"
+#include "kernels/common/random.hpp"
 #include "kernels/paged/paged.hpp"
 #include "kernels/reshape_and_cache/reshape_and_cache.hpp"
 
@@ -119,18 +119,29 @@ class PagedProblem : public TableProblem<PagedParams> {
     SetupCheck written{"reshape_and_cache", {}};
     Comparison& c = written.cmp;
     const std::size_t e = dtype_bytes(kv_dtype_);
+    const int64_t n = cache_elements();
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& want = which ? codes_v : codes_k;
-      std::vector<uint8_t> got(e * static_cast<size_t>(cache_elements()));
+      std::vector<uint8_t> got(e * static_cast<size_t>(n));
       (which ? v_cache_ : k_cache_)->download(got.data(), got.size());
-      const std::vector<uint8_t> enc = encode(kv_dtype_, want);
-      for (int64_t i = 0; i < cache_elements(); ++i) {
-        if (std::isnan(want[i])) continue;
-        ++c.elements_checked;
-        if (std::memcmp(&got[i * e], &enc[i * e], e) == 0) continue;
-        ++c.mismatches;
-        const double have = decode_element(kv_dtype_, got.data(), i);
-        c.max_abs = std::isfinite(have) ? std::max(c.max_abs, std::fabs(have - want[i])) : INFINITY;
+      std::vector<Comparison> parts(static_cast<size_t>((n + kChunk - 1) / kChunk));
+      for_chunks(n, [&](int64_t lo, int64_t hi) {
+        Comparison& part = parts[static_cast<size_t>(lo / kChunk)];
+        uint8_t code[4];
+        for (int64_t i = lo; i < hi; ++i) {
+          if (std::isnan(want[i])) continue;
+          ++part.elements_checked;
+          encode_range(kv_dtype_, &want[i], 1, code);
+          if (std::memcmp(&got[i * e], code, e) == 0) continue;
+          ++part.mismatches;
+          const double have = decode_element(kv_dtype_, got.data(), i);
+          part.max_abs = std::isfinite(have) ? std::max(part.max_abs, std::fabs(have - want[i])) : INFINITY;
+        }
+      });
+      for (const Comparison& part : parts) {
+        c.elements_checked += part.elements_checked;
+        c.mismatches += part.mismatches;
+        c.max_abs = std::max(c.max_abs, part.max_abs);
       }
     }
     c.rows_checked = c.rows_total = 2 * tokens_ * kv_heads_;
@@ -146,7 +157,8 @@ class PagedProblem : public TableProblem<PagedParams> {
                               bool key) const {
     const int64_t x = paged_x(kv_dtype_), bs = block_size_, g = kv_heads_, d = head_dim_;
     std::vector<float> c(static_cast<size_t>(cache_elements()), NAN);
-    for (int64_t i = 0; i < tokens_; ++i) {
+    // Tokens own distinct slots: each task writes its own elements.
+    parallel_for(tokens_, static_cast<double>(tokens_) * g * d, [&](int64_t i) {
       const int64_t blk = slots[i] / bs, off = slots[i] % bs;
       for (int64_t h = 0; h < g; ++h)
         for (int64_t j = 0; j < d; ++j) {
@@ -156,7 +168,7 @@ class PagedProblem : public TableProblem<PagedParams> {
                                  : ((blk * g + h) * d + j) * bs + off;
           c[at] = q;
         }
-    }
+    });
     return c;
   }
   // What the reference reads: the stored codes times the scale (the scale is 1 unless fp8).

@@ -1,5 +1,5 @@
 // Kernels for `attnbench info`'s ceilings, and the stream hold the timing loop
-// uses (kernels/ceilings.cu).
+// uses (kernels/harness/ceilings.cu).
 #pragma once
 #include <cstddef>
 
@@ -12,9 +12,6 @@ void launch_read_stream(const void* buf, std::size_t bytes, float* sink, const D
 // Reads `bytes` (a multiple of 16) of `buf` with loads that allocate in L2: with a buffer
 // twice the L2 this evicts everything, dirty lines included, and leaves only clean lines.
 void launch_l2_flush(const void* buf, std::size_t bytes, float* sink, const DeviceCaps& caps, cudaStream_t stream);
-// Fills `count` elements of `buf` (dtype fp32, fp16 or bf16) with uniform values in
-// [-1, 1): GEMM rates are measured on random data, never on zeros.
-void launch_fill_uniform(void* buf, std::size_t count, DType dtype, unsigned seed, cudaStream_t stream);
 // Writes `bytes` (a multiple of 16) of zeros to `buf`.
 void launch_write_stream(void* buf, std::size_t bytes, const DeviceCaps& caps, cudaStream_t stream);
 

@@ -2,7 +2,7 @@
 // stream and a pure write stream over a large buffer, and the mma.sync peak from
 // registers. Copy bandwidth uses cudaMemcpyAsync and GEMM rates use cuBLAS, so
 // they need no kernels here. Also the stream hold of the timing loop.
-#include "kernels/ceilings/ceilings.hpp"
+#include "kernels/harness/ceilings.hpp"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/wgmma.cuh"
@@ -48,19 +48,6 @@ __global__ void __launch_bounds__(512) write_stream(float4* __restrict__ x, int6
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     __stcs(x + i, make_float4(0.f, 0.f, 0.f, 0.f));
-}
-
-template <class T>
-__global__ void fill_uniform(T* x, int64_t n, unsigned seed) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    // A cheap integer hash is plenty for timing data.
-    unsigned h = static_cast<unsigned>(i) * 0x9e3779b9u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    x[i] = from_float<T>(static_cast<float>(h) * 0x1.0p-31f - 1.f);
-  }
 }
 
 __device__ uint64_t global_ns() {
@@ -160,17 +147,6 @@ void launch_l2_flush(const void* buf, std::size_t bytes, float* sink, const Devi
   l2_flush<<<stream_blocks(caps), 512, 0, stream>>>(static_cast<const float4*>(buf), static_cast<int64_t>(bytes / 16),
                                                     sink);
   check_launch("ceilings/l2_flush");
-}
-
-void launch_fill_uniform(void* buf, std::size_t count, DType dtype, unsigned seed, cudaStream_t stream) {
-  const auto n = static_cast<int64_t>(count);
-  switch (dtype) {
-    case DType::fp32: fill_uniform<<<1024, 256, 0, stream>>>(static_cast<float*>(buf), n, seed); break;
-    case DType::fp16: fill_uniform<<<1024, 256, 0, stream>>>(static_cast<__half*>(buf), n, seed); break;
-    case DType::bf16: fill_uniform<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(buf), n, seed); break;
-    case DType::fp8_e4m3: throw CudaError("fill_uniform: fp8 is not a GEMM storage type");
-  }
-  check_launch("ceilings/fill_uniform");
 }
 
 double launch_mma_sync_peak(float* sink, const DeviceCaps& caps, cudaStream_t stream) {
