@@ -111,7 +111,12 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
 }
 
 int run_or_verify(const Options& o, bool timed) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto ms_since_start = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
   const std::vector<Case> cases = load_cases(o);
+  const double load_ms = ms_since_start();
   if (o.dry_run) return dry_run(cases, o, timed);
 
   Format format = o.format.empty() ? (o.output.empty() ? Format::table : format_for_path(o.output))
@@ -147,12 +152,14 @@ int run_or_verify(const Options& o, bool timed) {
   meta.mode = timed ? "run" : "verify";
   meta.timing_mode = o.mode;
   meta.keep_samples = o.keep_samples;
+  meta.load_ms = load_ms;
   meta.device = gpu.info();
   if (timed) {
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
   }
   auto write_outputs = [&] {
+    meta.elapsed_ms = ms_since_start();
     if (!stream_table) write_report(std::cout, format, meta, runner.rows());
     if (!o.output.empty()) {
       std::ofstream out(o.output);

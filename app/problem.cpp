@@ -85,16 +85,16 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
     // values are what the kernels read, whatever the device's rounding was.
     launch_fill_random(x.device.get(), x.count, x.dtype, seed, t, in.scale, in.normal, ctx.stream);
     check_cuda(cudaStreamSynchronize(ctx.stream), "draw inputs");
-    std::vector<uint8_t> bytes(x.bytes());
-    x.device.download(bytes.data(), bytes.size());
+    const auto bytes = host_bytes(x.bytes());
+    x.device.download(bytes.get(), x.bytes());
     x.host.resize(static_cast<size_t>(x.count));
     for_chunks(x.count, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) x.host[static_cast<size_t>(i)] = static_cast<float>(decode_element(x.dtype, bytes.data(), i));
+      for (int64_t i = lo; i < hi; ++i) x.host[static_cast<size_t>(i)] = static_cast<float>(decode_element(x.dtype, bytes.get(), i));
     });
     if (shape_input(t, x.host)) {
       const std::size_t e = dtype_bytes(x.dtype);
       for_chunks(x.count, [&](int64_t lo, int64_t hi) { encode_range(x.dtype, x.host.data() + lo, hi - lo, &bytes[lo * e]); });
-      x.device.upload(bytes.data(), bytes.size());
+      x.device.upload(bytes.get(), x.bytes());
     }
   }
   setup_checks_.clear();
@@ -148,19 +148,19 @@ std::vector<float> Problem::download_output() const {
 }
 
 Comparison Problem::check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
-  std::vector<uint8_t> bytes(output_.bytes());
-  output_.device.download(bytes.data(), bytes.size());
+  const auto bytes = host_bytes(output_.bytes());
+  output_.device.download(bytes.get(), output_.bytes());
   const DType t = output_.dtype;
   std::vector<int64_t> nonfinite(static_cast<size_t>((output_.count + kChunk - 1) / kChunk), 0);
   for_chunks(output_.count, [&](int64_t lo, int64_t hi) {
     int64_t bad = 0;
-    for (int64_t i = lo; i < hi; ++i) bad += !std::isfinite(decode_element(t, bytes.data(), i));
+    for (int64_t i = lo; i < hi; ++i) bad += !std::isfinite(decode_element(t, bytes.get(), i));
     nonfinite[static_cast<size_t>(lo / kChunk)] = bad;
   });
   const int64_t cols = output_cols();
   std::vector<double> got(rows.size() * static_cast<size_t>(cols));
   for (size_t r = 0; r < rows.size(); ++r)
-    for (int64_t j = 0; j < cols; ++j) got[r * cols + j] = decode_element(t, bytes.data(), rows[r] * cols + j);
+    for (int64_t j = 0; j < cols; ++j) got[r * cols + j] = decode_element(t, bytes.get(), rows[r] * cols + j);
   Comparison c = compare(ref, got, rows, tol);
   c.rows_total = output_rows();
   for (int64_t n : nonfinite) c.nonfinite += n;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,10 @@ std::size_t variant_workspace(const std::vector<Variant<Params>>& table, const s
   const auto* v = find_variant(table, name);
   return v && v->workspace ? v->workspace(p) : 0;
 }
+
+// Host bytes left uninitialised: a download fills them all, and zeroing gigabytes first
+// would cost as much as the copy.
+inline std::unique_ptr<uint8_t[]> host_bytes(std::size_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
 
 // Element loops over a whole tensor run on all cores in chunks of this many elements.
 constexpr int64_t kChunk = int64_t{1} << 20;

@@ -333,8 +333,9 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
       if (!std::isfinite(j["verify"]["worst"][k].get<double>())) j["verify"]["worst"][k] = nullptr;
   }
   if (r.cmp)
-    j["verify_time"] = {{"inputs_ms", r.verify_time.inputs_ms},
-                        {"reference_ms", r.verify_time.reference_ms},
+    j["verify_time"] = {{"allocate_ms", r.verify_time.allocate_ms}, {"inputs_ms", r.verify_time.inputs_ms},
+                        {"reference_ms", r.verify_time.reference_ms}, {"release_ms", r.verify_time.release_ms},
+                        {"point_ms", r.verify_time.point_ms},
                         {"check_ms", r.verify_time.check_ms}};
   j["flops"] = r.work.flops;
   j["bytes"] = r.work.bytes;
@@ -361,7 +362,8 @@ void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow
   nlohmann::json j;
   j["schema"] = kJsonSchema;
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
-                    {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode}};
+                    {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode},
+                    {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}};
   if (m.device) {
     const DeviceInfo& d = *m.device;
     j["device"] = {{"name", d.name},

@@ -25,10 +25,11 @@ struct ResultRow {
   Tolerance tol;
   int trials = 0;
   std::string command;               // the command line that runs this row again, alone
-  // Host wall time of the verification: the point's inputs and reference (shared by its
-  // rows), and this variant's launches, downloads and checks, over all trials.
+  // Host wall time of the verification: the point's allocation, inputs, reference and
+  // whole wall time (allocation to the last check or timing, shared by its rows), and this
+  // variant's launches, downloads and checks, over all trials.
   struct VerifyTime {
-    double inputs_ms = 0, reference_ms = 0, check_ms = 0;
+    double allocate_ms = 0, inputs_ms = 0, reference_ms = 0, release_ms = 0, point_ms = 0, check_ms = 0;
   } verify_time;
   std::optional<Timing> timing;      // `run` only; for an op of several stages, the first stage's
   std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
@@ -54,6 +55,7 @@ constexpr int kJsonSchema = 2;
 struct RunMeta {
   std::string version, command_line, date, mode;  // mode: "run" or "verify"
   std::string timing_mode;                        // --mode as given ("all", "cold", ...); empty = the cases' own
+  double load_ms = 0, elapsed_ms = 0;             // loading the cases; the whole run, loading included
   bool keep_samples = false;                      // json: every sample, not only the statistics
   std::optional<DeviceInfo> device;
   std::optional<Ceilings> ceilings;

@@ -127,6 +127,7 @@ void Runner::run_case(const Case& c) {
 }
 
 void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
+  const auto point_start = std::chrono::steady_clock::now();
   where_ = c.name + (p.label.empty() ? "" : " [" + p.label + "]") +
            (c.points.size() > 1 ? " (" + std::to_string(index + 1) + "/" + std::to_string(c.points.size()) + ")" : "");
   ResultRow base;
@@ -182,11 +183,13 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   }
 
   std::vector<ResultRow> setup_rows;  // the kernels that built the inputs, checked
-  double inputs_ms = 0, reference_ms = 0;  // the point's share of the verification's wall time
+  double inputs_ms = 0, reference_ms = 0, allocate_ms = 0;  // the point's share of the verification's wall time
   if (!runnable.empty()) {
     progress("allocating " + human_bytes(need));
+    const auto a0 = std::chrono::steady_clock::now();
     problem->allocate();
     DeviceBuffer ws(workspace);
+    allocate_ms = ms_since(a0);
     const LaunchContext ctx = gpu_.context(ws.get());
     const int trials = std::max(1, p.verify.trials);
     const uint64_t seed0 = opts_.seed.value_or(p.verify.seed);
@@ -302,10 +305,19 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           if (r.timing) r.speedup = *baseline_ms / r.timing->ms.median;
     }
   }
-  for (auto& r : rows) {
-    r.verify_time.inputs_ms = inputs_ms;
-    r.verify_time.reference_ms = reference_ms;
-  }
+  // Freeing a point's buffers is part of its cost (device memory is returned synchronously).
+  const auto r0 = std::chrono::steady_clock::now();
+  problem.reset();
+  const double release_ms = ms_since(r0);
+  const double point_ms = ms_since(point_start);
+  for (auto* group : {&setup_rows, &rows})
+    for (auto& r : *group) {
+      r.verify_time.release_ms = release_ms;
+      r.verify_time.inputs_ms = inputs_ms;
+      r.verify_time.reference_ms = reference_ms;
+      r.verify_time.allocate_ms = allocate_ms;
+      r.verify_time.point_ms = point_ms;
+    }
   // Setup rows first: they wrote the inputs the variants read.
   for (auto& r : setup_rows) emit(r);
   for (auto& r : rows) emit(r);

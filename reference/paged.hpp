@@ -18,9 +18,8 @@ struct PagedShape {
 Matrix paged(const PagedShape& s, const float* q, const float* k_cache, const float* v_cache,
              const int32_t* block_tables, const Rows& rows);
 
-namespace detail {
 // Where element e of kv head h of the token in slot `offset` of block `block` lives in vLLM's paged caches
-// (the one definition of the layouts, for paged() and reshape_and_cache()).
+// (the one definition of the layouts, for paged(), reshape_and_cache() and the paged op's cache check).
 struct PagedLayout {
   int64_t kv_heads, head_dim, block_size, x;
   // k: [num_blocks, kv_heads, head_dim / x, block_size, x]
@@ -32,6 +31,5 @@ struct PagedLayout {
     return ((block * kv_heads + h) * head_dim + e) * block_size + offset;
   }
 };
-}  // namespace detail
 
 }  // namespace attnbench::ref

@@ -57,10 +57,13 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   bool shape_input(size_t index, std::vector<float>& values) const override {
     if (index == 0) return false;
     const int64_t row = kv_heads_ * head_dim_;
-    for (int64_t b = 0; b < batch_; ++b)
+    bool changed = false;
+    for (int64_t b = 0; b < batch_; ++b) {
       std::fill(values.begin() + (b * max_context_ + context_[b]) * row, values.begin() + (b + 1) * max_context_ * row,
                 NAN);
-    return true;
+      changed = changed || context_[b] < max_context_;
+    }
+    return changed;
   }
 
  private:

@@ -26,8 +26,8 @@ float amax(const std::vector<float>& v) {
 
 // Each trial draws the tokens' K/V, a random block table over a pool larger than
 // needed (lay_out_pool), and writes the cache with reshape_and_cache (quantising to fp8
-// when asked); the cache is then checked bit for bit against the host's layout, and
-// every slot no sequence owns holds NaN.
+// when asked); every token's slot is then checked bit for bit, and every slot no
+// sequence owns holds NaN.
 class PagedProblem : public TableProblem<PagedParams> {
  public:
   explicit PagedProblem(const CasePoint& p) : TableProblem(p, paged_variants()) {
@@ -42,6 +42,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
     alibi_ = s.flag("alibi");
     context_ = s.lengths("context");
+    longest_ = *std::max_element(context_.begin(), context_.end());
     for (int64_t c : context_) {
       tokens_ += c;
       max_blocks_ = std::max(max_blocks_, ceil_div(c, block_size_));
@@ -65,28 +66,27 @@ class PagedProblem : public TableProblem<PagedParams> {
                 4.0 * batch_ * max_blocks_,
             Bandwidth::read};
   }
+  // The math, whatever the layout: decode over each sequence's tokens as the cache holds
+  // them (the stored codes times the scale). The layout is reshape_and_cache's job and is
+  // checked bit for bit in prepare().
   ref::Matrix reference(const ref::Rows& rows) const override {
-    ref::PagedShape p;
-    p.decode.batch = batch_;
-    p.decode.heads = heads_;
-    p.decode.kv_heads = kv_heads_;
-    p.decode.head_dim = head_dim_;
-    p.decode.context = context_;
-    p.decode.alibi = alibi_;
-    p.block_size = block_size_;
-    p.num_blocks = num_blocks_;
-    p.max_blocks_per_seq = max_blocks_;
-    p.x = paged_x(kv_dtype_);
-    return ref::paged(p, input(0).host.data(), host_k_.data(), host_v_.data(), table_.data(), rows);
+    ref::DecodeShape d;
+    d.batch = batch_;
+    d.heads = heads_;
+    d.kv_heads = kv_heads_;
+    d.head_dim = head_dim_;
+    d.max_context = longest_;
+    d.context = context_;
+    d.alibi = alibi_;
+    return ref::decode(d, input(0).host.data(), host_k_.data(), host_v_.data(), rows);
   }
 
  protected:
   void prepare(uint64_t seed, const LaunchContext& ctx) override {
     const PoolLayout pool = lay_out_pool(seed, context_, block_size_, num_blocks_);
     table_ = pool.table;
-    const std::vector<int64_t>& slots = pool.slots;
     tables_->upload(table_.data(), 4 * table_.size());
-    slots_->upload(slots.data(), 8 * slots.size());
+    slots_->upload(pool.slots.data(), 8 * pool.slots.size());
 
     // An fp8 cache stores value / scale, the scale putting the largest value at 448.
     k_scale_ = v_scale_ = 1.f;
@@ -94,10 +94,8 @@ class PagedProblem : public TableProblem<PagedParams> {
       k_scale_ = amax(input(1).host) / 448.f;
       v_scale_ = amax(input(2).host) / 448.f;
     }
-    const std::vector<float> codes_k = to_paged(input(1).host, slots, k_scale_, true);
-    const std::vector<float> codes_v = to_paged(input(2).host, slots, v_scale_, false);
-    host_k_ = dequantised(codes_k, k_scale_);
-    host_v_ = dequantised(codes_v, v_scale_);
+    host_k_ = dense_cache(input(1).host, k_scale_);
+    host_v_ = dense_cache(input(2).host, v_scale_);
 
     // NaN everywhere, then the tokens into their slots.
     for (DeviceBuffer* c : {k_cache_, v_cache_})
@@ -114,28 +112,73 @@ class PagedProblem : public TableProblem<PagedParams> {
     w.v_scale = v_scale_;
     reshape_and_cache(w, ctx);
     check_cuda(cudaStreamSynchronize(ctx.stream), "reshape_and_cache");
+    setup_checks_.push_back({"reshape_and_cache", check_cache(pool.slots)});
+  }
 
-    // The device's bytes against the host's layout, owned slots only (both NaN elsewhere).
-    SetupCheck written{"reshape_and_cache", {}};
-    Comparison& c = written.cmp;
+ private:
+  int64_t cache_elements() const { return num_blocks_ * kv_heads_ * head_dim_ * block_size_; }
+
+  // What the cache stores for a token's value: the value rounded to kv_dtype, or for
+  // fp8 value / scale rounded to e4m3.
+  float code(float v, float scale) const { return round_to(kv_dtype_, kv_dtype_ == DType::fp8_e4m3 ? v / scale : v); }
+
+  static float amax(const std::vector<float>& v) {
+    std::vector<float> part(static_cast<size_t>((static_cast<int64_t>(v.size()) + kChunk - 1) / kChunk), 0.f);
+    for_chunks(static_cast<int64_t>(v.size()), [&](int64_t lo, int64_t hi) {
+      float m = 0;
+      for (int64_t i = lo; i < hi; ++i) m = std::max(m, std::fabs(v[i]));
+      part[static_cast<size_t>(lo / kChunk)] = m;
+    });
+    const float m = part.empty() ? 0.f : *std::max_element(part.begin(), part.end());
+    return m > 0 ? m : 1.f;
+  }
+
+  // [batch, longest context, kv_heads, head_dim]: each sequence's tokens as the cache
+  // holds them, times the scale; NaN past each context (the reference must not read it).
+  std::vector<float> dense_cache(const std::vector<float>& tokens, float scale) const {
+    const int64_t row = kv_heads_ * head_dim_;
+    std::vector<float> dense(static_cast<size_t>(batch_ * longest_ * row));
+    std::vector<int64_t> first(static_cast<size_t>(batch_), 0);
+    for (int64_t b = 1; b < batch_; ++b) first[b] = first[b - 1] + context_[b - 1];
+    parallel_for(batch_ * longest_, static_cast<double>(batch_ * longest_ * row), [&](int64_t bt) {
+      const int64_t b = bt / longest_, t = bt % longest_;
+      float* out = dense.data() + bt * row;
+      if (t >= context_[b]) return std::fill(out, out + row, NAN);
+      const float* in = tokens.data() + (first[b] + t) * row;
+      for (int64_t i = 0; i < row; ++i) out[i] = code(in[i], scale) * scale;
+    });
+    return dense;
+  }
+
+  // The device's caches against what each token's slot must hold, bit for bit.
+  Comparison check_cache(const std::vector<int64_t>& slots) const {
     const std::size_t e = dtype_bytes(kv_dtype_);
-    const int64_t n = cache_elements();
+    const ref::PagedLayout layout{kv_heads_, head_dim_, block_size_, paged_x(kv_dtype_)};
+    Comparison c;
     for (int which = 0; which < 2; ++which) {
-      const std::vector<float>& want = which ? codes_v : codes_k;
-      std::vector<uint8_t> got(e * static_cast<size_t>(n));
-      (which ? v_cache_ : k_cache_)->download(got.data(), got.size());
-      std::vector<Comparison> parts(static_cast<size_t>((n + kChunk - 1) / kChunk));
-      for_chunks(n, [&](int64_t lo, int64_t hi) {
-        Comparison& part = parts[static_cast<size_t>(lo / kChunk)];
-        uint8_t code[4];
-        for (int64_t i = lo; i < hi; ++i) {
-          if (std::isnan(want[i])) continue;
-          ++part.elements_checked;
-          encode_range(kv_dtype_, &want[i], 1, code);
-          if (std::memcmp(&got[i * e], code, e) == 0) continue;
-          ++part.mismatches;
-          const double have = decode_element(kv_dtype_, got.data(), i);
-          part.max_abs = std::isfinite(have) ? std::max(part.max_abs, std::fabs(have - want[i])) : INFINITY;
+      const std::vector<float>& tokens = input(1 + which).host;
+      const float scale = which ? v_scale_ : k_scale_;
+      const auto got = host_bytes(e * static_cast<size_t>(cache_elements()));
+      (which ? v_cache_ : k_cache_)->download(got.get(), e * static_cast<size_t>(cache_elements()));
+      constexpr int64_t kTokens = 256;  // tokens per task
+      std::vector<Comparison> parts(static_cast<size_t>((tokens_ + kTokens - 1) / kTokens));
+      parallel_for(static_cast<int64_t>(parts.size()), static_cast<double>(tokens_) * kv_heads_ * head_dim_,
+                   [&](int64_t task) {
+        Comparison& part = parts[static_cast<size_t>(task)];
+        uint8_t want[4];
+        for (int64_t t = task * kTokens; t < std::min(tokens_, (task + 1) * kTokens); ++t) {
+          const int64_t block = slots[t] / block_size_, offset = slots[t] % block_size_;
+          for (int64_t h = 0; h < kv_heads_; ++h)
+            for (int64_t j = 0; j < head_dim_; ++j) {
+              const float v = code(tokens[(t * kv_heads_ + h) * head_dim_ + j], scale);
+              const int64_t at = which ? layout.v(block, h, j, offset) : layout.k(block, h, j, offset);
+              encode_range(kv_dtype_, &v, 1, want);
+              ++part.elements_checked;
+              if (std::memcmp(got.get() + at * e, want, e) == 0) continue;
+              ++part.mismatches;
+              const double have = decode_element(kv_dtype_, got.get(), at);
+              part.max_abs = std::isfinite(have) ? std::max(part.max_abs, std::fabs(have - v)) : INFINITY;
+            }
         }
       });
       for (const Comparison& part : parts) {
@@ -145,38 +188,9 @@ class PagedProblem : public TableProblem<PagedParams> {
       }
     }
     c.rows_checked = c.rows_total = 2 * tokens_ * kv_heads_;
-    setup_checks_.push_back(std::move(written));
-  }
-
- private:
-  int64_t cache_elements() const { return num_blocks_ * kv_heads_ * head_dim_ * block_size_; }
-  // The cache as the device stores it (fp8 codes, or values rounded to the cache's
-  // dtype) in vLLM's layout, NaN in every slot no token owns.
-  // k: [blocks, kv_heads, head_dim / x, block_size, x]; v: [blocks, kv_heads, head_dim, block_size].
-  std::vector<float> to_paged(const std::vector<float>& tok, const std::vector<int64_t>& slots, float scale,
-                              bool key) const {
-    const int64_t x = paged_x(kv_dtype_), bs = block_size_, g = kv_heads_, d = head_dim_;
-    std::vector<float> c(static_cast<size_t>(cache_elements()), NAN);
-    // Tokens own distinct slots: each task writes its own elements.
-    parallel_for(tokens_, static_cast<double>(tokens_) * g * d, [&](int64_t i) {
-      const int64_t blk = slots[i] / bs, off = slots[i] % bs;
-      for (int64_t h = 0; h < g; ++h)
-        for (int64_t j = 0; j < d; ++j) {
-          const float v = tok[(i * g + h) * d + j];
-          const float q = kv_dtype_ == DType::fp8_e4m3 ? round_to(DType::fp8_e4m3, v / scale) : round_to(kv_dtype_, v);
-          const int64_t at = key ? (((blk * g + h) * (d / x) + j / x) * bs + off) * x + j % x
-                                 : ((blk * g + h) * d + j) * bs + off;
-          c[at] = q;
-        }
-    });
     return c;
   }
-  // What the reference reads: the stored codes times the scale (the scale is 1 unless fp8).
-  static std::vector<float> dequantised(std::vector<float> codes, float scale) {
-    if (scale != 1.f)
-      for (float& c : codes) c *= scale;
-    return codes;
-  }
+
   PagedParams params() const override {
     PagedParams p;
     p.q = input(0).device.get();
@@ -192,7 +206,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.block_size = block_size_;
     p.num_blocks = num_blocks_;
     p.max_blocks_per_seq = max_blocks_;
-    p.longest_context = *std::max_element(context_.begin(), context_.end());
+    p.longest_context = longest_;
     p.partition_size = partition_size_;
     p.alibi = alibi_;
     p.dtype = point().dtype;
@@ -207,7 +221,7 @@ class PagedProblem : public TableProblem<PagedParams> {
   DType kv_dtype_;
   bool alibi_;
   std::vector<int64_t> context_;
-  int64_t tokens_ = 0, max_blocks_ = 0;
+  int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
   std::vector<int32_t> table_;
   std::vector<float> host_k_, host_v_;
   float k_scale_ = 1, v_scale_ = 1;
