@@ -2,6 +2,8 @@
 // (round to nearest even, as the device's __float2*_rn do) and back. Inputs are
 // drawn in fp32 and rounded here, so the reference sees exactly what the GPU sees.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -73,32 +75,43 @@ inline uint16_t float_to_half(float f) {
 
 // fp8 e4m3 (OCP "fn" variant, as __nv_fp8_e4m3): bias 7, no infinities, max 448,
 // NaN = S.1111.111. Out-of-range values saturate to +-448 (as __NV_SATFINITE).
-inline float fp8e4m3_to_float(uint8_t b) {
-  const uint32_t sign = b >> 7, exp = (b >> 3) & 0xfu, mant = b & 7u;
-  float v;
-  if (exp == 15 && mant == 7)
-    v = std::numeric_limits<float>::quiet_NaN();
-  else if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -9);
-  else
-    v = std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
-  return sign ? -v : v;
+// The 128 non-negative codes in value order (0x7f, NaN, last): conversions look them up,
+// which costs a few comparisons where frexp/ldexp cost a library call each (the paged
+// op converts hundreds of millions of cache elements per trial).
+inline const std::array<float, 128>& fp8e4m3_values() {
+  static const std::array<float, 128> values = [] {
+    std::array<float, 128> v{};
+    for (uint32_t c = 0; c < 128; ++c) {
+      const uint32_t exp = c >> 3, mant = c & 7u;
+      v[c] = exp == 15 && mant == 7 ? std::numeric_limits<float>::quiet_NaN()
+             : exp == 0             ? std::ldexp(static_cast<float>(mant), -9)
+                                    : std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
+    }
+    return v;
+  }();
+  return values;
 }
 
+inline float fp8e4m3_to_float(uint8_t b) {
+  const float v = fp8e4m3_values()[b & 0x7fu];
+  return b & 0x80u ? -v : v;
+}
+
+// Round to nearest, ties to the even code (the even mantissa), as the device converts.
 inline uint8_t float_to_fp8e4m3(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   if (std::isnan(f)) return 0x7f;
-  const float a = std::fmin(std::fabs(f), 448.0f);
-  if (a < std::ldexp(1.0f, -6)) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
-  int e;
-  const float fr = std::frexp(a, &e);
-  auto m = static_cast<uint32_t>(std::nearbyint(std::ldexp(fr, 4)));  // 4 significant bits
-  if (m == 16) {
-    m = 8;
-    ++e;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  const auto& v = fp8e4m3_values();
+  // The first code at or above a, then the nearer of it and the one below. Neighbouring
+  // codes are within a factor of two, so both differences are exact.
+  auto c = static_cast<uint32_t>(std::lower_bound(v.begin(), v.begin() + 0x7f, a) - v.begin());
+  if (v[c] != a) {
+    const float below = a - v[c - 1], above = v[c] - a;
+    if (below < above || (below == above && ((c - 1) & 1u) == 0)) --c;
   }
-  const uint32_t exp = static_cast<uint32_t>(e - 1 + 7);
-  return sign | static_cast<uint8_t>((exp << 3) | (m & 7u));
+  return sign | static_cast<uint8_t>(c);
 }
 
 // The value `x` becomes once stored as `t`.
