@@ -205,6 +205,27 @@ std::size_t variant_workspace(const std::vector<Variant<Params>>& table, const s
   return v && v->workspace ? v->workspace(p) : 0;
 }
 
+// A reference computed part by part, for an output that stacks parts (K and V caches,
+// decode steps) each of `rows_per_part` rows: part(p, rows within p) gives those rows,
+// and the results are put back in the order `rows` asked for them.
+template <class Part>
+ref::Matrix reference_by_part(const ref::Rows& rows, int64_t rows_per_part, int64_t cols, const Part& part) {
+  ref::Matrix out(static_cast<int64_t>(rows.size()), cols);
+  std::vector<std::pair<ref::Rows, ref::Rows>> parts;  // (rows within the part, where they go)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto p = static_cast<size_t>(rows[i] / rows_per_part);
+    if (parts.size() <= p) parts.resize(p + 1);
+    parts[p].first.push_back(rows[i] % rows_per_part);
+    parts[p].second.push_back(static_cast<int64_t>(i));
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p].first.empty()) continue;
+    const ref::Matrix m = part(static_cast<int64_t>(p), parts[p].first);
+    for (size_t i = 0; i < parts[p].first.size(); ++i) out.row(parts[p].second[i]) = m.row(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
 // Host bytes left uninitialised: a download fills them all, and zeroing gigabytes first
 // would cost as much as the copy.
 inline std::unique_ptr<uint8_t[]> host_bytes(std::size_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }

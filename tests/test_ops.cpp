@@ -142,3 +142,19 @@ TEST(Registry, EveryOpIsComplete) {
   }
   EXPECT_EQ(find_op("no-such-op"), nullptr);
 }
+
+// A stacked output's reference part by part: each part sees its own row indices, and
+// the rows come back in the order asked for, whatever part they belong to.
+TEST(Registry, ReferenceByPartKeepsTheOrder) {
+  const ref::Rows rows = {7, 0, 5, 2, 3};
+  std::vector<int64_t> parts_seen;
+  const ref::Matrix m = reference_by_part(rows, 3, 2, [&](int64_t part, const ref::Rows& mine) {
+    parts_seen.push_back(part);
+    ref::Matrix r(static_cast<int64_t>(mine.size()), 2);
+    for (size_t i = 0; i < mine.size(); ++i) r.row(static_cast<int64_t>(i)) << 100.0 * part + mine[i], -1;
+    return r;
+  });
+  EXPECT_EQ(parts_seen, (std::vector<int64_t>{0, 1, 2}));
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_EQ(m(static_cast<int64_t>(i), 0), 100.0 * (rows[i] / 3) + rows[i] % 3) << i;
+}

@@ -54,20 +54,10 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
   }
   ref::Matrix reference(const ref::Rows& rows) const override {
     const int64_t per_cache = shape_.batch * shape_.max_context, width = shape_.kv_heads * shape_.head_dim;
-    ref::Matrix out(static_cast<int64_t>(rows.size()), width);
-    for (int64_t which = 0; which < 2; ++which) {
-      ref::Rows mine, where;
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i] / per_cache == which) {
-          mine.push_back(rows[i] % per_cache);
-          where.push_back(static_cast<int64_t>(i));
-        }
-      if (mine.empty()) continue;
-      const ref::Matrix m = ref::cache_append(shape_, input(0).host.data() + which * per_cache * width,
-                                              input(1 + which).host.data(), mine);
-      for (size_t i = 0; i < mine.size(); ++i) out.row(where[i]) = m.row(static_cast<int64_t>(i));
-    }
-    return out;
+    return reference_by_part(rows, per_cache, width, [&](int64_t which, const ref::Rows& mine) {
+      return ref::cache_append(shape_, input(0).host.data() + which * per_cache * width, input(1 + which).host.data(),
+                               mine);
+    });
   }
   // The output starts as the caches before the append: rows the kernel must not touch
   // keep them, and a row it forgot to write keeps an old value that fails.

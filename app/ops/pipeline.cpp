@@ -123,27 +123,17 @@ class PipelineProblem : public Problem {
 
   ref::Matrix reference(const ref::Rows& rows) const override {
     const std::vector<float> k = full_cache(1, 4), v = full_cache(2, 5);
-    const int64_t per_step = batch_ * heads_, hd = head_dim_;
-    ref::Matrix out(static_cast<int64_t>(rows.size()), hd);
-    for (int64_t t = 0; t < generate_; ++t) {
-      ref::Rows mine, where;
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i] / per_step == t) {
-          mine.push_back(rows[i] % per_step);
-          where.push_back(static_cast<int64_t>(i));
-        }
-      if (mine.empty()) continue;
+    const int64_t per_step = batch_ * heads_;
+    return reference_by_part(rows, per_step, head_dim_, [&](int64_t t, const ref::Rows& mine) {
       ref::DecodeShape d;
       d.batch = batch_;
       d.heads = heads_;
       d.kv_heads = kv_heads_;
-      d.head_dim = hd;
+      d.head_dim = head_dim_;
       d.max_context = max_context_;
       d.context.assign(static_cast<size_t>(batch_), prompt_ + t + 1);
-      const ref::Matrix m = ref::decode(d, input(3).host.data() + t * per_step * hd, k.data(), v.data(), mine);
-      for (size_t i = 0; i < mine.size(); ++i) out.row(where[i]) = m.row(static_cast<int64_t>(i));
-    }
-    return out;
+      return ref::decode(d, input(3).host.data() + t * per_step * head_dim_, k.data(), v.data(), mine);
+    });
   }
 
   Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const override {

@@ -62,21 +62,11 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
   ref::Matrix reference(const ref::Rows& rows) const override {
     const int64_t per_cache = shape_.num_blocks * shape_.kv_heads;
     const int64_t width = shape_.head_dim * shape_.block_size;
-    ref::Matrix out(static_cast<int64_t>(rows.size()), width);
-    for (int64_t which = 0; which < 2; ++which) {
-      ref::Rows mine, where;
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i] / per_cache == which) {
-          mine.push_back(rows[i] % per_cache);
-          where.push_back(static_cast<int64_t>(i));
-        }
-      if (mine.empty()) continue;
-      const ref::Matrix m = ref::reshape_and_cache(
-          shape_, which ? ref::PagedCache::value : ref::PagedCache::key, input(2).host.data() + which * per_cache * width,
-          codes_[which].data(), pool_.slots.data(), mine);
-      for (size_t i = 0; i < mine.size(); ++i) out.row(where[i]) = m.row(static_cast<int64_t>(i));
-    }
-    return out;
+    return reference_by_part(rows, per_cache, width, [&](int64_t which, const ref::Rows& mine) {
+      return ref::reshape_and_cache(shape_, which ? ref::PagedCache::value : ref::PagedCache::key,
+                                    input(2).host.data() + which * per_cache * width, codes_[which].data(),
+                                    pool_.slots.data(), mine);
+    });
   }
   // The output starts as the caches before the write: slots the kernel must not touch
   // keep them, and a slot it forgot keeps an old value that fails.
