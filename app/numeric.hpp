@@ -75,9 +75,8 @@ inline uint16_t float_to_half(float f) {
 
 // fp8 e4m3 (OCP "fn" variant, as __nv_fp8_e4m3): bias 7, no infinities, max 448,
 // NaN = S.1111.111. Out-of-range values saturate to +-448 (as __NV_SATFINITE).
-// The 128 non-negative codes in value order (0x7f, NaN, last): conversions look them up,
-// which costs a few comparisons where frexp/ldexp cost a library call each (the paged
-// op converts hundreds of millions of cache elements per trial).
+// The 128 non-negative codes in value order (0x7f, NaN, last): decoding looks them up
+// (the paged op converts hundreds of millions of cache elements per trial).
 inline const std::array<float, 128>& fp8e4m3_values() {
   static const std::array<float, 128> values = [] {
     std::array<float, 128> v{};
@@ -97,21 +96,26 @@ inline float fp8e4m3_to_float(uint8_t b) {
   return b & 0x80u ? -v : v;
 }
 
-// Round to nearest, ties to the even code (the even mantissa), as the device converts.
+// Round to nearest, ties to the even code (the even mantissa), as the device converts:
+// on the float's bits, without branches that depend on the value's digits.
 inline uint8_t float_to_fp8e4m3(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   if (std::isnan(f)) return 0x7f;
   const float a = std::fabs(f);
   if (a >= 448.0f) return sign | 0x7e;
-  const auto& v = fp8e4m3_values();
-  // The first code at or above a, then the nearer of it and the one below. Neighbouring
-  // codes are within a factor of two, so both differences are exact.
-  auto c = static_cast<uint32_t>(std::lower_bound(v.begin(), v.begin() + 0x7f, a) - v.begin());
-  if (v[c] != a) {
-    const float below = a - v[c - 1], above = v[c] - a;
-    if (below < above || (below == above && ((c - 1) & 1u) == 0)) --c;
+  if (a < 0x1.0p-6f) {
+    // Subnormal codes hold a * 2^9 in [0, 8]; adding and taking away 2^23 rounds that to
+    // an integer, ties to even (8 is the smallest normal's code, as it should be).
+    const float m = (a * 512.0f + 8388608.0f) - 8388608.0f;
+    return sign | static_cast<uint8_t>(m);
   }
-  return sign | static_cast<uint8_t>(c);
+  // Normal: keep 3 of the 23 mantissa bits, rounding the other 20 to nearest even; a
+  // carry moves into the exponent, which is what the next binade's code needs.
+  uint32_t x;
+  std::memcpy(&x, &a, 4);
+  x += 0x7ffffu + ((x >> 20) & 1u);
+  const uint32_t exp = (x >> 23) - 127 + 7, mant = (x >> 20) & 7u;
+  return sign | static_cast<uint8_t>((exp << 3) | mant);
 }
 
 // The value `x` becomes once stored as `t`.

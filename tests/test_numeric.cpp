@@ -113,8 +113,8 @@ TEST(Random, UniformAndNormalMoments) {
 }
 
 namespace {
-// The conversion as the bits define it (frexp / nearbyint), kept here as the check of the
-// table-driven one the harness uses.
+// The conversion as the format defines it (frexp / nearbyint), kept here as the check of
+// the bit-twiddling one the harness uses.
 uint8_t fp8_by_definition(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   if (std::isnan(f)) return 0x7f;
@@ -133,7 +133,7 @@ uint8_t fp8_by_definition(float f) {
 
 // Every value a code holds, every midpoint between neighbours (the ties) and one float
 // either side of each, and a million spread bit patterns: the same byte as the definition.
-TEST(Numeric, Fp8TableMatchesTheDefinition) {
+TEST(Numeric, Fp8ConversionMatchesTheDefinition) {
   std::vector<float> probes = {0.0f, -0.0f, 448.0f, 449.0f, 1e30f, -1e30f, INFINITY, -INFINITY, 1e-30f};
   const auto& v = fp8e4m3_values();
   for (int c = 0; c < 0x7e; ++c) {
