@@ -109,6 +109,14 @@ class AttentionProblem : public TableProblem<AttentionParams> {
 
 }  // namespace
 
+KeySpec batch_key() { return int_key("batch", "sequences"); }
+KeySpec heads_key() { return int_key("heads", "query heads"); }
+KeySpec kv_heads_key() {
+  return derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads");
+}
+KeySpec head_dim_key(std::string meaning) { return int_key("head_dim", std::move(meaning)); }
+KeySpec alibi_key() { return bool_key("alibi", "add -slope(h)·distance to each score"); }
+
 // Shared with the ops whose [shape] has heads over kv_heads (decode, paged, pipeline).
 void finish_heads(ShapeCheck& c) {
   Shape& s = c.shape;
@@ -126,15 +134,15 @@ OpSpec attention_op() {
   op.name = "attention";
   op.summary = "prefill attention O = softmax(Q·Kᵀ/√d + mask)·V over seq_q queries and seq_k keys";
   op.keys = {
-      int_key("batch", "sequences"),
-      int_key("heads", "query heads"),
-      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
+      batch_key(),
+      heads_key(),
+      kv_heads_key(),
       int_key("seq_q", "queries per sequence"),
       derived_int_key("seq_k", "keys per sequence", "seq_q"),
-      int_key("head_dim", "elements per head: a multiple of 8, at most 256"),
+      head_dim_key(),
       bool_key("causal", "query i sees keys j <= i + seq_k - seq_q (bottom-right)"),
       int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
-      bool_key("alibi", "add -slope(h)·distance to each score"),
+      alibi_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);

@@ -2,10 +2,19 @@
 // which keys a query sees, so FLOPs count only unmasked pairs.
 #pragma once
 #include <cstdint>
+#include <string>
+
+#include "app/op.hpp"
 
 namespace attnbench {
 
-class ShapeCheck;
+// The keys every op with query heads over kv heads shares, defined once: the op's
+// table lists them in its own order.
+KeySpec batch_key();
+KeySpec heads_key();
+KeySpec kv_heads_key();  // defaults to heads (finish_heads)
+KeySpec head_dim_key(std::string meaning = "elements per head: a multiple of 8, at most 256");
+KeySpec alibi_key();
 
 // kv_heads defaults to heads and must divide it; head_dim is a multiple of 8, at most
 // 256. Every op with heads over kv heads finishes its [shape] with this.

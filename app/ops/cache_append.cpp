@@ -91,9 +91,9 @@ OpSpec cache_append_op() {
   op.name = "cache_append";
   op.summary = "new K/V rows appended to a dense KV cache (between decode steps)";
   op.keys = {
-      int_key("batch", "sequences"),
+      batch_key(),
       int_key("kv_heads", "key/value heads"),
-      int_key("head_dim", "elements per head: a multiple of 8, at most 256"),
+      head_dim_key(),
       lengths_key("context", "rows already in each sequence's cache: where its new rows start", 0),
       int_key("tokens", "new rows per sequence", 1),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context + tokens"),

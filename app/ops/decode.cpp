@@ -98,13 +98,13 @@ OpSpec decode_op() {
   op.name = "decode";
   op.summary = "one query per sequence over its KV cache (a generation step)";
   op.keys = {
-      int_key("batch", "sequences"),
-      int_key("heads", "query heads"),
-      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
-      int_key("head_dim", "elements per head: a multiple of 8, at most 256"),
+      batch_key(),
+      heads_key(),
+      kv_heads_key(),
+      head_dim_key(),
       lengths_key("context", "tokens in each sequence's cache: one integer for all, or one per sequence"),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context"),
-      bool_key("alibi", "add -slope(h)·distance to each score"),
+      alibi_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);

@@ -18,12 +18,6 @@
 namespace attnbench {
 namespace {
 
-float amax(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m > 0 ? m : 1.f;
-}
-
 // Each trial draws the tokens' K/V, a random block table over a pool larger than
 // needed (lay_out_pool), and writes the cache with reshape_and_cache (quantising to fp8
 // when asked); every token's slot is then checked bit for bit, and every slot no
@@ -91,8 +85,8 @@ class PagedProblem : public TableProblem<PagedParams> {
     // An fp8 cache stores value / scale, the scale putting the largest value at 448.
     k_scale_ = v_scale_ = 1.f;
     if (kv_dtype_ == DType::fp8_e4m3) {
-      k_scale_ = amax(input(1).host) / 448.f;
-      v_scale_ = amax(input(2).host) / 448.f;
+      k_scale_ = fp8_scale(input(1).host);
+      v_scale_ = fp8_scale(input(2).host);
     }
     host_k_ = dense_cache(input(1).host, k_scale_);
     host_v_ = dense_cache(input(2).host, v_scale_);
@@ -121,17 +115,6 @@ class PagedProblem : public TableProblem<PagedParams> {
   // What the cache stores for a token's value: the value rounded to kv_dtype, or for
   // fp8 value / scale rounded to e4m3.
   float code(float v, float scale) const { return round_to(kv_dtype_, kv_dtype_ == DType::fp8_e4m3 ? v / scale : v); }
-
-  static float amax(const std::vector<float>& v) {
-    std::vector<float> part(static_cast<size_t>((static_cast<int64_t>(v.size()) + kChunk - 1) / kChunk), 0.f);
-    for_chunks(static_cast<int64_t>(v.size()), [&](int64_t lo, int64_t hi) {
-      float m = 0;
-      for (int64_t i = lo; i < hi; ++i) m = std::max(m, std::fabs(v[i]));
-      part[static_cast<size_t>(lo / kChunk)] = m;
-    });
-    const float m = part.empty() ? 0.f : *std::max_element(part.begin(), part.end());
-    return m > 0 ? m : 1.f;
-  }
 
   // [batch, longest context, kv_heads, head_dim]: each sequence's tokens as the cache
   // holds them, times the scale; NaN past each context (the reference must not read it).
@@ -230,6 +213,17 @@ class PagedProblem : public TableProblem<PagedParams> {
 
 }  // namespace
 
+float fp8_scale(const std::vector<float>& values) {
+  std::vector<float> part(static_cast<size_t>((static_cast<int64_t>(values.size()) + kChunk - 1) / kChunk), 0.f);
+  for_chunks(static_cast<int64_t>(values.size()), [&](int64_t lo, int64_t hi) {
+    float m = 0;
+    for (int64_t i = lo; i < hi; ++i) m = std::max(m, std::fabs(values[i]));
+    part[static_cast<size_t>(lo / kChunk)] = m;
+  });
+  const float amax = part.empty() ? 0.f : *std::max_element(part.begin(), part.end());
+  return amax > 0 ? amax / 448.f : 1.f;
+}
+
 PoolLayout lay_out_pool(uint64_t seed, const std::vector<int64_t>& context, int64_t block_size, int64_t num_blocks) {
   PoolLayout l;
   for (int64_t c : context) l.max_blocks = std::max(l.max_blocks, ceil_div(c, block_size));
@@ -277,10 +271,10 @@ OpSpec paged_op() {
   op.name = "paged";
   op.summary = "decode over a paged KV cache (vLLM block tables), fp8 cache optional";
   op.keys = {
-      int_key("batch", "sequences"),
-      int_key("heads", "query heads"),
-      derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads"),
-      int_key("head_dim", "elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
+      batch_key(),
+      heads_key(),
+      kv_heads_key(),
+      head_dim_key("elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
       int_key("block_size", "tokens per cache block", 16),
       lengths_key("context", "tokens of each sequence: one integer for all, or one per sequence"),
       derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
@@ -288,7 +282,7 @@ OpSpec paged_op() {
       int_key("partition_size", "v2: tokens per partition, a multiple of block_size", 512),
       choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
                  "dtype"),
-      bool_key("alibi", "add -slope(h)·distance to each score"),
+      alibi_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);

@@ -7,6 +7,7 @@
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
+#include "app/ops/attention.hpp"
 #include "app/ops/paged.hpp"
 #include "app/problem.hpp"
 #include "kernels/reshape_and_cache/reshape_and_cache.hpp"
@@ -81,13 +82,10 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     (void)ctx;
     pool_ = lay_out_pool(seed, context_, shape_.block_size, shape_.num_blocks);
     slots_->upload(pool_.slots.data(), 8 * pool_.slots.size());
-    // What the cache stores: the value rounded to kv_dtype, or for fp8 value / scale
-    // with the scale putting the largest value at 448.
+    // What the cache stores: the value rounded to kv_dtype, or for fp8 value / scale.
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& v = input(which).host;
-      float amax = 0;
-      for (float x : v) amax = std::max(amax, std::fabs(x));
-      scale_[which] = kv_dtype_ == DType::fp8_e4m3 && amax > 0 ? amax / 448.f : 1.f;
+      scale_[which] = kv_dtype_ == DType::fp8_e4m3 ? fp8_scale(v) : 1.f;
       codes_[which].resize(v.size());
       for (size_t i = 0; i < v.size(); ++i) codes_[which][i] = round_to(kv_dtype_, v[i] / scale_[which]);
     }
@@ -125,9 +123,9 @@ OpSpec reshape_and_cache_op() {
   op.name = "reshape_and_cache";
   op.summary = "tokens' K/V scattered into a paged KV cache (vLLM layouts), fp8 optional";
   op.keys = {
-      int_key("batch", "sequences"),
+      batch_key(),
       int_key("kv_heads", "key/value heads"),
-      int_key("head_dim", "elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
+      head_dim_key("elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
       lengths_key("context", "tokens written per sequence: one integer for all, or one per sequence"),
       int_key("block_size", "tokens per cache block", 16),
       derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
