@@ -4,6 +4,8 @@
 #include "app/case.hpp"
 
 #include "app/op.hpp"
+#include "app/problem.hpp"
+#include "app/text.hpp"
 
 #include <toml++/toml.h>
 
@@ -71,6 +73,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 // limit grows with the word ("seq_len" -> "seq_q" is 3 edits) but never reaches a
 // full rewrite, so "x" suggests nothing rather than every one-letter key.
 std::vector<std::string> near_names(const std::string& got, const std::vector<std::string>& known) {
+  // Known names are short: a long word is no typo of one, and its distance table would be huge.
+  if (got.size() > 64) return {};
   const size_t limit = std::max<size_t>(2, got.size() / 2);
   size_t best = SIZE_MAX;
   std::vector<std::string> nearest;
@@ -107,11 +111,7 @@ std::string trim(const std::string& s) {
 // Formats the one-line errors. Nodes parsed from the case file carry its path;
 // nodes from a --set override carry "--set KEY=VALUE", which is their location.
 // Where a --set's nodes say they come from; kept on one line like every message.
-std::string set_location(const std::string& set) {
-  std::string where = "--set ";
-  for (char c : set) where += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
-  return where;
-}
+std::string set_location(const std::string& set) { return "--set " + clipped(set, 120); }
 
 class Context {
  public:
@@ -171,7 +171,7 @@ void check_keys(const Context& ctx, const toml::table& t, const std::string& sec
     if (contains(allowed, std::string(k->str()))) continue;
     const std::string full = section.empty() ? std::string(k->str()) : section + "." + std::string(k->str());
     ctx.fail(k->source(),
-             "unknown key " + full + hint(std::string(k->str()), allowed, allowed_what + ": " + comma_list(allowed)));
+             "unknown key " + clipped(full) + hint(std::string(k->str()), allowed, allowed_what + ": " + comma_list(allowed)));
   }
 }
 
@@ -231,16 +231,13 @@ std::string show(const toml::node& n) {
 int64_t read_int(const Context& ctx, const Item& it, int64_t min, int64_t max = INT64_MAX) {
   const auto* v = it.node->as_integer();
   if (!v) wrong_type(ctx, it, "an integer");
-  if (v->get() < min || v->get() > max) {
-    const std::string range = max == INT64_MAX ? "at least " + std::to_string(min)
-                                               : "between " + std::to_string(min) + " and " + std::to_string(max);
-    ctx.fail(it.at(), it.name + " must be " + range + ", got " + std::to_string(v->get()));
-  }
+  if (v->get() < min) ctx.fail(it.at(), it.name + " must be at least " + std::to_string(min) + ", got " + std::to_string(v->get()));
+  if (v->get() > max) ctx.fail(it.at(), it.name + " must be at most " + std::to_string(max) + ", got " + std::to_string(v->get()));
   return v->get();
 }
 
 // Integers are accepted where a float is expected: `warmup_ms = 20` is natural.
-double read_float(const Context& ctx, const Item& it, double min) {
+double read_float(const Context& ctx, const Item& it, double min, double max = HUGE_VAL) {
   double x = 0;
   if (const auto* i = it.node->as_integer()) {
     x = static_cast<double>(i->get());
@@ -249,9 +246,12 @@ double read_float(const Context& ctx, const Item& it, double min) {
   } else {
     wrong_type(ctx, it, "a number");
   }
-  if (!std::isfinite(x) || x < min)
-    ctx.fail(it.at(),
-             it.name + " must be a finite number >= " + show(toml::value<double>(min)) + ", got " + show(*it.node));
+  if (!std::isfinite(x) || x < min || x > max)
+    ctx.fail(it.at(), it.name + " must be a finite number " +
+                          (max == HUGE_VAL ? ">= " + show(toml::value<double>(min))
+                                           : "between " + show(toml::value<double>(min)) + " and " +
+                                                 show(toml::value<double>(max))) +
+                          ", got " + show(*it.node));
   return x;
 }
 
@@ -272,7 +272,7 @@ size_t read_choice(const Context& ctx, const Item& it, const std::vector<std::st
   const std::string s = read_string(ctx, it);
   const auto found = std::find(names.begin(), names.end(), s);
   if (found == names.end())
-    ctx.fail(it.at(), "unknown " + it.name + " '" + s + "'" + hint(s, names, "expected " + or_list(names)));
+    ctx.fail(it.at(), "unknown " + it.name + " '" + clipped(s) + "'" + hint(s, names, "expected " + or_list(names)));
   return static_cast<size_t>(found - names.begin());
 }
 
@@ -313,7 +313,7 @@ void check_kernel(const Context& ctx, const OpSpec& op, const Item& it, const st
   const std::vector<std::string> known = op.variant_names();
   if (contains(known, name)) return;
   const std::string fallback = known.empty() ? "op " + op.name + " has no kernels yet" : "known: " + comma_list(known);
-  ctx.fail(it.at(), "unknown kernel '" + name + "' for op " + op.name + hint(name, known, fallback));
+  ctx.fail(it.at(), "unknown kernel '" + clipped(name) + "' for op " + op.name + hint(name, known, fallback));
 }
 
 // Any op's [shape] key: a list on one in --set means a sweep.
@@ -360,6 +360,15 @@ class PointReader : public ShapeCheck {
     for (const KeySpec& key : op_.keys)
       if (key.type == KeyType::lengths) read_key(key);
     if (op_.finish) op_.finish(*this);
+    // Defaults computed from other keys (max_context = prompt + generate) obey the same range.
+    for (const KeySpec& key : op_.keys)
+      if (key.type == KeyType::integer && !given(key.name) && shape.has(key.name)) {
+        const int64_t v = shape.num(key.name);
+        if (v < key.min || v > key.max)
+          fail(key.name, "shape." + key.name + " (" + (key.derived.empty() ? "its default" : key.derived) + ") is " +
+                             std::to_string(v) + ", outside " + std::to_string(key.min) + ".." +
+                             std::to_string(key.max));
+      }
   }
 
   bool given(const std::string& key) const override { return raw_.shape.count(key) != 0; }
@@ -400,9 +409,13 @@ class PointReader : public ShapeCheck {
                              (key.min == 1 ? "every sequence needs at least one token"
                                            : "must be at least " + std::to_string(key.min)));
     };
+    auto too_large = [&](const Item& at, int64_t len, const std::string& which) {
+      ctx_.fail(at.at(), key.name + " " + std::to_string(len) + which + ": must be at most " + std::to_string(key.max));
+    };
     if (it.node->is_integer()) {
       const int64_t len = it.node->as_integer()->get();
       if (len < key.min) too_small(it, len, "");
+      if (len > key.max) too_large(it, len, "");
       return std::vector<int64_t>(static_cast<size_t>(batch), len);
     }
     const auto* list = it.node->as_array();
@@ -416,6 +429,7 @@ class PointReader : public ShapeCheck {
       if (!entry.node->is_integer()) wrong_type(ctx_, entry, "an integer");
       const int64_t len = entry.node->as_integer()->get();
       if (len < key.min) too_small(entry, len, " for sequence " + std::to_string(i));
+      if (len > key.max) too_large(entry, len, " for sequence " + std::to_string(i));
       lengths.push_back(len);
     }
     return lengths;
@@ -437,7 +451,8 @@ struct SweepAxis {
 
 class CaseReader {
  public:
-  CaseReader(const Context& ctx, const toml::table& doc) : ctx_(ctx), doc_(doc) {}
+  CaseReader(const Context& ctx, const toml::table& doc, int64_t max_points)
+      : ctx_(ctx), doc_(doc), max_points_(max_points) {}
 
   Case read() {
     check_keys(ctx_, doc_, "",
@@ -447,8 +462,8 @@ class CaseReader {
     const OpSpec& op = read_op();
     c.op = op.name;
     c.name = fs::path(c.file).stem().string();
-    if (auto it = field(&doc_, "", "name")) c.name = read_string(ctx_, *it);
-    if (auto it = field(&doc_, "", "description")) c.description = read_string(ctx_, *it);
+    if (auto it = field(&doc_, "", "name")) c.name = read_text(*it, 100);
+    if (auto it = field(&doc_, "", "description")) c.description = read_text(*it, 1000);
 
     Common common;
     common.op = &op;
@@ -462,6 +477,7 @@ class CaseReader {
     RawPoint base = base_point(shape);
     check_sweep_conflicts(base, axes);
     check_required(base, axes, op, shape);
+    check_point_count(axes);
 
     const toml::source_region shape_at = shape ? shape->source() : toml::source_region{};
     for (const RawPoint& raw : expand(base, axes)) c.points.push_back(read_point(raw, shape_at, common));
@@ -469,6 +485,16 @@ class CaseReader {
   }
 
  private:
+  // A name or description: one printable line, since tables, paths and reports show it.
+  std::string read_text(const Item& it, size_t max) const {
+    std::string v = read_string(ctx_, it);
+    if (v.size() > max)
+      ctx_.fail(it.at(), it.name + " is " + std::to_string(v.size()) + " bytes long; at most " + std::to_string(max));
+    if (std::any_of(v.begin(), v.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+      ctx_.fail(it.at(), it.name + " '" + clipped(v) + "' has a control character; it must be one printable line");
+    return v;
+  }
+
   // A [table] by name, or null when the file has none.
   const toml::table* section(const char* name) const {
     const auto it = field(&doc_, "", name);
@@ -488,6 +514,13 @@ class CaseReader {
     p.bench = common.bench;
     if (raw.dtype) p.dtype = read_dtype(ctx_.for_point(raw.label), *raw.dtype, *common.op);
     PointReader(ctx_, raw, shape_at, *common.op, p.shape, p.dtype).read();
+    // Its tensors' sizes, checked now: an overflow or a tensor past 32-bit indexing is
+    // refused before any run allocates a byte.
+    try {
+      (void)make_problem(p);
+    } catch (const InputError& e) {
+      ctx_.for_point(raw.label).fail(shape_at, e.what());
+    }
     return p;
   }
 
@@ -529,10 +562,10 @@ class CaseReader {
     if (!t) return v;
     check_keys(ctx_, *t, "verify", {"seed", "trials", "atol", "rtol", "max_rows"});
     if (auto it = field(t, "verify", "seed")) v.seed = static_cast<uint64_t>(read_int(ctx_, *it, 0));
-    if (auto it = field(t, "verify", "trials")) v.trials = static_cast<int>(read_int(ctx_, *it, 1, INT_MAX));
+    if (auto it = field(t, "verify", "trials")) v.trials = static_cast<int>(read_int(ctx_, *it, 1, kMaxTrials));
     if (auto it = field(t, "verify", "atol")) v.atol = read_float(ctx_, *it, 0);
     if (auto it = field(t, "verify", "rtol")) v.rtol = read_float(ctx_, *it, 0);
-    if (auto it = field(t, "verify", "max_rows")) v.max_rows = read_int(ctx_, *it, 0);
+    if (auto it = field(t, "verify", "max_rows")) v.max_rows = read_int(ctx_, *it, 0, kMaxIndex);
     return v;
   }
 
@@ -542,15 +575,15 @@ class CaseReader {
     if (!t) return b;
     check_keys(ctx_, *t, "bench", {"mode", "warmup_ms", "min_time_ms", "max_noise", "max_time_ms"});
     if (auto it = field(t, "bench", "mode")) b.mode = read_enum(ctx_, *it, kModes, mode_name);
-    if (auto it = field(t, "bench", "warmup_ms")) b.warmup_ms = read_float(ctx_, *it, 0);
-    if (auto it = field(t, "bench", "min_time_ms")) b.min_time_ms = read_float(ctx_, *it, 0);
-    if (auto it = field(t, "bench", "max_noise")) b.max_noise = read_float(ctx_, *it, 0);
+    if (auto it = field(t, "bench", "warmup_ms")) b.warmup_ms = read_float(ctx_, *it, 0, kMaxWarmupMs);
+    if (auto it = field(t, "bench", "min_time_ms")) b.min_time_ms = read_float(ctx_, *it, 0, kMaxSamplingMs);
+    if (auto it = field(t, "bench", "max_noise")) b.max_noise = read_float(ctx_, *it, 0, 1);
     const auto max_time = field(t, "bench", "max_time_ms");
     if (!max_time) {
       // Raising only min_time_ms asks for longer sampling; the default cap must not refuse it.
       b.max_time_ms = std::max(b.max_time_ms, b.min_time_ms);
     } else {
-      b.max_time_ms = read_float(ctx_, *max_time, 0);
+      b.max_time_ms = read_float(ctx_, *max_time, 0, kMaxSamplingMs);
       if (b.max_time_ms < b.min_time_ms)
         ctx_.fail(max_time->at(), "bench.max_time_ms (" + show(*max_time->node) +
                                       ") must be at least bench.min_time_ms (" +
@@ -615,6 +648,22 @@ class CaseReader {
     }
   }
 
+  // Refused before the product is built: three lists of 1000 would be 10^9 points.
+  void check_point_count(const std::vector<SweepAxis>& axes) const {
+    int64_t n = 1;
+    std::string product;
+    for (const auto& axis : axes) {
+      const auto size = static_cast<int64_t>(axis.values.size());
+      product += (product.empty() ? "" : " x ") + std::to_string(size);
+      n = n > max_points_ ? n : n * size;  // stops growing once past the cap: no overflow
+    }
+    if (n > max_points_)
+      ctx_.fail(section("sweep")->source(),
+                "the sweep makes " + (n > max_points_ ? "more than " + std::to_string(max_points_) : std::to_string(n)) +
+                    " points (" + product + "); a run takes at most " + std::to_string(max_points_) +
+                    " (raise it with --max-points)");
+  }
+
   // The cartesian product, first axis outermost.
   static std::vector<RawPoint> expand(const RawPoint& base, const std::vector<SweepAxis>& axes) {
     std::vector<RawPoint> points = {base};
@@ -642,6 +691,7 @@ class CaseReader {
 
   const Context& ctx_;
   const toml::table& doc_;
+  int64_t max_points_;
 };
 
 // ---------------------------------------------------------------------------
@@ -692,8 +742,11 @@ class Override {
   // Parsing "KEY = VALUE" as TOML gives dotted and quoted keys their TOML meaning, and
   // names this --set as the source of every node it makes.
   toml::table parse() const {
+    // toml_guard (app/toml_guard.hpp, toml++'s config header): what toml++ 3.3 mishandles.
+    if (const auto bad = toml_guard(key_ + " = 0")) fail("bad key '" + key_ + "': " + bad->what);
     if (!toml::parse(key_ + " = 0", std::string_view(where_)))
       fail("bad key '" + key_ + "' (expected a dotted path like shape.seq_q)");
+    if (const auto bad = toml_guard(key_ + " = " + value_)) fail("bad value '" + value_ + "': " + bad->what);
     auto r = toml::parse(key_ + " = " + value_, std::string_view(where_));
     if (!r && is_bare_word(value_)) r = toml::parse(key_ + " = \"" + value_ + "\"", std::string_view(where_));
     if (!r) fail("bad value '" + value_ + "': " + lower_first(std::string(r.error().description())));
@@ -772,7 +825,7 @@ std::vector<std::string> toml_files_below(const fs::path& dir) {
 
 std::vector<std::string> cases_in_dir(const fs::path& dir) {
   auto files = toml_files_below(dir);
-  if (files.empty()) throw InputError(dir.string() + ": no .toml case files");
+  if (files.empty()) throw InputError(dir.string() + ": error: no .toml case files here");
   return files;
 }
 
@@ -781,31 +834,41 @@ std::vector<std::string> cases_in_dir(const fs::path& dir) {
 // ---------------------------------------------------------------------------
 // Public API
 
-Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets) {
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
+                int64_t max_points) {
   const Context ctx(source, sets);
+  // toml_guard (app/toml_guard.hpp, toml++'s config header): what toml++ 3.3 mishandles.
+  if (const auto bad = toml_guard(toml_text))
+    ctx.fail(toml::source_region{{bad->line, bad->column}, {bad->line, bad->column}, nullptr},
+             "invalid TOML: " + bad->what);
   auto parsed = toml::parse(toml_text, std::string_view(source));
   if (!parsed)
     ctx.fail(parsed.error().source(), "invalid TOML: " + lower_first(std::string(parsed.error().description())));
   toml::table doc = std::move(parsed).table();
   for (const auto& set : sets) Override(set).apply(doc);
-  return CaseReader(ctx, doc).read();
+  return CaseReader(ctx, doc, max_points).read();
 }
 
-Case load_case(const std::string& path, const std::vector<std::string>& sets) {
+Case load_case(const std::string& path, const std::vector<std::string>& sets, int64_t max_points) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(path + ": error: no such case file");
   if (fs::is_directory(path, ec)) throw InputError(path + ": error: is a directory, not a case file");
+  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxCaseBytes)
+    throw InputError(path + ": error: the case file is " + std::to_string(size) + " bytes; case files are at most " +
+                     std::to_string(kMaxCaseBytes));
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   if (!in) throw InputError(path + ": error: cannot read the case file");
   const std::string s = text.str();
   if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path + ": error: empty case file");
-  return parse_case(s, path, sets);
+  return parse_case(s, path, sets, max_points);
 }
 
 std::vector<std::string> resolve_case_paths(const std::string& arg, const std::string& cases_dir) {
   std::error_code ec;
+  // An empty word would name cases_dir itself: a mistyped variable must not run everything.
+  if (arg.empty()) throw InputError("error: an empty case argument (give a case file, directory, name or `all`)");
   if (fs::is_regular_file(arg, ec) && is_toml(arg)) return {arg};
   if (fs::is_directory(arg, ec)) return cases_in_dir(arg);
   if (arg == "all") return cases_in_dir(cases_dir);

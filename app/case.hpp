@@ -15,6 +15,14 @@ namespace attnbench {
 enum class TimingMode { cold, hot, graph };
 const char* mode_name(TimingMode m);
 
+// What one case file may ask for: past these a typo, not a plan, is the likelier cause,
+// and the run would not end in a working day.
+constexpr int kMaxTrials = 1000;
+constexpr double kMaxWarmupMs = 60e3;      // one minute of warm-up per variant and mode
+constexpr double kMaxSamplingMs = 600e3;   // ten minutes of sampling per variant and mode
+constexpr int64_t kDefaultMaxPoints = 10000;  // sweep points in one run; --max-points raises it
+constexpr std::size_t kMaxCaseBytes = 4u << 20;  // a case file, or a --set, is text a person wrote
+
 struct VerifySpec {
   uint64_t seed = 1;  // trials use seed, seed + 1, ...
   int trials = 2;
@@ -53,8 +61,10 @@ struct Case {
 // "shape.seq_q=[1024,2048]" (a list on a shape key becomes a sweep).
 // Throws InputError with "file:line:col: ..." on any problem.
 // Keys and variant names are checked against the op registry.
-Case load_case(const std::string& path, const std::vector<std::string>& sets);
-Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets);
+// `max_points` caps the sweep's points (checked before they are built).
+Case load_case(const std::string& path, const std::vector<std::string>& sets, int64_t max_points = kDefaultMaxPoints);
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
+                int64_t max_points = kDefaultMaxPoints);
 
 // A case argument to files: a .toml file, a directory (every .toml below it,
 // sorted), "all" (every case under cases_dir), or a bare name looked up in cases_dir

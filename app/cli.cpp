@@ -8,12 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <sstream>
 #include <stdexcept>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/compare.hpp"
 #include "app/device.hpp"
+#include "app/host_memory.hpp"
+#include "app/output.hpp"
+#include "app/text.hpp"
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "app/report.hpp"
@@ -30,7 +34,8 @@ struct Options {
   std::vector<std::string> sets;
   std::string format;
   std::string output;
-  std::optional<uint64_t> seed;
+  std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
+  int64_t max_points = kDefaultMaxPoints;
   std::string mode;
   bool keep_samples = false;
   std::string flush = "read";
@@ -65,7 +70,10 @@ void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--format", o.format, "table | markdown | csv | json (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md", "csv", "json"}));
   cmd->add_option("-o,--output", o.output, "also write the report to FILE");
-  cmd->add_option("--seed", o.seed, "first seed of the verification trials (overrides [verify].seed)");
+  cmd->add_option("--seed", o.seed, "first seed of the verification trials, 0 to 2^63-1 (overrides [verify].seed)");
+  cmd->add_option("--max-points", o.max_points,
+                  "most sweep points the run may take (default " + std::to_string(kDefaultMaxPoints) + ")")
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--cases-dir", o.cases_dir, "where case names and `all` are looked up (default: ./cases)");
   cmd->add_option("--dump", o.dump, "write inputs, outputs and the reference of every point as .npy files to DIR");
@@ -75,12 +83,33 @@ void add_case_options(CLI::App* cmd, Options& o) {
                 "load and validate the cases, print what would run (as on an H100); needs no GPU");
 }
 
+// The same rule as [verify].seed in a case file, so both accept the same numbers.
+std::optional<uint64_t> parse_seed(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const bool digits = text.size() <= 19 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoull(text) > static_cast<uint64_t>(INT64_MAX))
+    throw InputError("attnbench: error: --seed " + clipped(text) + ": expected an integer from 0 to " +
+                     std::to_string(INT64_MAX));
+  return std::stoull(text);
+}
+
+// Outputs are checked before any case loads: a typo in -o must not cost the run.
+void check_outputs(const Options& o) {
+  if (!o.output.empty()) check_output_file(o.output, "-o");
+  if (!o.dump.empty()) check_output_dir(o.dump, "--dump");
+  if (!o.dump_failures.empty()) check_output_dir(o.dump_failures, "--dump-failures");
+}
+
 // Loads every case first, so a bad file stops the run before any GPU work.
 std::vector<Case> load_cases(const Options& o) {
   const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
   std::vector<Case> cases;
+  int64_t points = 0;
   for (const auto& arg : o.cases)
-    for (const auto& path : resolve_case_paths(arg, dir)) cases.push_back(load_case(path, o.sets));
+    for (const auto& path : resolve_case_paths(arg, dir)) {
+      cases.push_back(load_case(path, o.sets, o.max_points - points));
+      points += static_cast<int64_t>(cases.back().points.size());
+    }
   // A -k name must exist somewhere: a typo should not silently run nothing.
   for (const auto& k : o.kernels) {
     bool known = false;
@@ -99,11 +128,18 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
       std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " "
                 << dtype_name(p.dtype);
       auto problem = make_problem(p);
+      const std::vector<VariantChoice> choices = problem->variants(assumed_caps());
       std::vector<std::string> names;
-      for (const auto& v : problem->variants(assumed_caps())) names.push_back(v.name);
+      for (const auto& v : choices) names.push_back(v.name);
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
       const auto defaults = problem->default_variants(assumed_caps());
-      for (const auto& n : select_variants(names, p, o.kernels, timed, defaults)) std::cout << " " << n;
+      // Each variant that would run, and for each that would not, why.
+      for (const auto& n : select_variants(names, p, o.kernels, timed, defaults)) {
+        const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
+                             return v.name == n;
+                           })->skip;
+        std::cout << " " << n << (skip.empty() ? "" : " (skipped: " + skip + ")");
+      }
       std::cout << "\n";
     }
   }
@@ -115,6 +151,8 @@ int run_or_verify(const Options& o, bool timed) {
   const auto ms_since_start = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
+  check_outputs(o);
+  const std::optional<uint64_t> seed = parse_seed(o.seed);
   const std::vector<Case> cases = load_cases(o);
   const double load_ms = ms_since_start();
   if (o.dry_run) return dry_run(cases, o, timed);
@@ -128,7 +166,7 @@ int run_or_verify(const Options& o, bool timed) {
   RunOptions ro;
   ro.timed = timed;
   ro.kernels = o.kernels;
-  ro.seed = o.seed;
+  ro.seed = seed;
   if (o.mode == "cold") ro.mode = TimingMode::cold;
   if (o.mode == "hot") ro.mode = TimingMode::hot;
   if (o.mode == "graph") ro.mode = TimingMode::graph;
@@ -158,15 +196,20 @@ int run_or_verify(const Options& o, bool timed) {
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
   }
-  auto write_outputs = [&] {
+  // -o is rewritten whole after every point: a fault, a kill or Ctrl-C leaves every
+  // finished row on disk, in a document that parses.
+  auto write_file_report = [&](bool complete) {
+    if (o.output.empty()) return;
+    meta.elapsed_ms = ms_since_start();
+    meta.complete = complete;
+    write_file(o.output, [&](std::ostream& out) { write_report(out, format, meta, runner.rows()); });
+  };
+  auto write_outputs = [&](bool complete) {
     meta.elapsed_ms = ms_since_start();
     if (!stream_table) write_report(std::cout, format, meta, runner.rows());
-    if (!o.output.empty()) {
-      std::ofstream out(o.output);
-      if (!out) throw InputError(o.output + ": cannot write the report");
-      write_report(out, format, meta, runner.rows());
-    }
+    write_file_report(complete);
   };
+  runner.set_on_point([&] { write_file_report(false); });
   size_t points = 0;
   for (const auto& c : cases) points += c.points.size();
   runner.set_total_points(points);
@@ -178,10 +221,10 @@ int run_or_verify(const Options& o, bool timed) {
       runner.run_case(c);
     }
   } catch (const CudaError&) {
-    write_outputs();  // keep every result taken before the device failed
+    write_outputs(false);  // keep every result taken before the device failed
     throw;
   }
-  write_outputs();
+  write_outputs(true);
   if (!ro.dump_dir.empty())
     std::cerr << "attnbench: dumped " << runner.dump_dirs().size() << " point(s) as .npy under " << ro.dump_dir
               << " (manifest.json in each)\n";
@@ -195,25 +238,27 @@ int run_or_verify(const Options& o, bool timed) {
 }
 
 int list(const Options& o) {
+  // Everything is gathered first: a bad cases directory is one line, not the kernel table and then an error.
+  std::ostringstream out;
   if (o.list_what == "kernels" || o.list_what == "all") {
     for (const OpSpec& op : ops()) {
       const std::vector<VariantInfo> variants = op.variants();
-      std::cout << op.name << ": " << op.summary << "\n";
+      out << op.name << ": " << op.summary << "\n";
       for (size_t i = 0; i < variants.size(); ++i)
-        std::cout << "  " << std::left << std::setw(20) << variants[i].name << variants[i].note
-                  << (i == 0 ? " [baseline]" : "") << "\n";
+        out << "  " << std::left << std::setw(20) << variants[i].name << variants[i].note
+            << (i == 0 ? " [baseline]" : "") << "\n";
     }
   }
   if (o.list_what == "cases" || o.list_what == "all") {
     const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
-    if (o.list_what == "all") std::cout << "\n";
+    if (o.list_what == "all") out << "\n";
     for (const auto& path : resolve_case_paths("all", dir)) {
       const Case c = load_case(path, {});
-      std::cout << std::left << std::setw(36) << std::filesystem::relative(path, dir).string() << " " << std::setw(10)
-                << c.op << std::setw(5) << std::to_string(c.points.size()) + "pt" << " " << c.description
-                << "\n";
+      out << std::left << std::setw(36) << std::filesystem::relative(path, dir).string() << " " << std::setw(10)
+          << c.op << std::setw(5) << std::to_string(c.points.size()) + "pt" << " " << c.description << "\n";
     }
   }
+  std::cout << out.str();
   return kExitOk;
 }
 
@@ -258,18 +303,63 @@ int info(const Options& o) {
 
 // Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED.
 int compare(const Options& o) {
+  if (!o.output.empty()) check_output_file(o.output, "-o");
   const CompareResult r =
       compare_reports(read_report(o.base_report), read_report(o.new_report), parse_threshold(o.threshold));
   const bool markdown = o.format == "markdown" || o.format == "md" ||
                         (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::markdown);
   write_compare(std::cout, r, markdown);
-  if (!o.output.empty()) {
-    std::ofstream out(o.output);
-    if (!out) throw InputError(o.output + ": cannot write the comparison");
-    write_compare(out, r, markdown);
-  }
+  if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_compare(out, r, markdown); });
   if (!r.warning.empty()) std::cerr << "attnbench: warning: " << r.warning << "\n";
   return r.exit_code();
+}
+
+// The one place an exception becomes an exit code and one line on stderr: whatever
+// was thrown, attnbench never ends in std::terminate.
+int report_exception(const std::exception_ptr& error) {
+  const auto say = [](const std::string& what) { std::cerr << one_line(what) << "\n"; };
+  try {
+    std::rethrow_exception(error);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    say(what.rfind("error: ", 0) == 0 ? "attnbench: " + what : what);
+    return kExitInput;
+  } catch (const NoDevice& e) {
+    say(std::string("attnbench: ") + e.what());
+    return kExitDevice;
+  } catch (const CudaError& e) {
+    say(std::string("attnbench: CUDA error: ") + e.what());
+    return kExitDevice;
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked before anything large is allocated, so what is left is a run
+    // asking for more host memory than this machine has: the input's doing.
+    const std::size_t asked = last_failed_allocation();
+    say("attnbench: error: out of host memory" +
+        (asked ? " (an allocation of " + human_bytes(static_cast<double>(asked)) + " failed)" : std::string()));
+    return kExitInput;
+  } catch (const std::length_error& e) {
+    say(std::string("attnbench: error: a size too large for host memory (") + e.what() + ")");
+    return kExitInput;
+  } catch (const std::invalid_argument& e) {
+    // A kernel's launcher refusing what it was given: the input asked for something it lacks.
+    say(std::string("attnbench: error: ") + e.what());
+    return kExitInput;
+  } catch (const std::filesystem::filesystem_error& e) {
+    say(std::string("attnbench: error: ") + e.what());
+    return kExitInput;
+  } catch (const std::ios_base::failure& e) {
+    say(std::string("attnbench: error: reading or writing a file: ") + e.what());
+    return kExitInput;
+  } catch (const nlohmann::json::exception& e) {
+    say(std::string("attnbench: error: bad json: ") + e.what());
+    return kExitInput;
+  } catch (const std::exception& e) {
+    say(std::string("attnbench: internal error: ") + e.what());
+    return kExitDevice;
+  } catch (...) {
+    say("attnbench: internal error: an unknown exception");
+    return kExitDevice;
+  }
 }
 
 }  // namespace
@@ -330,25 +420,8 @@ int run_cli(int argc, char** argv) {
     if (*lst) return list(o);
     if (*inf) return info(o);
     if (*cmp) return compare(o);
-  } catch (const InputError& e) {
-    std::cerr << e.what() << "\n";
-    return kExitInput;
-  } catch (const NoDevice& e) {
-    std::cerr << "attnbench: " << e.what() << "\n";
-    return kExitDevice;
-  } catch (const CudaError& e) {
-    std::cerr << "attnbench: CUDA error: " << e.what() << "\n";
-    return kExitDevice;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "attnbench: out of host memory\n";
-    return kExitDevice;
-  } catch (const std::invalid_argument& e) {
-    // A kernel's launcher refusing what it was given: the input asked for something it lacks.
-    std::cerr << "attnbench: error: " << e.what() << "\n";
-    return kExitInput;
-  } catch (const std::exception& e) {
-    std::cerr << "attnbench: internal error: " << e.what() << "\n";
-    return kExitDevice;
+  } catch (...) {
+    return report_exception(std::current_exception());
   }
   return kExitInput;
 }

@@ -1,8 +1,11 @@
 #include "app/compare.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,8 @@
 #include <tuple>
 
 #include "app/errors.hpp"
+#include "app/report.hpp"
+#include "app/text.hpp"
 
 namespace attnbench {
 
@@ -48,74 +53,218 @@ Verdict judge(const TimingStats& base, const TimingStats& now, double threshold,
 
 namespace {
 
+// The report schemas this build reads (report.hpp's kJsonSchema is the newest). Schema 2
+// only replaced schema 1's "pipeline" object by "stages", and compare reads neither: every
+// key it does read ("attnbench", "device", "rows", a row's "case", "point", "variant",
+// "status", "reason", "timing" and "timings" with "mode", "median_ms", "q1_ms", "q3_ms",
+// "noise", "samples") means the same in both, so schema 1 reports are still compared. Any
+// other schema is refused: its keys may mean something else. When kJsonSchema is raised,
+// check what compare reads before raising kNewestSchema with it.
+constexpr int kOldestSchema = 1, kNewestSchema = 2;
+static_assert(kNewestSchema == kJsonSchema, "a new json schema: check that compare still reads it right");
+
+// What a measured time may be, in ms. The median divides the change, so it may not be 0;
+// none of them is negative, and nothing attnbench times runs for days.
+constexpr double kMinMedianMs = 1e-9, kMaxMs = 1e9;
+// Quartiles are interpolated: q1 may exceed the median by a rounding error, not more.
+constexpr double kOrderSlack = 1e-9;
+// The largest report file read; --keep-samples reports of big runs are tens of MB.
+constexpr std::uintmax_t kMaxReportBytes = std::uintmax_t(1) << 30;
+
 struct Entry {
   std::string case_name, point, variant, status, reason;
   std::map<std::string, TimingStats> timings;  // by mode
   std::vector<std::string> modes;              // in report order
 };
 
-std::string str(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+std::string g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
-double num(const nlohmann::json& j, const char* key, double fallback) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+// A json value as a message names it.
+std::string describe(const nlohmann::json& j) {
+  if (j.is_string()) return "the string \"" + clipped(j.get_ref<const std::string&>(), 40) + "\"";
+  if (j.is_boolean()) return j.get<bool>() ? "true" : "false";
+  if (j.is_null()) return "null";
+  if (j.is_number()) return "the number " + g(j.get<double>());
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  return j.type_name();
 }
 
-// Older reports and hand-written ones may give only the median: the range is then that point.
-TimingStats stats_of(const nlohmann::json& t) {
+// Where a message points: the report (its path, or BASE/NEW) and, inside a row, which one.
+struct Where {
+  std::string file;  // printable already
+  std::string row;   // "" or `rows[2] (case "softmax", point "cols=1000", variant "naive")`
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(one_line(file + ": error: " + (row.empty() ? "" : row + ": ") + what));
+  }
+};
+
+// A member that must be a string when present; "" when absent (or refused when required).
+std::string string_at(const Where& w, const nlohmann::json& obj, const std::string& path, const char* key,
+                      bool required = false) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (required) w.fail(path + key + " is missing");
+    return "";
+  }
+  if (!it->is_string()) w.fail(path + key + " is " + describe(*it) + ", expected a string");
+  return it->get<std::string>();
+}
+
+// A member that must be a finite number when present.
+std::optional<double> number_at(const Where& w, const nlohmann::json& obj, const std::string& path, const char* key) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return std::nullopt;
+  if (!it->is_number()) w.fail(path + key + " is " + describe(*it) + ", expected a number");
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) w.fail(path + key + " is " + g(v) + ", expected a finite number");
+  return v;
+}
+
+// One timing object; `path` is its place in the row ("timing", "timings.cold"). Older reports
+// and hand-written ones may give only the median: the range is then that point.
+TimingStats stats_of(const Where& w, const nlohmann::json& t, const std::string& path) {
+  if (!t.is_object()) w.fail(path + " is " + describe(t) + ", expected an object");
+  const std::string at = path + ".";
+  auto time = [&](const char* key) {
+    const std::optional<double> v = number_at(w, t, at, key);
+    if (v && *v < 0) w.fail(at + key + " is " + g(*v) + ": a time cannot be negative");
+    if (v && *v > kMaxMs) w.fail(at + key + " is " + g(*v) + " ms, over 10^9 ms: not a measured time");
+    return v;
+  };
+  const std::optional<double> median = time("median_ms");
+  if (!median) w.fail(path + " has no median_ms");
+  for (const char* k : {"min_ms", "max_ms", "mean_ms"}) time(k);
   TimingStats s;
-  s.median = num(t, "median_ms", 0);
-  s.q1 = num(t, "q1_ms", s.median);
-  s.q3 = num(t, "q3_ms", s.median);
-  s.noise = num(t, "noise", 0);
-  s.samples = static_cast<int64_t>(num(t, "samples", 0));
+  s.median = *median;
+  s.q1 = time("q1_ms").value_or(s.median);
+  s.q3 = time("q3_ms").value_or(s.median);
+  if (s.median < kMinMedianMs)
+    w.fail(at + "median_ms is " + g(s.median) + ": no kernel runs in no time, and the change divides by it");
+  const double slack = kOrderSlack * s.median;
+  if (s.q1 > s.median + slack || s.median > s.q3 + slack)
+    w.fail(path + " has its quartiles out of order: q1_ms " + g(s.q1) + ", median_ms " + g(s.median) + ", q3_ms " +
+           g(s.q3) + " (expected q1 <= median <= q3)");
+  if (const auto noise = number_at(w, t, at, "noise")) {
+    if (*noise < 0) w.fail(at + "noise is " + g(*noise) + ": a spread cannot be negative");
+    s.noise = *noise;
+  }
+  if (const auto n = number_at(w, t, at, "samples")) {
+    if (*n < 1 || *n != std::floor(*n) || *n > 1e15)
+      w.fail(at + "samples is " + g(*n) + ", expected a whole number of samples, at least 1");
+    s.samples = static_cast<int64_t>(*n);
+  }
   return s;
 }
 
 using Key = std::tuple<std::string, std::string, std::string>;  // case, point, variant
 
+// Refuses a document whose "schema" is missing, not an integer, or not one this build reads.
+void check_schema(const Where& w, const nlohmann::json& doc) {
+  const std::string reads = "this build of attnbench reads schema " + std::to_string(kOldestSchema) + " to " +
+                            std::to_string(kNewestSchema);
+  const auto it = doc.find("schema");
+  if (it == doc.end()) {
+    if (!doc.contains("attnbench") || !doc.contains("rows"))
+      w.fail("not an attnbench json report (expected the output of `attnbench run --format json`)");
+    w.fail("the report has no \"schema\"; " + reads);
+  }
+  if (!it->is_number_integer()) w.fail("the report's \"schema\" is " + describe(*it) + ", not an integer; " + reads);
+  // Signed or unsigned as json stores it: a parsed 2 is unsigned, a json(2) built in code is not.
+  const bool negative = !it->is_number_unsigned() && it->get<int64_t>() < 0;
+  const uint64_t v = negative ? 0 : it->get<uint64_t>();
+  if (negative || v < static_cast<uint64_t>(kOldestSchema) || v > static_cast<uint64_t>(kNewestSchema))
+    w.fail("the report has schema " + it->dump() + "; " + reads +
+           (v > static_cast<uint64_t>(kNewestSchema) ? " (a newer attnbench wrote it?)" : ""));
+}
+
 // The rows of one report in order, each with its timings by mode: `timings` when the
-// report has it (--mode all gives several), else the one `timing`.
+// report has it (--mode all gives several), else the one `timing`. Everything compare
+// reads is checked; `which` names the report in messages (its path, or BASE / NEW).
 std::vector<Entry> entries_of(const nlohmann::json& doc, const std::string& which) {
-  if (!doc.is_object() || !doc.contains("attnbench") || !doc.contains("rows") || !doc["rows"].is_array())
-    throw InputError(which + ": not an attnbench json report (expected the output of `attnbench run --format json`)");
+  Where w{which, ""};
+  if (!doc.is_object())
+    w.fail("not an attnbench json report: the document is " + describe(doc) +
+           ", expected an object (the output of `attnbench run --format json`)");
+  check_schema(w, doc);
+  const auto attn = doc.find("attnbench");
+  if (attn == doc.end() || !attn->is_object())
+    w.fail(attn == doc.end() ? std::string("not an attnbench json report: \"attnbench\" is missing")
+                             : "\"attnbench\" is " + describe(*attn) + ", expected an object");
+  string_at(w, *attn, "attnbench.", "version");
+  string_at(w, *attn, "attnbench.", "date");
+  if (const auto d = doc.find("device"); d != doc.end()) {
+    if (!d->is_object()) w.fail("\"device\" is " + describe(*d) + ", expected an object");
+    string_at(w, *d, "device.", "name");
+    string_at(w, *d, "device.", "driver");
+  }
+  const auto rows = doc.find("rows");
+  if (rows == doc.end() || !rows->is_array())
+    w.fail(rows == doc.end() ? std::string("not an attnbench json report: \"rows\" is missing")
+                             : "\"rows\" is " + describe(*rows) + ", expected an array");
   std::vector<Entry> out;
-  for (const auto& row : doc["rows"]) {
-    if (!row.is_object()) throw InputError(which + ": a row is not an object");
-    Entry e{str(row, "case"), str(row, "point"), str(row, "variant"), str(row, "status"), str(row, "reason"), {}, {}};
-    auto add = [&](const std::string& mode, const nlohmann::json& t) {
-      if (!t.is_object() || !t.contains("median_ms")) return;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const nlohmann::json& row = (*rows)[i];
+    w.row = "rows[" + std::to_string(i) + "]";
+    if (!row.is_object()) w.fail("the row is " + describe(row) + ", expected an object");
+    Entry e;
+    e.case_name = string_at(w, row, "", "case", true);
+    e.point = string_at(w, row, "", "point");
+    e.variant = string_at(w, row, "", "variant", true);
+    e.status = string_at(w, row, "", "status");
+    e.reason = string_at(w, row, "", "reason");
+    const std::string row_name = w.row + " (case \"" + clipped(e.case_name, 40) + "\", point \"" +
+                                 clipped(e.point, 40) + "\", variant \"" + clipped(e.variant, 40) + "\"";
+    w.row = row_name + ")";
+    auto add = [&](const std::string& mode, const nlohmann::json& t, const std::string& path, bool use) {
+      w.row = row_name + ", mode \"" + clipped(mode, 20) + "\")";
+      const TimingStats s = stats_of(w, t, path);
+      w.row = row_name + ")";
+      if (!use) return;
       if (!e.timings.count(mode)) e.modes.push_back(mode);
-      e.timings[mode] = stats_of(t);
+      e.timings[mode] = s;
     };
-    if (row.contains("timings") && row["timings"].is_object()) {
-      for (const auto& [mode, t] : row["timings"].items()) add(mode, t);
-    } else if (row.contains("timing") && row["timing"].is_object()) {
-      add(str(row["timing"], "mode"), row["timing"]);
+    const auto timings = row.find("timings");
+    if (timings != row.end()) {
+      if (!timings->is_object()) w.fail("timings is " + describe(*timings) + ", expected an object");
+      for (const auto& [mode, t] : timings->items()) add(mode, t, "timings." + clipped(mode, 20), true);
+    }
+    // `timing` repeats one of `timings` in reports that have both: checked, and used only alone.
+    if (const auto t = row.find("timing"); t != row.end()) {
+      if (!t->is_object()) w.fail("timing is " + describe(*t) + ", expected an object");
+      add(string_at(w, *t, "timing.", "mode"), *t, "timing", timings == row.end());
     }
     out.push_back(std::move(e));
   }
   return out;
 }
 
+// "NVIDIA H200, driver 13.0, 2026-12-01T00:00:00Z, attnbench 0.2.0": printable, for the header.
 std::string label_of(const nlohmann::json& doc) {
+  const auto str = [](const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? clipped(it->get<std::string>(), 60) : std::string();
+  };
   std::string s;
-  if (doc.contains("device") && doc["device"].is_object()) {
-    const auto& d = doc["device"];
-    s = str(d, "name") + ", driver " + str(d, "driver");
+  if (const auto d = doc.find("device"); d != doc.end() && d->is_object())
+    s = str(*d, "name") + ", driver " + str(*d, "driver");
+  if (const auto a = doc.find("attnbench"); a != doc.end() && a->is_object()) {
+    const std::string date = str(*a, "date"), version = str(*a, "version");
+    if (!date.empty()) s += (s.empty() ? "" : ", ") + date;
+    if (!version.empty()) s += (s.empty() ? "" : ", ") + std::string("attnbench ") + version;
   }
-  const auto& a = doc["attnbench"];
-  const std::string date = str(a, "date"), version = str(a, "version");
-  if (!date.empty()) s += (s.empty() ? "" : ", ") + date;
-  if (!version.empty()) s += (s.empty() ? "" : ", ") + std::string("attnbench ") + version;
   return s;
 }
 
 std::string device_name(const nlohmann::json& doc) {
-  return doc.contains("device") && doc["device"].is_object() ? str(doc["device"], "name") : "";
+  const auto d = doc.find("device");
+  if (d == doc.end() || !d->is_object()) return "";
+  const auto n = d->find("name");
+  return n != d->end() && n->is_string() ? n->get<std::string>() : "";
 }
 
 bool failed_status(const std::string& s) { return s == "FAILED" || s == "ERROR"; }
@@ -128,15 +277,33 @@ std::string pct(double fraction, bool sign) {
 
 }  // namespace
 
-CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold) {
-  const std::vector<Entry> b = entries_of(base, "BASE"), n = entries_of(now, "NEW");
+namespace {
+
+CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& now, double threshold,
+                              const std::string& base_name, const std::string& now_name) {
+  if (!(threshold >= 0 && threshold <= 10))
+    throw InputError("compare: error: threshold " + g(threshold) + " is not a fraction from 0 to 10 (1000%)");
+  const std::vector<Entry> b = entries_of(base, base_name), n = entries_of(now, now_name);
   CompareResult r;
   r.threshold = threshold;
   r.base_label = label_of(base);
   r.now_label = label_of(now);
   const std::string bd = device_name(base), nd = device_name(now);
   if (!bd.empty() && !nd.empty() && bd != nd)
-    r.warning = "the reports come from different cards (" + bd + ", " + nd + "): their timings are not comparable";
+    r.warning = "the reports come from different cards (" + clipped(bd, 60) + ", " + clipped(nd, 60) +
+                "): their timings are not comparable";
+  // A run stopped by a fault or a kill leaves a report with "complete": false: its
+  // missing rows are not regressions, and the reader should know.
+  const auto unfinished = [](const nlohmann::json& j) {
+    const auto m = j.find("attnbench");
+    if (m == j.end() || !m->is_object()) return false;
+    const auto c = m->find("complete");
+    return c != m->end() && c->is_boolean() && !c->get<bool>();
+  };
+  for (const auto& [doc, name] : {std::pair<const nlohmann::json&, const std::string&>{base, base_name},
+                                  std::pair<const nlohmann::json&, const std::string&>{now, now_name}})
+    if (unfinished(doc))
+      r.warning += (r.warning.empty() ? "" : "; ") + clipped(name, 200) + " is an unfinished run (stopped early)";
 
   std::map<Key, const Entry*> by_key;
   for (const auto& e : n) by_key[{e.case_name, e.point, e.variant}] = &e;
@@ -187,26 +354,86 @@ CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& 
   return r;
 }
 
+}  // namespace
+
+CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
+                              const std::string& base_name, const std::string& now_name) {
+  try {
+    return compare_checked(base, now, threshold, clipped(base_name, 160), clipped(now_name, 160));
+  } catch (const nlohmann::json::exception& e) {
+    // Not expected once entries_of has checked both reports; never let one escape as a crash.
+    throw InputError(one_line("compare: error: " + std::string(e.what())));
+  }
+}
+
 double parse_threshold(const std::string& s) {
+  // Plain decimals only: digits with at most one point, then an optional '%'. No sign,
+  // exponent, hex, "inf" or "nan", no spaces and nothing after the number.
   std::string t = s;
   if (!t.empty() && t.back() == '%') t.pop_back();
-  size_t used = 0;
+  const bool digits = !t.empty() && t.size() <= 32 && t.find_first_not_of("0123456789.") == std::string::npos &&
+                      std::count(t.begin(), t.end(), '.') <= 1 && t.find_first_of("0123456789") != std::string::npos;
   double v = -1;
-  try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  if (digits) {
+    try {
+      v = std::stod(t);
+    } catch (const std::exception&) {
+      v = -1;
+    }
   }
-  if (t.empty() || used != t.size() || !(v >= 0) || v >= 1000)
-    throw InputError("--threshold " + s + ": expected a percentage like 5 or 5%");
+  if (!digits || !std::isfinite(v) || v < 0 || v > 1000)
+    throw InputError("--threshold " + clipped(s, 40) + ": error: expected a percentage from 0 to 1000, like 5 or 2.5%");
   return v / 100;
 }
 
 nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": error: cannot read the report");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw InputError(path + ": error: not valid json");
+  const std::string name = clipped(path, 160);
+  const auto fail = [&](const std::string& what) { throw InputError(one_line(name + ": error: " + what)); };
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(st)) fail("is a directory, not a json report");
+  if (std::filesystem::is_regular_file(st)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxReportBytes) fail("is " + std::to_string(size >> 20) + " MiB: too large for a json report");
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(std::string("cannot read the report") + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  // Read the bytes here, not through nlohmann's stream adapter: a read error (EISDIR, EIO)
+  // throws from inside the stream, and must become one line, not a crash.
+  std::string text;
+  std::string read_error;
+  try {
+    std::vector<char> buf(1 << 16);
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      text.append(buf.data(), static_cast<size_t>(in.gcount()));
+      if (text.size() > kMaxReportBytes) {
+        read_error = "is larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB: too large for a json report";
+        break;
+      }
+    }
+    if (read_error.empty() && in.bad()) read_error = "cannot read the report";
+  } catch (const std::exception& e) {
+    read_error = std::string("cannot read the report: ") + e.what();
+  }
+  if (!read_error.empty()) fail(read_error);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("the file is empty, not a json report");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the tag.
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); what.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
+      what.erase(0, p + 2);
+    fail("not valid json: " + what);
+  }
+  // Check the whole report now, while its path is known: every later message names the file.
+  try {
+    entries_of(j, name);
+  } catch (const nlohmann::json::exception& e) {
+    fail(e.what());
+  }
   return j;
 }
 
@@ -223,16 +450,27 @@ std::string timing_cell(const std::optional<TimingStats>& t) {
   return fmt_ms(t->median) + " (" + fmt_ms(t->q1) + "-" + fmt_ms(t->q3) + ")";
 }
 
+// Every string from a report is printed through clipped(): control characters escaped, cut when long.
 std::vector<std::string> cells(const CompareRow& r) {
-  return {r.case_name,
-          r.point.empty() ? "-" : r.point,
-          r.variant,
-          r.mode,
+  return {clipped(r.case_name),
+          r.point.empty() ? "-" : clipped(r.point),
+          clipped(r.variant),
+          clipped(r.mode, 20),
           timing_cell(r.base),
           timing_cell(r.now),
           r.base && r.now ? pct(r.change, true) : "-",
           verdict_name(r.verdict),
-          r.note};
+          clipped(r.note, 160)};
+}
+
+// Markdown text that cannot end a table cell or start an escape: '\' and '|' escaped.
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '\\' || ch == '|') out += '\\';
+    out += ch;
+  }
+  return out;
 }
 
 const std::vector<std::string> kHeaders = {"case",   "point",  "variant", "mode", "BASE ms (q1-q3)",
@@ -251,8 +489,8 @@ std::string summary_line(const CompareResult& r) {
 
 void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
   if (markdown) {
-    out << "**BASE** " << r.base_label << "  \n**NEW** " << r.now_label << "\n\n";
-    if (!r.warning.empty()) out << "> warning: " << r.warning << "\n\n";
+    out << "**BASE** " << md_escape(r.base_label) << "  \n**NEW** " << md_escape(r.now_label) << "\n\n";
+    if (!r.warning.empty()) out << "> warning: " << md_escape(r.warning) << "\n\n";
     out << "|";
     for (const auto& h : kHeaders) out << " " << h << " |";
     out << "\n|";
@@ -263,10 +501,7 @@ void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
       if (row.verdict == Verdict::slow || row.verdict == Verdict::failed || row.verdict == Verdict::fast)
         c[7] = "**" + c[7] + "**";
       out << "|";
-      for (auto x : c) {
-        for (size_t p = 0; (p = x.find('|', p)) != std::string::npos; p += 2) x.replace(p, 1, "\\|");
-        out << " " << x << " |";
-      }
+      for (const auto& x : c) out << " " << md_escape(x) << " |";
       out << "\n";
     }
     out << "\n" << summary_line(r) << "\n";

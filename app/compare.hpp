@@ -54,15 +54,21 @@ struct CompareResult {
 // The verdict for one pair of timings (the rule above). `threshold` is a fraction: 0.05 = 5%.
 Verdict judge(const TimingStats& base, const TimingStats& now, double threshold, double* overlap = nullptr);
 
-// Throws InputError when either document is not an attnbench json report, or when
-// they have no timed row in common.
-CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold);
-// "5", "5%" or "2.5%" -> 0.05, 0.05, 0.025: the threshold is always in percent.
+// Throws InputError ("BASE: error: rows[2] (case ...): ...", one line) when either document
+// is not an attnbench json report this build reads: a schema other than 1 or 2, a field of
+// the wrong type, or impossible statistics (a negative, non-finite or zero median, quartiles
+// out of order, negative noise or samples); or when they have no timed row in common.
+// base_name and now_name name the reports in those messages.
+CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
+                              const std::string& base_name = "BASE", const std::string& now_name = "NEW");
+// "5", "5%" or "2.5%" -> 0.05, 0.05, 0.025: the threshold is always in percent, 0 to 1000.
 double parse_threshold(const std::string& s);
-// Reads a report file; InputError with the path on any problem.
+// Reads a report file and checks it as compare_reports does; InputError with the path on
+// any problem (a directory, unreadable, empty, not json, not a report, a bad row).
 nlohmann::json read_report(const std::string& path);
 
 // A terminal table, or markdown for a pull request; the last line counts the verdicts.
+// Strings from the reports are printed escaped (app/text.hpp) and cut when long.
 void write_compare(std::ostream& out, const CompareResult& r, bool markdown);
 
 }  // namespace attnbench

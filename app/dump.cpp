@@ -1,4 +1,5 @@
 #include "app/dump.hpp"
+#include "app/output.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -23,17 +24,17 @@ nlohmann::json shape_json(const CasePoint& p) {
 std::string path_slug(const std::string& label) {
   if (label.empty()) return "default";
   std::string out;
-  for (char c : label)
+  for (char c : label.substr(0, 120))
     out += std::isalnum(static_cast<unsigned char>(c)) || c == '=' || c == '.' || c == '-' || c == ',' ? c : '_';
+  // One path component that stays inside the dump directory: never "." or "..".
+  if (out.find_first_not_of('.') == std::string::npos) out.assign(out.size(), '_');
   return out;
 }
 
 namespace {
 
 void write_manifest(const std::string& dir, const nlohmann::json& m) {
-  std::ofstream out(dir + "/manifest.json");
-  out << m.dump(1) << "\n";
-  if (!out) throw InputError(dir + "/manifest.json: error: cannot write");
+  write_file(dir + "/manifest.json", [&](std::ostream& out) { out << m.dump(1) << "\n"; });
 }
 
 // Unbounded errors have no json number.

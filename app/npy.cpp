@@ -1,4 +1,5 @@
 #include "app/npy.hpp"
+#include "app/output.hpp"
 
 #include <fstream>
 
@@ -33,10 +34,10 @@ void write_any(const std::string& path, const char* descr, const std::vector<T>&
   for (int64_t d : shape) count *= d;
   if (count != static_cast<int64_t>(values.size()))
     throw InputError(path + ": shape does not match " + std::to_string(values.size()) + " values");
-  std::ofstream out(path, std::ios::binary);
-  out << npy_header(descr, shape);
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(T)));
-  if (!out) throw InputError(path + ": error: cannot write");
+  write_file(path, [&](std::ostream& out) {
+    out << npy_header(descr, shape);
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(T)));
+  });
 }
 
 }  // namespace

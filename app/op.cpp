@@ -16,8 +16,8 @@ KeySpec int_key(std::string name, std::string meaning, std::optional<int64_t> fa
   return k;
 }
 
-KeySpec derived_int_key(std::string name, std::string meaning, std::string derived, int64_t min) {
-  KeySpec k = int_key(std::move(name), std::move(meaning), std::nullopt, min);
+KeySpec derived_int_key(std::string name, std::string meaning, std::string derived, int64_t min, int64_t max) {
+  KeySpec k = int_key(std::move(name), std::move(meaning), std::nullopt, min, max);
   k.derived = std::move(derived);
   return k;
 }
@@ -43,12 +43,13 @@ KeySpec choice_key(std::string name, std::string meaning, std::vector<std::strin
   return k;
 }
 
-KeySpec lengths_key(std::string name, std::string meaning, int64_t min) {
+KeySpec lengths_key(std::string name, std::string meaning, int64_t min, int64_t max) {
   KeySpec k;
   k.name = std::move(name);
   k.type = KeyType::lengths;
   k.meaning = std::move(meaning);
   k.min = min;
+  k.max = max;
   return k;
 }
 

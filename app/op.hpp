@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/checked.hpp"
 #include "app/shape.hpp"
 #include "kernels/common/dtype.hpp"
 
@@ -20,7 +21,7 @@ class Problem;
 struct CasePoint;
 
 enum class KeyType {
-  integer,  // int64 in [min, max]
+  integer,  // int64 in [min, max]; max is at most kMaxIndex (kernels index with 32-bit ints)
   boolean,
   choice,   // one word of `choices`
   lengths,  // one integer >= min per sequence: an integer (every sequence) or a list of `batch` integers
@@ -33,7 +34,7 @@ struct KeySpec {
   std::string meaning;                  // one line, for docs and error messages
   std::optional<ShapeValue> fallback;   // the default; none = required (unless `derived`)
   std::string derived;                  // the default computed from other keys, in words ("seq_q")
-  int64_t min = 1, max = INT64_MAX;     // integer, lengths
+  int64_t min = 1, max = kMaxIndex;     // integer, lengths
   std::vector<std::string> choices;     // choice
   std::string variant_of;               // variant
 
@@ -42,12 +43,13 @@ struct KeySpec {
 
 // Builders that keep each op's key table to one line a key.
 KeySpec int_key(std::string name, std::string meaning, std::optional<int64_t> fallback = std::nullopt,
-                int64_t min = 1, int64_t max = INT64_MAX);
-KeySpec derived_int_key(std::string name, std::string meaning, std::string derived, int64_t min = 1);
+                int64_t min = 1, int64_t max = kMaxIndex);
+KeySpec derived_int_key(std::string name, std::string meaning, std::string derived, int64_t min = 1,
+                        int64_t max = kMaxIndex);
 KeySpec bool_key(std::string name, std::string meaning, bool fallback = false);
 KeySpec choice_key(std::string name, std::string meaning, std::vector<std::string> choices,
                    std::optional<std::string> fallback = std::nullopt, std::string derived = "");
-KeySpec lengths_key(std::string name, std::string meaning, int64_t min = 1);
+KeySpec lengths_key(std::string name, std::string meaning, int64_t min = 1, int64_t max = kMaxIndex);
 KeySpec variant_key(std::string name, std::string meaning, std::string variant_of);
 
 // What an op's `finish` sees of one sweep point: the keys read so far, which of them

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/checked.hpp"
 #include "app/numeric.hpp"
 #include "kernels/harness/inputs.hpp"
 #include "app/op.hpp"
@@ -22,15 +23,19 @@ std::string Tensor::layout() const {
   return s + "]" + (note.empty() ? "" : " (" + note + ")");
 }
 
-namespace {
-
-int64_t elements(const std::vector<Dim>& dims) {
+int64_t count_elements(const std::string& name, const std::vector<Dim>& dims) {
   int64_t n = 1;
-  for (const Dim& d : dims) n *= d.size;
+  std::string shape;
+  for (const Dim& d : dims) {
+    shape += (shape.empty() ? "" : " x ") + d.name + " " + std::to_string(d.size);
+    if (d.size < 0) throw std::logic_error("tensor " + name + ": negative dim " + d.name);
+    n = checked_mul(n, d.size, "tensor " + name + " (" + shape + ")");
+  }
+  if (n > kMaxIndex)
+    throw InputError("tensor " + name + " (" + shape + ") would hold " + std::to_string(n) +
+                     " elements; kernels index with 32-bit ints, so at most " + std::to_string(kMaxIndex));
   return n;
 }
-
-}  // namespace
 
 std::vector<std::string> Problem::default_variants(const DeviceCaps& caps) const {
   (void)caps;
@@ -43,27 +48,30 @@ std::vector<Stage> Problem::stages(const std::string& variant, const LaunchConte
 
 uint64_t Problem::device_bytes() const {
   uint64_t total = output_.bytes();
-  for (const auto& in : inputs_) total += in.tensor.bytes();
-  for (const auto& b : buffers_) total += b.bytes;
+  for (const auto& in : inputs_) total = checked_add(total, uint64_t{in.tensor.bytes()}, "the point's device bytes");
+  for (const auto& b : buffers_) total = checked_add(total, uint64_t{b.bytes}, "the point's device bytes");
   return total;
 }
 
 Tensor& Problem::add_input(const std::string& name, DType dtype, std::vector<Dim> dims, float scale, bool normal,
                            std::string note) {
-  const int64_t count = elements(dims);
+  const int64_t count = count_elements(name, dims);
   inputs_.push_back({Tensor{name, dtype, std::move(dims), std::move(note), count, {}, {}}, scale, normal});
   return inputs_.back().tensor;
 }
 
 Tensor& Problem::add_output(const std::string& name, DType dtype, std::vector<Dim> dims, size_t row_dims,
                             std::string note) {
-  const int64_t count = elements(dims);
+  const int64_t count = count_elements(name, dims);
   row_dims_ = row_dims;
   output_ = Tensor{name, dtype, std::move(dims), std::move(note), count, {}, {}};
   return output_;
 }
 
 DeviceBuffer& Problem::add_buffer(std::size_t bytes, std::vector<uint8_t> host) {
+  // Each element of a buffer is at most 8 bytes: the same 32-bit index rule as a tensor's.
+  if (bytes > static_cast<std::size_t>(kMaxIndex) * 8)
+    throw InputError("a buffer of " + std::to_string(bytes) + " bytes is past what 32-bit indices reach");
   buffers_.push_back({DeviceBuffer(), bytes, std::move(host)});
   return buffers_.back().device;
 }

@@ -58,6 +58,11 @@ struct Tensor {
   std::string layout() const;  // "[batch, seq_q, heads, head_dim]" and the note
 };
 
+// The element count of a tensor or buffer of these dims: an InputError, thrown before
+// anything is allocated, when it overflows or passes kMaxIndex (kernels index with
+// 32-bit ints).
+int64_t count_elements(const std::string& name, const std::vector<Dim>& dims);
+
 // A kernel the problem ran to build its inputs (a cache written by reshape_and_cache),
 // checked like a variant's output; the runner reports it as a row of its own.
 struct SetupCheck {

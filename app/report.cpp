@@ -363,7 +363,7 @@ void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow
   j["schema"] = kJsonSchema;
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
                     {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode},
-                    {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}};
+                    {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}, {"complete", m.complete}};
   if (m.device) {
     const DeviceInfo& d = *m.device;
     j["device"] = {{"name", d.name},

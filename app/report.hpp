@@ -57,6 +57,7 @@ struct RunMeta {
   std::string timing_mode;                        // --mode as given ("all", "cold", ...); empty = the cases' own
   double load_ms = 0, elapsed_ms = 0;             // loading the cases; the whole run, loading included
   bool keep_samples = false;                      // json: every sample, not only the statistics
+  bool complete = true;  // false while a run is still going (-o is rewritten after each point) or after a fault
   std::optional<DeviceInfo> device;
   std::optional<Ceilings> ceilings;
 };

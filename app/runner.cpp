@@ -121,8 +121,18 @@ void Runner::progress(const std::string& what) const {
 
 void Runner::run_case(const Case& c) {
   for (size_t i = 0; i < c.points.size(); ++i) {
-    run_point(c, c.points[i], i);
+    variant_.clear();
+    try {
+      run_point(c, c.points[i], i);
+    } catch (const CudaError& e) {
+      // One line that says where: the case, the point and the variant that faulted.
+      const CasePoint& p = c.points[i];
+      throw CudaError(c.name + (p.label.empty() ? "" : " [" + p.label + "]") +
+                      (variant_.empty() ? "" : " " + variant_) + ": " + e.what() +
+                      " (the device is unusable; the rows finished before are in the report)");
+    }
     ++done_points_;
+    if (on_point_) on_point_();
   }
 }
 
@@ -196,6 +206,10 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     std::optional<PointDump> dump;
     if (!opts_.dump_dir.empty()) dump.emplace(opts_.dump_dir, c, p, opts_.dump_failures_only);
 
+    // The last trial's checked rows and reference: the inputs stay on the device, so the
+    // timed launches' output is verified against them too.
+    ref::Rows last_rows;
+    ref::Matrix last_want;
     // Verify: fresh inputs per trial, every variant against the same reference.
     for (int t = 0; t < trials; ++t) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
@@ -229,6 +243,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         ResultRow& r = rows[i];
         if (r.status == Status::error) continue;
         progress("trial " + std::to_string(t + 1) + ": " + r.variant);
+        variant_ = r.variant;
         const auto v0 = std::chrono::steady_clock::now();
         try {
           problem->poison_output(gpu_.stream());
@@ -262,7 +277,12 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         r.status = r.cmp->passed() ? Status::verified : Status::failed;
         if (r.cmp->worst_row >= 0) r.worst = to_string(problem->coord(r.cmp->worst_row, r.cmp->worst_col));
       }
+      if (t + 1 == trials) {
+        last_rows = check_rows;
+        last_want = want;
+      }
     }
+    variant_.clear();
 
     if (dump) dump_dirs_.insert(dump_dirs_.end(), dump->dirs().begin(), dump->dirs().end());
 
@@ -282,6 +302,10 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         std::vector<std::string> nvtx = {c.name, r.variant};
         if (!p.label.empty()) nvtx.insert(nvtx.begin() + 1, p.label);
         const std::vector<Stage> stages = problem->stages(r.variant, ctx);
+        variant_ = r.variant;
+        // The last timed launch starts from a poisoned output and must verify: a kernel
+        // that works only when checked, or reuses an earlier launch's result, fails.
+        const auto poison = [&] { problem->poison_output(gpu_.stream()); };
         // The first mode is the row's: its median makes the rates, the floor and the speedup.
         for (TimingMode m : modes) {
           // Later stages are timed run by run, which a graph replay cannot do.
@@ -289,7 +313,17 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           spec.mode = m;
           progress("timing " + r.variant + " (" + mode_name(m) + ")");
           std::vector<StageTiming> stage_times;
-          Timing t = time_stages(gpu_, stages, spec, nvtx, r.timing ? nullptr : &stage_times);
+          Timing t = time_stages(gpu_, stages, spec, nvtx, r.timing ? nullptr : &stage_times, poison);
+          gpu_.synchronize();
+          const Comparison after = problem->check(last_rows, last_want, r.tol);
+          if (!after.passed() && r.status == Status::verified) {
+            r.status = Status::failed;
+            r.reason = std::string("verified, but the output of its last timed launch (") + mode_name(m) +
+                       ") is wrong: " + std::to_string(after.mismatches) + " of " +
+                       std::to_string(after.elements_checked) + " checked elements off, " +
+                       std::to_string(after.nonfinite) + " NaN/Inf" +
+                       (after.also_wrong.empty() ? "" : ", " + after.also_wrong);
+          }
           if (r.timing) {
             r.other_modes.push_back(std::move(t));
           } else {

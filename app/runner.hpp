@@ -40,6 +40,8 @@ class Runner {
   Runner(Gpu& gpu, RunOptions opts, std::function<void(const ResultRow&)> on_row)
       : gpu_(gpu), opts_(std::move(opts)), on_row_(std::move(on_row)) {}
 
+  // Called after each point's rows were emitted (the CLI rewrites -o then).
+  void set_on_point(std::function<void()> f) { on_point_ = std::move(f); }
   // The points the whole run will take, for the progress line's "[k/N]" and time left.
   void set_total_points(size_t n) { total_points_ = n; }
   // Throws CudaError when the device is left unusable (after emitting the row).
@@ -58,7 +60,9 @@ class Runner {
   Gpu& gpu_;
   RunOptions opts_;
   std::function<void(const ResultRow&)> on_row_;
+  std::function<void()> on_point_;
   std::vector<ResultRow> rows_;
+  std::string variant_;  // the variant being launched or timed, for a fault's message
   Tally tally_;
   std::string where_;  // "case [point]" for the progress line
   size_t total_points_ = 0, done_points_ = 0;

@@ -183,7 +183,7 @@ int64_t SampleTimer::take_hold_timeouts() {
 }
 
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
-                   const std::vector<std::string>& nvtx_ranges) {
+                   const std::vector<std::string>& nvtx_ranges, const std::function<void()>& before_last) {
   Timing t;
   t.mode = spec.mode;
   const cudaStream_t s = gpu.stream();
@@ -220,6 +220,10 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
       next_check = t.samples.size() + std::max<size_t>(1, t.samples.size() / 10);
     }
   }
+  if (before_last) {
+    before_last();
+    t.samples.push_back(timer.time(sample, nvtx_ranges) / per_sample);
+  }
   t.elapsed_ms = since_ms(t0);
   t.launches_per_sample = per_sample;
   t.clock = timer.take_clock();
@@ -229,15 +233,19 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
 }
 
 Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
-                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all) {
+                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
+                   const std::function<void()>& before_last) {
+  std::vector<StageTiming> discarded;  // later stages still run: the last one's output is verified
   const auto with_stage = [&](const Stage& st) {
     std::vector<std::string> ranges = nvtx_ranges;
     if (stages.size() > 1) ranges.push_back(st.name);
     return ranges;
   };
   const Stage& first = stages.front();
+  if (stages.size() == 1) return time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first), before_last);
   Timing t = time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first));
-  if (stages.size() == 1 || !all) return t;
+  if (!all && !before_last) return t;
+  if (!all) all = &discarded;
   auto stage_timing = [](const Stage& st, std::vector<double> samples) {
     StageTiming s{st.name, st.what, summarize(samples), 0, static_cast<int64_t>(samples.size())};
     std::sort(samples.begin(), samples.end());
@@ -252,6 +260,7 @@ Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& 
     std::vector<double> samples;
     // The first pass warms this stage's kernels up; it is not kept.
     for (int pass = 0; pass <= kStagePasses; ++pass) {
+      if (before_last && pass == kStagePasses && k + 1 == stages.size()) before_last();
       for (size_t e = 0; e < k; ++e)
         for (int64_t i = 0; i < stages[e].runs; ++i) stages[e].run(i);
       for (int64_t i = 0; i < st.runs; ++i) {

@@ -35,8 +35,13 @@ struct Timing {
 // `launch` enqueues one run of the kernel on gpu.stream(). `nvtx_ranges` are pushed,
 // outermost first, around the timed launches only (never the flush or the hold):
 // {case, point, variant} lets `ncu --nvtx-include "case/variant/"` find one variant.
+// `before_last`, when set, runs (untimed) before the last sample, which is taken once the
+// stopping rule is met and kept like the others: the caller poisons the output there and
+// verifies it after, so a launch that skips work it did before (a cached result, a
+// graph replay living off an earlier one) is caught.
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
-                   const std::vector<std::string>& nvtx_ranges = {});
+                   const std::vector<std::string>& nvtx_ranges = {},
+                   const std::function<void()>& before_last = nullptr);
 
 // A part of a variant's launch that the harness times on its own. A single-stage op
 // has one stage (its launch). Stage k's runs start from the state stages 0..k-1 leave:
@@ -62,8 +67,11 @@ struct StageTiming {
 // percentiles), each pass after the stages before it ran untimed. `later` gets every
 // stage's times when there are several, the first included.
 constexpr int kStagePasses = 3;
+// `before_last` as time_launch's: before the last sample of the last stage's last pass
+// (before the earlier stages rerun for it).
 Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
-                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all);
+                   const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
+                   const std::function<void()>& before_last = nullptr);
 
 // Single timed runs of different work, one at a time, each taken as time_launch takes a
 // sample: behind the stream hold, after an L2 flush when `cold`, inside its NVTX ranges,

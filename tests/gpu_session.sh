@@ -7,6 +7,11 @@
 #   tests/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
 #   tests/gpu_session.sh compare OLD_BIN   # perf cases with OLD_BIN, then with build/bin, then
 #                                          # `attnbench compare` of the two (a refactor's proof)
+#   tests/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
+#                                          # the soak after a kernel change: every case folder
+#                                          # but perf under memcheck, the shared-memory kernels
+#                                          # under racecheck, or 10 seeds of every case folder
+#                                          # but perf; each stops cleanly after SECONDS
 # PEERS_PY defaults to this repo's tests/peers.py. `all` leaves out perf's extras (paged
 # block sizes 8/32, peer_decode_flush.py) so that it fits the device's 10-minute limit.
 # Expects build/bin (built here for sm_90a) and build's CTestTestfile.cmake files, whose
@@ -85,11 +90,48 @@ compare_builds() {
   $bin compare "$OUT/perf-old.json" "$OUT/perf-new.json" 2>&1 | tee "$OUT/compare.txt"
 }
 
+# The soak: compute-sanitizer over the cases that reach every variant at small shapes
+# (cases/perf's shapes would take hours under it), one trial of 64 rows per point.
+soak() {
+  local tool=$1 budget=${2:-540} start=$SECONDS
+  local san; san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local q=(--set verify.trials=1 --set verify.max_rows=64)
+  local dirs; dirs=$(find cases -mindepth 1 -maxdepth 1 -type d ! -name perf | sort)
+  local log="$OUT/soak-$tool.txt"
+  : > "$log"
+  run_one() {  # LABEL COMMAND...: runs it inside what is left of the budget, logs a line per run
+    local label=$1; shift
+    local left=$((budget - (SECONDS - start)))
+    if [ "$left" -le 5 ]; then echo "NOT RUN (budget) $label" >> "$log"; return; fi
+    timeout "$left" "$@" > "$OUT/soak.tmp" 2>&1; local rc=$?
+    local errors; errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$OUT/soak.tmp" | awk '{s += $3} END {print s + 0}')
+    local passed; passed=$(awk '/ passed, / {p += $1; f += $3} END {print p + 0 " passed, " f + 0 " failed"}' "$OUT/soak.tmp")
+    echo "rc=$rc sanitizer-errors=$errors $passed $((SECONDS - start))s $label" >> "$log"
+    [ "$rc" = 0 ] || grep -E "ERROR|FAILED|Invalid|Race|hazard|error" "$OUT/soak.tmp" | head -20 >> "$log"
+  }
+  case "$tool" in
+  memcheck)
+    for d in $dirs; do run_one "$d" "$san" --tool memcheck --error-exitcode 99 "$bin" verify "$d" "${q[@]}"; done ;;
+  racecheck)
+    # The kernels that share memory within a block: every family's tiled rungs.
+    for d in cases/smoke cases/softmax cases/attention cases/decode cases/paged cases/gemm; do
+      [ -d "$d" ] && run_one "$d" "$san" --tool racecheck --racecheck-report hazard --error-exitcode 99 "$bin" verify "$d" "${q[@]}"
+    done ;;
+  seeds)
+    for s in 11 22 33 44 55 66 77 88 99 110; do
+      for d in $dirs; do run_one "seed $s $d" "$bin" verify "$d" --seed "$s" "${q[@]}"; done
+    done ;;
+  esac
+  rm -f "$OUT/soak.tmp"
+  cat "$log"
+}
+
 case "${1:-}" in
 all) verify_all; perf core "${2:-tests/peers.py}" ;;
 verify) verify_all ;;
 perf) perf extras "${2:-tests/peers.py}" ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" ;;
+soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 *)
   echo "usage: tests/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
   exit 2

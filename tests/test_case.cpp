@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/case.hpp"
+#include "app/checked.hpp"
 
 namespace attnbench {
 namespace {
@@ -444,15 +445,81 @@ TEST(CaseErrors, KernelNames) {
 TEST(CaseErrors, VerifyAndBenchRanges) {
   const std::string base = std::string(kAttention);
   expect_has(error_of(base + "[verify]\nseed = -1\n"), {"8:8", "verify.seed must be at least 0, got -1"});
-  expect_has(error_of(base + "[verify]\ntrials = 0\n"), {"verify.trials must be between 1 and"});
+  expect_has(error_of(base + "[verify]\ntrials = 0\n"), {"verify.trials must be at least 1, got 0"});
+  expect_has(error_of(base + "[verify]\ntrials = 2147483647\n"), {"verify.trials must be at most 1000"});
   expect_has(error_of(base + "[verify]\natol = -0.5\n"), {"8:8", "verify.atol must be a finite number >= 0, got -0.5"});
   expect_has(error_of(base + "[verify]\nrtol = nan\n"), {"verify.rtol must be a finite number"});
   expect_has(error_of(base + "[verify]\nmax_rows = -1\n"), {"verify.max_rows must be at least 0"});
   expect_has(error_of(base + "[bench]\nmode = \"warm\"\n"),
              {"8:8", "unknown bench.mode 'warm' (expected cold, hot or graph)"});
-  expect_has(error_of(base + "[bench]\nwarmup_ms = -1\n"), {"bench.warmup_ms must be a finite number >= 0"});
+  expect_has(error_of(base + "[bench]\nwarmup_ms = -1\n"),
+             {"bench.warmup_ms must be a finite number between 0 and 60000, got -1"});
+  // Sampling that would never end is refused, not started.
+  expect_has(error_of(base + "[bench]\nmin_time_ms = 1e308\n"), {"bench.min_time_ms", "between 0 and 600000"});
+  expect_has(error_of(base + "[bench]\nmax_time_ms = inf\n"), {"bench.max_time_ms", "finite"});
+  expect_has(error_of(base + "[bench]\nmax_noise = 2\n"), {"bench.max_noise", "between 0 and 1"});
   expect_has(error_of(base + "[bench]\nmin_time_ms = 100\nmax_time_ms = 50\n"),
              {"9:15", "bench.max_time_ms (50) must be at least bench.min_time_ms (100)"});
+}
+
+// ---------------------------------------------------------------------------
+// Hostile sizes: every one refused at load, in one line, before anything is allocated
+
+TEST(CaseErrors, DimensionsStopAt32BitIndices) {
+  const char* softmax = "op = \"softmax\"\n[shape]\nrows = 4\ncols = ";
+  for (const char* big : {"2147483648", "4611686018427387904", "9223372036854775807"})
+    expect_has(error_of(std::string(softmax) + big + "\n"), {"4:8", "shape.cols must be at most 2147483647"});
+  // Each dim fits, the product does not: the tensor is refused by name, with its dims.
+  expect_has(error_of("op = \"softmax\"\n[shape]\nrows = 2147483647\ncols = 2147483647\n"),
+             {"tensor x (rows 2147483647 x cols 2147483647)", "32-bit", "at most 2147483647"});
+  // A product that overflows 64 bits on the way is caught too, never wrapped.
+  expect_has(error_of(std::string(kPaged) + "num_blocks = 2147483647\nblock_size = 1048576\npartition_size = 1048576\n",
+                      {"shape.head_dim=256"}),
+             {"tensor k_cache", "4611686016279904256 elements"});
+  // Past 2^63 the product is an error, never a wrapped (small, "fitting") number.
+  EXPECT_THROW(checked_product({int64_t{1} << 40, int64_t{1} << 30}, "x"), InputError);
+  EXPECT_EQ(checked_product({int64_t{1} << 40, int64_t{1} << 20}, "x"), int64_t{1} << 60);
+  EXPECT_THROW(checked_add(INT64_MAX, int64_t{1}, "x"), InputError);
+}
+
+TEST(CaseErrors, BatchIsBoundedBeforeItsListsAreBuilt) {
+  // A batch of 2^40 would build a 2^40-entry context list: refused by its range first.
+  expect_has(error_of(kDecode, {"shape.batch=1099511627776"}), {"shape.batch must be at most 65535"});
+  expect_has(error_of(kDecode, {"shape.context=2147483648"}), {"context 2147483648", "at most 2147483647"});
+}
+
+TEST(CaseErrors, DerivedKeysObeyTheirRange) {
+  const std::string pipeline =
+      "op = \"pipeline\"\n[shape]\nbatch = 1\nheads = 1\nhead_dim = 8\nprompt = 2147483647\ngenerate = 2147483647\n";
+  expect_has(error_of(pipeline), {"shape.max_context (prompt + generate) is 4294967294", "outside 1..2147483647"});
+}
+
+TEST(CaseErrors, SweepsAreCappedBeforeTheyAreBuilt) {
+  std::string values = "[";
+  for (int i = 1; i <= 1000; ++i) values += (i > 1 ? "," : "") + std::to_string(i);
+  values += "]";
+  const std::string text = "op = \"attention\"\n[shape]\nbatch = 1\nhead_dim = 64\n[sweep]\nheads = " + values +
+                           "\nseq_q = " + values + "\nseq_k = " + values + "\n";
+  expect_has(error_of(text), {"the sweep makes more than 10000 points (1000 x 1000 x 1000)", "--max-points"});
+  // The cap is the caller's to raise.
+  EXPECT_EQ(parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml", {},
+                       1000)
+                .points.size(),
+            1000u);
+  EXPECT_THROW(parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml",
+                          {}, 999),
+               InputError);
+}
+
+TEST(CaseErrors, LongAndControlTextStaysOneShortLine) {
+  const std::string key(1 << 20, 'x');
+  const std::string msg = error_of("op = \"softmax\"\n[shape]\nrows = 2\ncols = 3\n" + key + " = 1\n");
+  expect_has(msg, {"unknown key shape.xxx", "..."});
+  EXPECT_LT(msg.size(), 400u);
+  expect_has(error_of("op = \"softmax\"\nname = \"a\\u001b[31m\"\n[shape]\nrows = 2\ncols = 3\n"),
+             {"name 'a\\x1b[31m' has a control character"});
+  const std::string set_msg = error_of(kDecode, {"shape.heads=" + std::string(100000, '9')});
+  EXPECT_LT(set_msg.size(), 400u) << set_msg;
 }
 
 // ---------------------------------------------------------------------------

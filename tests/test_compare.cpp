@@ -1,6 +1,11 @@
 // `attnbench compare`: verdicts on synthetic sample sets, matching rows, exit codes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -38,7 +43,8 @@ json row(const std::string& variant, const json& t, const std::string& status = 
 }
 
 json report(std::vector<json> rows, const std::string& card = "NVIDIA H200") {
-  return {{"attnbench", {{"version", "0.2.0"}, {"date", "2026-12-01T00:00:00Z"}, {"mode", "run"}}},
+  return {{"schema", 2},
+          {"attnbench", {{"version", "0.2.0"}, {"date", "2026-12-01T00:00:00Z"}, {"mode", "run"}}},
           {"device", {{"name", card}, {"driver", "13.0"}}},
           {"rows", rows}};
 }
@@ -152,6 +158,16 @@ TEST(Compare, DifferentCardsWarn) {
   EXPECT_NE(cmp(a, b).warning.find("different cards"), std::string::npos);
 }
 
+TEST(Compare, UnfinishedRunsWarn) {
+  json a = report({row("naive", timing(samples(3.0, 0.01)))});
+  const json b = report({row("naive", timing(samples(3.0, 0.01)))});
+  EXPECT_EQ(cmp(a, b).warning, "");
+  a["attnbench"]["complete"] = false;  // what -o holds after a fault or a kill
+  const std::string w = compare_reports(a, b, 0.05, "base.json", "new.json").warning;
+  EXPECT_NE(w.find("base.json is an unfinished run"), std::string::npos) << w;
+  EXPECT_EQ(w.find("new.json"), std::string::npos) << w;
+}
+
 TEST(Compare, BadInput) {
   const json ok = report({row("naive", timing(samples(3.0, 0.01)))});
   EXPECT_THROW(cmp(json::object(), ok), InputError);
@@ -183,4 +199,330 @@ TEST(Compare, TableAndMarkdown) {
   EXPECT_NE(table.str().find("0 FAST, 1 SLOW, 1 SAME (threshold 5%"), std::string::npos) << table.str();
   EXPECT_NE(md.str().find("| softmax-x | cols=1000 | fast | cold |"), std::string::npos) << md.str();
   EXPECT_NE(md.str().find("**SLOW**"), std::string::npos);
+}
+
+// ---- Refusing what compare cannot believe: each class throws one InputError line that
+// names the report and, for a row, its case, point, variant and mode.
+
+namespace {
+
+// The message of the InputError `f` throws; a failure when it throws nothing or something else.
+template <typename F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_LE(m.size(), 400u) << m;
+    return m;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an InputError: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Two rows, the second ("fast") the one the tests break.
+json good() { return report({row("naive", timing(samples(3.0, 0.01))), row("fast", timing(samples(1.0, 0.01)))}); }
+
+const char* kFastRow = R"(rows[1] (case "softmax-x", point "cols=1000", variant "fast", mode "cold"))";
+
+// compare_reports(good, doc) as the CLI would name them.
+std::string refused_as_new(const json& doc) {
+  return refusal([&] { compare_reports(good(), doc, 0.05, "base.json", "new.json"); });
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("attnbench-test-compare-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string p = (path / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST(CompareRefuses, SchemaMissingWrongTypeOrUnknown) {
+  json r = good();
+  // Schema 1 reports read the same keys (only "pipeline" became "stages"): still compared.
+  r["schema"] = 1;
+  EXPECT_EQ(cmp(r, good()).rows.size(), 2u);
+  r["schema"] = 2;
+  EXPECT_EQ(cmp(good(), r).exit_code(), 0);
+
+  r["schema"] = 3;
+  std::string m = refused_as_new(r);
+  EXPECT_TRUE(has(m, "new.json: error: the report has schema 3")) << m;
+  EXPECT_TRUE(has(m, "reads schema 1 to 2")) << m;
+  for (const json& bad : {json(0), json(-1), json(99999999999LL)}) {
+    r["schema"] = bad;
+    m = refused_as_new(r);
+    EXPECT_TRUE(has(m, "schema " + bad.dump())) << m;
+  }
+  for (const json& bad : {json("2"), json(2.0), json(2.5), json(nullptr), json::array({2}), json(true)}) {
+    r["schema"] = bad;
+    m = refused_as_new(r);
+    EXPECT_TRUE(has(m, "new.json: error: the report's \"schema\" is ")) << m;
+    EXPECT_TRUE(has(m, "not an integer; this build of attnbench reads schema 1 to 2")) << m;
+  }
+  r.erase("schema");
+  m = refusal([&] { cmp(r, good()); });
+  EXPECT_TRUE(has(m, "BASE: error: the report has no \"schema\"")) << m;
+}
+
+TEST(CompareRefuses, ImpossibleStatistics) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Bad {
+    const char* key;
+    json value;
+    const char* says;
+  };
+  const std::vector<Bad> bads = {
+      {"median_ms", -1.0, "timing.median_ms is -1: a time cannot be negative"},
+      {"median_ms", nan, "timing.median_ms is nan, expected a finite number"},
+      {"median_ms", inf, "timing.median_ms is inf, expected a finite number"},
+      {"median_ms", -inf, "timing.median_ms is -inf"},
+      {"median_ms", "1.0", "timing.median_ms is the string \"1.0\", expected a number"},
+      {"median_ms", nullptr, "timing.median_ms is null, expected a number"},
+      {"median_ms", 0.0, "timing.median_ms is 0: no kernel runs in no time"},
+      {"median_ms", 1e-300, "timing.median_ms is 1e-300"},
+      {"median_ms", 1e300, "over 10^9 ms"},
+      {"q1_ms", 1.5, "quartiles out of order: q1_ms 1.5, median_ms 1, q3_ms"},
+      {"q3_ms", 0.5, "quartiles out of order: q1_ms"},
+      {"q1_ms", -0.1, "timing.q1_ms is -0.1: a time cannot be negative"},
+      {"min_ms", -0.1, "timing.min_ms is -0.1"},
+      {"max_ms", nan, "timing.max_ms is nan"},
+      {"noise", -0.01, "timing.noise is -0.01: a spread cannot be negative"},
+      {"noise", "low", "timing.noise is the string \"low\""},
+      {"samples", -41, "timing.samples is -41, expected a whole number of samples"},
+      {"samples", 0, "timing.samples is 0"},
+      {"samples", 2.5, "timing.samples is 2.5"},
+      {"samples", true, "timing.samples is true, expected a number"},
+  };
+  for (const Bad& b : bads) {
+    json r = good();
+    r["rows"][1]["timing"][b.key] = b.value;
+    const std::string m = refused_as_new(r);
+    EXPECT_TRUE(has(m, std::string("new.json: error: ") + kFastRow + ": ")) << b.key << ": " << m;
+    EXPECT_TRUE(has(m, b.says)) << b.key << ": " << m;
+    // BASE is checked as well: its median divides the change.
+    const std::string mb = refusal([&] { cmp(r, good()); });
+    EXPECT_TRUE(has(mb, std::string("BASE: error: ") + kFastRow)) << mb;
+  }
+  // A timing without a median is not a timing.
+  json r = good();
+  r["rows"][1]["timing"].erase("median_ms");
+  EXPECT_TRUE(has(refused_as_new(r), "timing has no median_ms"));
+  // The statistics of every mode are checked, each named by its mode.
+  r = good();
+  r["rows"][1]["timings"] = {{"cold", timing(samples(1.0, 0.01))}, {"graph", timing(samples(0.5, 0.01), "graph")}};
+  r["rows"][1]["timings"]["graph"]["q1_ms"] = 0.9;
+  const std::string m = refused_as_new(r);
+  EXPECT_TRUE(has(m, R"(variant "fast", mode "graph"): timings.graph has its quartiles out of order)")) << m;
+  // Quartiles a rounding error apart, as interpolation may give them, are fine.
+  r = good();
+  r["rows"][1]["timing"]["q1_ms"] = r["rows"][1]["timing"]["median_ms"].get<double>() * (1 + 1e-14);
+  EXPECT_NO_THROW(cmp(good(), r));
+  // A good report still compares; before, a negative median read "-10100.0% FAST" and a
+  // zero one "+inf%".
+  EXPECT_EQ(cmp(good(), good()).count(Verdict::same), 2);
+}
+
+TEST(CompareRefuses, ControlCharactersAndHugeStringsArePrintedEscaped) {
+  json r = good();
+  const std::string evil_case = "\x1b[31msoftmax\x1b[0m", evil_point = "cols=1000|rows=2\nSLOW\r";
+  const std::string long_variant = "naive" + std::string(100000, 'v');
+  for (auto& x : r["rows"]) {
+    x["case"] = evil_case;
+    x["point"] = evil_point;
+  }
+  r["rows"][0]["variant"] = long_variant;
+  r["rows"][1]["timing"]["mode"] = "cold\a";
+  r["device"]["name"] = "NVIDIA \x1b]0;title\x07H200|" + std::string(100000, 'x');
+  r["attnbench"]["version"] = "0.2.0\nFAKE: 0 SLOW";
+  json other = r;
+  other["device"]["name"] = "NVIDIA \x1b[2JH100";
+  const CompareResult c = cmp(r, other);
+  // The rows keep their strings as they are, for matching...
+  EXPECT_EQ(c.rows.at(0).case_name, evil_case);
+  EXPECT_EQ(c.rows.at(0).variant, long_variant);
+  // ...and every way of printing them escapes and cuts.
+  for (const bool markdown : {false, true}) {
+    std::ostringstream out;
+    write_compare(out, c, markdown);
+    const std::string s = out.str();
+    for (char ch : s) {
+      const auto u = static_cast<unsigned char>(ch);
+      ASSERT_TRUE(u == '\n' || (u >= 0x20 && u != 0x7f)) << "control character " << int(u) << " in\n" << s;
+    }
+    EXPECT_FALSE(has(s, "FAKE")  && !has(s, "\\nFAKE")) << s;
+    std::istringstream lines(s);
+    size_t n = 0;
+    for (std::string line; std::getline(lines, line); ++n) EXPECT_LE(line.size(), 700u) << line.substr(0, 200);
+    EXPECT_LE(n, 12u) << s;
+    EXPECT_FALSE(has(s, std::string(200, 'v'))) << "a long variant name is cut";
+    EXPECT_FALSE(has(s, std::string(200, 'x'))) << "a long device name is cut";
+    if (markdown) {
+      EXPECT_TRUE(has(s, "| \\\\x1b[31msoftmax\\\\x1b[0m | cols=1000\\|rows=2\\\\nSLOW\\\\r |")) << s;
+      EXPECT_TRUE(has(s, "H200\\|xxx")) << s;
+      EXPECT_TRUE(has(s, "0.2.0\\\\nFAKE")) << s;
+      // Every table line has exactly the 10 unescaped '|' of its 9 columns.
+      std::istringstream md(s);
+      for (std::string line; std::getline(md, line);) {
+        if (line.empty() || line[0] != '|') continue;
+        int bars = 0;
+        for (size_t i = 0; i < line.size(); ++i) {
+          if (line[i] == '\\') ++i;
+          else if (line[i] == '|') ++bars;
+        }
+        EXPECT_EQ(bars, 10) << line;
+      }
+    } else {
+      EXPECT_TRUE(has(s, "\\x1b[31msoftmax\\x1b[0m  cols=1000|rows=2\\nSLOW\\r  naive")) << s;
+      EXPECT_TRUE(has(s, "cold\\x07")) << s;
+      EXPECT_TRUE(has(s, "NVIDIA \\x1b]0;title\\x07H200|xxx")) << s;
+    }
+  }
+  EXPECT_TRUE(has(c.warning, "\\x1b[2JH100")) << c.warning;
+  EXPECT_FALSE(has(c.warning, "\x1b")) << c.warning;
+  // A bad row quotes its names the same way in the message.
+  r["rows"][1]["timing"]["median_ms"] = -1;
+  const std::string m = refused_as_new(r);
+  EXPECT_TRUE(has(m, R"(case "\x1b[31msoftmax\x1b[0m", point "cols=1000|rows=2\nSLOW\r")")) << m;
+  EXPECT_TRUE(has(m, "is -1: a time cannot be negative")) << m;
+}
+
+TEST(CompareRefuses, WrongTypesAreInputErrors) {
+  struct Bad {
+    std::function<void(json&)> change;
+    const char* says;
+  };
+  const std::vector<Bad> bads = {
+      {[](json& r) { r = json::array(); }, "not an attnbench json report: the document is an array"},
+      {[](json& r) { r = "report"; }, "the document is the string \"report\""},
+      {[](json& r) { r["rows"] = json::object(); }, "\"rows\" is an object, expected an array"},
+      {[](json& r) { r["rows"] = "[]"; }, "\"rows\" is the string \"[]\", expected an array"},
+      {[](json& r) { r.erase("rows"); }, "\"rows\" is missing"},
+      {[](json& r) { r["attnbench"] = json::array(); }, "\"attnbench\" is an array, expected an object"},
+      {[](json& r) { r["attnbench"]["version"] = 2; }, "attnbench.version is the number 2, expected a string"},
+      {[](json& r) { r["device"] = "H200"; }, "\"device\" is the string \"H200\", expected an object"},
+      {[](json& r) { r["device"]["name"] = json::array(); }, "device.name is an array, expected a string"},
+      {[](json& r) { r["rows"][1] = json::array(); }, "rows[1]: the row is an array, expected an object"},
+      {[](json& r) { r["rows"][1]["case"] = 7; }, "rows[1]: case is the number 7, expected a string"},
+      {[](json& r) { r["rows"][1].erase("variant"); }, "rows[1]: variant is missing"},
+      {[](json& r) { r["rows"][1]["status"] = false; }, "rows[1]: status is false, expected a string"},
+      {[](json& r) { r["rows"][1]["reason"] = json::object(); }, "rows[1]: reason is an object"},
+      {[](json& r) { r["rows"][1]["timing"] = 1.0; },
+       R"(rows[1] (case "softmax-x", point "cols=1000", variant "fast"): timing is the number 1, expected an object)"},
+      {[](json& r) { r["rows"][1]["timing"]["mode"] = 1; }, "timing.mode is the number 1, expected a string"},
+      {[](json& r) { r["rows"][1]["timings"] = json::array(); }, "timings is an array, expected an object"},
+      {[](json& r) { r["rows"][1]["timings"] = {{"cold", "fast"}}; },
+       R"(mode "cold"): timings.cold is the string "fast", expected an object)"},
+  };
+  for (const Bad& b : bads) {
+    json r = good();
+    b.change(r);
+    const std::string m = refused_as_new(r);
+    EXPECT_TRUE(has(m, "new.json: error: ")) << m;
+    EXPECT_TRUE(has(m, b.says)) << b.says << "\n" << m;
+  }
+}
+
+TEST(CompareRefuses, NoJsonExceptionEscapesWhateverAFieldHolds) {
+  // Every value of a good report, in turn, replaced by every kind of json value: compare
+  // either accepts the result or refuses it with an InputError, never anything else.
+  json base = good();
+  base["rows"][1]["timings"] = {{"cold", timing(samples(1.0, 0.01))}};
+  const json flat = base.flatten();
+  const std::vector<json> kinds = {nullptr, true, -1, 0, 1e308, "x", json::array(), json::object(),
+                                   json::array({1, 2}), json{{"a", 1}}};
+  int refused = 0, tried = 0;
+  for (const auto& [pointer, value] : flat.items()) {
+    for (const json& k : kinds) {
+      json r = base;
+      r[json::json_pointer(pointer)] = k;
+      ++tried;
+      try {
+        compare_reports(base, r, 0.05);
+        compare_reports(r, base, 0.05);
+      } catch (const InputError&) {
+        ++refused;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << pointer << " = " << k.dump() << ": " << e.what();
+      }
+    }
+  }
+  EXPECT_GT(refused, tried / 2);
+}
+
+TEST(CompareRefuses, ReadingFiles) {
+  const TempDir dir;
+  const std::string p = dir.path.string();
+  std::string m = refusal([&] { read_report(p); });
+  EXPECT_EQ(m, p + ": error: is a directory, not a json report");
+  m = refusal([&] { read_report(p + "/nope.json"); });
+  EXPECT_TRUE(has(m, p + "/nope.json: error: cannot read the report")) << m;
+  EXPECT_TRUE(has(refusal([&] { read_report(dir.write("empty.json", "")); }), "empty.json: error: the file is empty"));
+  EXPECT_TRUE(has(refusal([&] { read_report(dir.write("blank.json", " \n\t\n")); }), "blank.json: error: the file is empty"));
+  m = refusal([&] { read_report(dir.write("bad.json", "{\"schema\": 2,\n \"rows\": [\x1b")); });
+  EXPECT_TRUE(has(m, "bad.json: error: not valid json: parse error at line 2")) << m;
+  EXPECT_FALSE(has(m, "\x1b")) << m;
+  EXPECT_FALSE(has(m, "[json.exception")) << m;
+  m = refusal([&] { read_report(dir.write("array.json", "[1, 2]")); });
+  EXPECT_TRUE(has(m, "array.json: error: not an attnbench json report: the document is an array")) << m;
+  m = refusal([&] { read_report(dir.write("number.json", "3")); });
+  EXPECT_TRUE(has(m, "number.json: error: not an attnbench json report: the document is the number 3")) << m;
+  // JSON has no infinity; 1e999 would be one, and is refused as it is parsed.
+  json r = good();
+  r["rows"][1]["timing"]["median_ms"] = 1.0;
+  std::string text = r.dump();
+  text.replace(text.find("\"median_ms\":1.0"), 15, "\"median_ms\":1e999");
+  m = refusal([&] { read_report(dir.write("inf.json", text)); });
+  EXPECT_TRUE(has(m, "inf.json: error: not valid json: number overflow parsing '1e999'")) << m;
+  // read_report checks the whole report, so the CLI's messages name the file, not BASE / NEW.
+  r = good();
+  r["rows"][1]["timing"]["q1_ms"] = 2.0;
+  m = refusal([&] { read_report(dir.write("quartiles.json", r.dump())); });
+  EXPECT_TRUE(has(m, std::string("quartiles.json: error: ") + kFastRow + ": timing has its quartiles")) << m;
+  r["rows"][1]["timing"] = "fast";
+  m = refusal([&] { read_report(dir.write("typed.json", r.dump())); });
+  EXPECT_TRUE(has(m, "typed.json: error: rows[1]")) << m;
+  // A path with control characters is printed escaped.
+  m = refusal([&] { read_report(p + "/\x1b[2Jnope.json"); });
+  EXPECT_TRUE(has(m, "/\\x1b[2Jnope.json: error: cannot read")) << m;
+  // A good file reads, and compares.
+  const std::string ok = dir.write("ok.json", good().dump(1));
+  EXPECT_EQ(cmp(read_report(ok), read_report(ok)).count(Verdict::same), 2);
+}
+
+TEST(CompareRefuses, ThresholdOnlyPlainPercentages) {
+  for (const char* bad : {"nan", "NaN%", "inf", "infinity", "-1", "-0", "+5", "1001", "1000.5", "1e1", "0x10", "5x",
+                          " 5", "5 ", "5%%", "5.5.5", ".", "", "%", "5\n", "99999999999999999999999999999999999"}) {
+    const std::string m = refusal([&] { parse_threshold(bad); });
+    EXPECT_TRUE(has(m, "--threshold ")) << bad;
+    EXPECT_TRUE(has(m, ": error: expected a percentage from 0 to 1000")) << m;
+  }
+  EXPECT_DOUBLE_EQ(parse_threshold("1000"), 10);
+  EXPECT_DOUBLE_EQ(parse_threshold("1000%"), 10);
+  EXPECT_DOUBLE_EQ(parse_threshold(".5"), 0.005);
+  EXPECT_DOUBLE_EQ(parse_threshold("7."), 0.07);
+  // The API refuses what parse_threshold would.
+  EXPECT_THROW(cmp(good(), good(), std::nan("")), InputError);
+  EXPECT_THROW(cmp(good(), good(), -0.01), InputError);
 }

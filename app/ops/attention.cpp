@@ -109,7 +109,8 @@ class AttentionProblem : public TableProblem<AttentionParams> {
 
 }  // namespace
 
-KeySpec batch_key() { return int_key("batch", "sequences"); }
+// A batch's per-sequence lists and grids are sized by it: gridDim.y/z stop at 65535.
+KeySpec batch_key() { return int_key("batch", "sequences", std::nullopt, 1, kMaxGridYZ); }
 KeySpec heads_key() { return int_key("heads", "query heads"); }
 KeySpec kv_heads_key() {
   return derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads");

@@ -110,7 +110,10 @@ class PagedProblem : public TableProblem<PagedParams> {
   }
 
  private:
-  int64_t cache_elements() const { return num_blocks_ * kv_heads_ * head_dim_ * block_size_; }
+  int64_t cache_elements() const {
+    return count_elements("k_cache", {{"num_blocks", num_blocks_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_},
+                                      {"block_size", block_size_}});
+  }
 
   // What the cache stores for a token's value: the value rounded to kv_dtype, or for
   // fp8 value / scale rounded to e4m3.

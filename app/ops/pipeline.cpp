@@ -48,7 +48,7 @@ class PipelineProblem : public Problem {
     const std::size_t e = dtype_bytes(p.dtype);
     k_cache_ = &add_buffer(e * cache_elements());
     v_cache_ = &add_buffer(e * cache_elements());
-    o_prefill_ = &add_buffer(e * b * P * h * d);
+    o_prefill_ = &add_buffer(e * count_elements("o_prefill", {{"batch", b}, {"prompt", P}, {"heads", h}, {"head_dim", d}}));
     // Cache rows each step writes to and reads up to, all steps at once: [generate, batch].
     std::vector<int32_t> positions, contexts;
     for (int64_t t = 0; t < G; ++t)
@@ -171,7 +171,10 @@ class PipelineProblem : public Problem {
   }
 
  private:
-  int64_t cache_elements() const { return batch_ * max_context_ * kv_heads_ * head_dim_; }
+  int64_t cache_elements() const {
+    return count_elements("k_cache", {{"batch", batch_}, {"max_context", max_context_}, {"kv_heads", kv_heads_},
+                                      {"head_dim", head_dim_}});
+  }
 
   // [batch, max_context, kv_heads, head_dim] as the steps leave it: the prompt's rows,
   // then one new row per step; rows past prompt + generate are 0 (never compared).

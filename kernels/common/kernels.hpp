@@ -81,6 +81,21 @@ struct Variant {
   std::size_t (*workspace)(const Params& p) = nullptr;
 };
 
+// Variants a test binary adds to a family's table before main (a deliberately faulting
+// or cheating kernel, to prove the harness catches it). The shipped binary has none.
+template <class Params>
+std::vector<Variant<Params>>& test_variants() {
+  static std::vector<Variant<Params>> extra;
+  return extra;
+}
+
+// A family's table with the test binary's variants after its own.
+template <class Params>
+std::vector<Variant<Params>> with_test_variants(std::vector<Variant<Params>> table) {
+  for (const auto& v : test_variants<Params>()) table.push_back(v);
+  return table;
+}
+
 template <class Params>
 const Variant<Params>* find_variant(const std::vector<Variant<Params>>& table, const std::string& name) {
   for (const auto& v : table)

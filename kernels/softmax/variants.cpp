@@ -23,13 +23,13 @@ std::string supports(const SoftmaxParams& p, const DeviceCaps&) {
 
 const std::vector<Variant<SoftmaxParams>>& softmax_variants() {
   using namespace softmax_impl;
-  static const std::vector<Variant<SoftmaxParams>> table = {
+  static const std::vector<Variant<SoftmaxParams>> table = with_test_variants<SoftmaxParams>({
       {"naive", "one thread per row, three passes over the row", naive, supports, nullptr},
       {"block_reduce", "one block per row, shared-memory tree reductions for the max, then the sum", block_reduce,
        supports, nullptr},
       {"warp_online", "one pass: row in registers, 16-byte vectors, online (max, sum) merged across threads",
        warp_online, supports, nullptr},
-  };
+  });
   return table;
 }
 

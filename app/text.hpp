@@ -1,0 +1,22 @@
+// Text from users and files, made safe to print on one line: control characters
+// escaped, long strings cut with an ellipsis. Every message that quotes an input
+// goes through these, so a 10 MB key or a name with escape codes stays one short line.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace attnbench {
+
+// Longest quoted input a message shows; the rest becomes "...".
+constexpr std::size_t kMaxQuoted = 80;
+// Longest message line attnbench prints for an error.
+constexpr std::size_t kMaxMessage = 400;
+
+// Control characters (and DEL) as \n, \t, \xNN; printable bytes and UTF-8 as they are.
+std::string printable(const std::string& s);
+// printable(s), cut to `max` characters (not `quoted`: that would clash with std::quoted) with "..." when longer.
+std::string clipped(const std::string& s, std::size_t max = kMaxQuoted);
+// One line of at most `max` characters: line breaks escaped, the tail cut with "...".
+std::string one_line(const std::string& s, std::size_t max = kMaxMessage);
+
+}  // namespace attnbench

@@ -1,0 +1,77 @@
+# `attnbench compare` refuses what it cannot believe: each bad report below exits 2 with
+# one line naming the file (and the row), never a crash, a table or "+inf%". Included
+# from tests/CMakeLists.txt after the compare_* tests; uses cli_test and CMP from there.
+set(SHORT ${CMP}/short-output.sh)
+
+# compare_refuses(NAME REGEX ARGS...): exit 2 with REGEX, and at most 3 short clean lines.
+function(compare_refuses name regex)
+  cli_test(${name} 2 "${regex}" compare ${ARGN})
+  add_test(NAME cli_${name}_short COMMAND ${SHORT} 3 400 $<TARGET_FILE:attnbench> compare ${ARGN})
+  set_tests_properties(cli_${name}_short PROPERTIES LABELS "cpu;cli")
+endfunction()
+
+set(ROW "rows\\[1\\] \\(case \"softmax\", point \"cols=1000\", variant \"warp_online\", mode \"cold\"\\)")
+set(NAIVE "rows\\[0\\] \\(case \"softmax\", point \"cols=1000\", variant \"naive\", mode \"cold\"\\)")
+
+# 1. Schema: missing, not an integer, or not one this build reads (1 and 2).
+compare_refuses(compare_bad_schema "bad-schema.json: error: the report has schema 3; this build of attnbench reads schema 1 to 2"
+                ${CMP}/base.json ${CMP}/bad-schema.json)
+compare_refuses(compare_schema_string "schema-string.json: error: the report's \"schema\" is the string \"2\", not an integer"
+                ${CMP}/schema-string.json ${CMP}/base.json)
+compare_refuses(compare_no_schema "no-schema.json: error: the report has no \"schema\"; this build"
+                ${CMP}/no-schema.json ${CMP}/base.json)
+# Schema 1 (base.json) and schema 2 (slow.json) reports compare.
+cli_test(compare_schema_1_and_2 1 "\\+25\\.0% +SLOW" compare ${CMP}/base.json ${CMP}/slow.json)
+
+# 2. Impossible statistics, named by file, row and mode.
+compare_refuses(compare_negative_time "negative-time.json: error: ${ROW}: timing.median_ms is -0.4: a time cannot be negative"
+                ${CMP}/base.json ${CMP}/negative-time.json)
+compare_refuses(compare_quartiles "quartiles.json: error: ${ROW}: timing has its quartiles out of order: q1_ms 0.0041, median_ms 0.004, q3_ms 0.0039"
+                ${CMP}/quartiles.json ${CMP}/base.json)
+compare_refuses(compare_zero_median "zero-median.json: error: ${NAIVE}: timing.median_ms is 0: no kernel runs in no time"
+                ${CMP}/zero-median.json ${CMP}/base.json)
+compare_refuses(compare_negative_samples "negative-samples.json: error: ${NAIVE}: timing.samples is -120"
+                ${CMP}/base.json ${CMP}/negative-samples.json)
+compare_refuses(compare_infinite_time "huge-number.json: error: not valid json: number overflow parsing '1e999'"
+                ${CMP}/huge-number.json ${CMP}/base.json)
+
+# 3. Strings from a report are printed escaped and cut: no escape code reaches the terminal.
+cli_test(compare_control_chars 0 "\\\\x1b\\[31msoftmax\\\\x1b\\[0m +cols=1000\\|rows=2\\\\nSLOW +naive\\\\x1b\\[2J.*\\.\\.\\. +cold\\\\x07"
+         compare ${CMP}/control-chars.json ${CMP}/control-chars.json)
+cli_test(compare_control_chars_markdown 0 "\\| \\\\\\\\x1b\\[31msoftmax\\\\\\\\x1b\\[0m \\| cols=1000\\\\\\|rows=2\\\\\\\\nSLOW \\|"
+         compare ${CMP}/control-chars.json ${CMP}/control-chars.json --format markdown)
+add_test(NAME cli_compare_control_chars_short
+         COMMAND ${SHORT} 6 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json)
+add_test(NAME cli_compare_control_chars_markdown_short
+         COMMAND ${SHORT} 9 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json
+                 --format markdown)
+set_tests_properties(cli_compare_control_chars_short cli_compare_control_chars_markdown_short PROPERTIES LABELS "cpu;cli")
+
+# 4. Reading: a directory, an empty file, invalid json, a json that is no object, wrong types.
+compare_refuses(compare_directory "compare: error: is a directory, not a json report$" ${CMP} ${CMP}/base.json)
+compare_refuses(compare_empty_file "empty.json: error: the file is empty" ${CMP}/base.json ${CMP}/empty.json)
+compare_refuses(compare_not_json "not-json.json: error: not valid json: parse error at line 3" ${CMP}/not-json.json ${CMP}/base.json)
+compare_refuses(compare_not_an_object "array.json: error: not an attnbench json report: the document is an array"
+                ${CMP}/array.json ${CMP}/base.json)
+compare_refuses(compare_rows_object "rows-object.json: error: \"rows\" is an object, expected an array"
+                ${CMP}/base.json ${CMP}/rows-object.json)
+compare_refuses(compare_timing_array "timing-array.json: error: rows\\[0\\] \\(case \"softmax\", point \"cols=1000\", variant \"naive\"\\): timing is an array, expected an object"
+                ${CMP}/timing-array.json ${CMP}/base.json)
+compare_refuses(compare_string_number "string-number.json: error: ${NAIVE}: timing.median_ms is the string \"0.01\", expected a number"
+                ${CMP}/string-number.json ${CMP}/base.json)
+compare_refuses(compare_missing_file_short "nope.json: error: cannot read the report: No such file" ${CMP}/nope.json ${CMP}/base.json)
+compare_refuses(compare_not_a_report_short "not-a-report.json: error: not an attnbench json report" ${CMP}/not-a-report.json ${CMP}/base.json)
+
+# 5. --threshold: a plain percentage from 0 to 1000.
+foreach(pair "nan:nan" "inf:inf" "negative:-5" "over_1000:1001" "junk:5x" "exponent:1e1" "space: 5" "two_percent:5%%")
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 id)
+  list(LENGTH pair n)
+  set(bad "")
+  if(n GREATER 1)
+    list(GET pair 1 bad)
+  endif()
+  compare_refuses(compare_threshold_${id} "--threshold .*: error: expected a percentage from 0 to 1000"
+                  ${CMP}/base.json ${CMP}/base.json "--threshold=${bad}")
+endforeach()
+cli_test(compare_threshold_1000 0 "threshold 1000%" compare ${CMP}/base.json ${CMP}/base.json --threshold 1000)

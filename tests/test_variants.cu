@@ -1,0 +1,67 @@
+// Test-only softmax variants, linked only into attnbench_testvariants: kernels that
+// misbehave on purpose, so the GPU tests can show the harness catching them.
+//   test_trap:  faults (__trap) on rows = 3: the run must stop with one line naming
+//               the case, point and variant, exit 3, every finished row kept in -o.
+//   test_cheat: a right softmax for its first two launches (the verification trials),
+//               then returns at once, as a kernel that caches its result would: the
+//               timed launches' output must fail verification, in every timing mode.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/softmax/softmax.hpp"
+
+namespace attnbench {
+namespace {
+
+__device__ int g_cheat_launches = 0;
+
+__global__ void count_launch() { ++g_cheat_launches; }
+
+// One thread per row, fp32: the work an honest launch does.
+__global__ void cheat_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  if (g_cheat_launches > 2) return;  // "already computed": the cheat
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const float* in = x + r * cols;
+  float* out = y + r * cols;
+  float m = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < cols; ++j) m = fmaxf(m, in[j]);
+  for (int64_t j = 0; j < cols; ++j) sum += expf(in[j] - m);
+  for (int64_t j = 0; j < cols; ++j) out[j] = expf(in[j] - m) / sum;
+}
+
+__global__ void trap_kernel() { __trap(); }
+
+void test_cheat(const SoftmaxParams& p, const LaunchContext& ctx) {
+  count_launch<<<1, 1, 0, ctx.stream>>>();
+  check_launch("count_launch");
+  cheat_softmax<<<static_cast<unsigned>(ceil_div(p.rows, 128)), 128, 0, ctx.stream>>>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.y), p.rows, p.cols);
+  check_launch("test_cheat");
+}
+
+void test_trap(const SoftmaxParams&, const LaunchContext& ctx) {
+  trap_kernel<<<1, 1, 0, ctx.stream>>>();
+  check_launch("test_trap");
+}
+
+std::string fp32_only(const SoftmaxParams& p, const DeviceCaps&) {
+  return p.dtype == DType::fp32 ? "" : "test kernel: fp32 only";
+}
+
+std::string rows_3_only(const SoftmaxParams& p, const DeviceCaps&) {
+  return p.rows == 3 ? "" : "test kernel: faults on rows = 3 only";
+}
+
+const bool registered = [] {
+  test_variants<SoftmaxParams>().push_back(
+      {"test_cheat", "TEST ONLY: computes on its first two launches, then skips the work", test_cheat, fp32_only});
+  test_variants<SoftmaxParams>().push_back(
+      {"test_trap", "TEST ONLY: traps (a device fault) on rows = 3", test_trap, rows_3_only});
+  return true;
+}();
+
+}  // namespace
+}  // namespace attnbench
