@@ -69,7 +69,7 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
          {"outputs", nlohmann::json::object()}};
     for (const Tensor* t : problem.input_tensors()) {
       const auto shape = t->shape();
-      write_npy(dir + "/" + t->name + ".npy", t->host, shape);
+      write_npy(dir + "/" + t->name + ".npy", std::vector<float>(t->host.begin(), t->host.end()), shape);
       m["inputs"][t->name] = {{"file", t->name + ".npy"}, {"shape", shape}, {"layout", t->layout()},
                               {"storage", dtype_name(t->dtype)}};
     }

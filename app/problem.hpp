@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,29 @@ struct Work {
   Bandwidth bandwidth = Bandwidth::copy;
 };
 
+// Host arrays of a tensor's size. resize() leaves them uninitialised, so the parallel
+// loops that fill them first touch their pages on all cores: a std::vector<float> zeroes
+// gigabytes on one core first, which was most of `verify all`'s input time.
+template <class T>
+struct NoInit : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = NoInit<U>;
+  };
+  NoInit() = default;
+  template <class U>
+  NoInit(const NoInit<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using HostValues = std::vector<float, NoInit<float>>;
+
 // One axis of a tensor. `role` places it in an error's (b, h, i, d) coordinate:
 // 'b' batch, 'h' head, 'i' position (plus `offset`), 'd' the element; 0 for none.
 struct Dim {
@@ -51,7 +75,7 @@ struct Tensor {
   std::vector<Dim> dims;
   std::string note;  // how to read the layout, e.g. "C = A B^T"
   int64_t count = 0;
-  std::vector<float> host;
+  HostValues host;
   DeviceBuffer device;
   std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_bytes(dtype); }
   std::vector<int64_t> shape() const;
@@ -137,7 +161,7 @@ class Problem {
   virtual void prepare(uint64_t seed, const LaunchContext& ctx) { (void)seed, (void)ctx; }
   // Called on each input's drawn values: e.g. NaN in the cache rows no kernel may read.
   // Returns true when it changed them (they are uploaded again).
-  virtual bool shape_input(size_t index, std::vector<float>& values) const {
+  virtual bool shape_input(size_t index, HostValues& values) const {
     (void)index, (void)values;
     return false;
   }

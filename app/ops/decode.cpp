@@ -54,7 +54,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
 
  protected:
   // Cache rows past each sequence's context hold NaN: a kernel that reads one fails.
-  bool shape_input(size_t index, std::vector<float>& values) const override {
+  bool shape_input(size_t index, HostValues& values) const override {
     if (index == 0) return false;
     const int64_t row = kv_heads_ * head_dim_;
     bool changed = false;

@@ -85,8 +85,8 @@ class PagedProblem : public TableProblem<PagedParams> {
     // An fp8 cache stores value / scale, the scale putting the largest value at 448.
     k_scale_ = v_scale_ = 1.f;
     if (kv_dtype_ == DType::fp8_e4m3) {
-      k_scale_ = fp8_scale(input(1).host);
-      v_scale_ = fp8_scale(input(2).host);
+      k_scale_ = fp8_scale(input(1).host.data(), input(1).count);
+      v_scale_ = fp8_scale(input(2).host.data(), input(2).count);
     }
     host_k_ = dense_cache(input(1).host, k_scale_);
     host_v_ = dense_cache(input(2).host, v_scale_);
@@ -121,9 +121,9 @@ class PagedProblem : public TableProblem<PagedParams> {
 
   // [batch, longest context, kv_heads, head_dim]: each sequence's tokens as the cache
   // holds them, times the scale; NaN past each context (the reference must not read it).
-  std::vector<float> dense_cache(const std::vector<float>& tokens, float scale) const {
+  HostValues dense_cache(const HostValues& tokens, float scale) const {
     const int64_t row = kv_heads_ * head_dim_;
-    std::vector<float> dense(static_cast<size_t>(batch_ * longest_ * row));
+    HostValues dense(static_cast<size_t>(batch_ * longest_ * row));
     std::vector<int64_t> first(static_cast<size_t>(batch_), 0);
     for (int64_t b = 1; b < batch_; ++b) first[b] = first[b - 1] + context_[b - 1];
     parallel_for(batch_ * longest_, static_cast<double>(batch_ * longest_ * row), [&](int64_t bt) {
@@ -142,7 +142,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     const ref::PagedLayout layout{kv_heads_, head_dim_, block_size_, paged_x(kv_dtype_)};
     Comparison c;
     for (int which = 0; which < 2; ++which) {
-      const std::vector<float>& tokens = input(1 + which).host;
+      const HostValues& tokens = input(1 + which).host;
       const float scale = which ? v_scale_ : k_scale_;
       const auto got = host_bytes(e * static_cast<size_t>(cache_elements()));
       (which ? v_cache_ : k_cache_)->download(got.get(), e * static_cast<size_t>(cache_elements()));
@@ -209,16 +209,16 @@ class PagedProblem : public TableProblem<PagedParams> {
   std::vector<int64_t> context_;
   int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
   std::vector<int32_t> table_;
-  std::vector<float> host_k_, host_v_;
+  HostValues host_k_, host_v_;
   float k_scale_ = 1, v_scale_ = 1;
   DeviceBuffer *k_cache_, *v_cache_, *tables_, *context_lens_, *slots_;
 };
 
 }  // namespace
 
-float fp8_scale(const std::vector<float>& values) {
-  std::vector<float> part(static_cast<size_t>((static_cast<int64_t>(values.size()) + kChunk - 1) / kChunk), 0.f);
-  for_chunks(static_cast<int64_t>(values.size()), [&](int64_t lo, int64_t hi) {
+float fp8_scale(const float* values, int64_t n) {
+  std::vector<float> part(static_cast<size_t>((n + kChunk - 1) / kChunk), 0.f);
+  for_chunks(n, [&](int64_t lo, int64_t hi) {
     float m = 0;
     for (int64_t i = lo; i < hi; ++i) m = std::max(m, std::fabs(values[i]));
     part[static_cast<size_t>(lo / kChunk)] = m;

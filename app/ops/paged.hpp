@@ -15,7 +15,7 @@ void finish_paged_pool(ShapeCheck& check);
 
 // An fp8 e4m3 cache stores value / scale: the scale that puts the largest |value| at
 // 448, the format's largest (1 when every value is 0).
-float fp8_scale(const std::vector<float>& values);
+float fp8_scale(const float* values, int64_t n);
 
 // One trial's layout: the pool in a seeded random order, sequence b taking the next
 // ceil(context[b] / block_size) blocks; table entries past a sequence's last block

@@ -84,8 +84,8 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     slots_->upload(pool_.slots.data(), 8 * pool_.slots.size());
     // What the cache stores: the value rounded to kv_dtype, or for fp8 value / scale.
     for (int which = 0; which < 2; ++which) {
-      const std::vector<float>& v = input(which).host;
-      scale_[which] = kv_dtype_ == DType::fp8_e4m3 ? fp8_scale(v) : 1.f;
+      const HostValues& v = input(which).host;
+      scale_[which] = kv_dtype_ == DType::fp8_e4m3 ? fp8_scale(v.data(), static_cast<int64_t>(v.size())) : 1.f;
       codes_[which].resize(v.size());
       for (size_t i = 0; i < v.size(); ++i) codes_[which][i] = round_to(kv_dtype_, v[i] / scale_[which]);
     }
