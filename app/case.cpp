@@ -604,7 +604,8 @@ class CaseReader {
       const Item it{"sweep." + std::string(k->str()), t->get(k->str())};
       const auto* list = it.node->as_array();
       if (!list || list->empty())
-        ctx_.fail(it.at(), it.name + " must be a non-empty list of values, got " + (list ? "[]" : type_name(*it.node)));
+        ctx_.fail(it.at(), it.name + " must be a non-empty list of values or a range like \"1024:16384:*2\", got " +
+                               (list ? "[]" : type_name(*it.node)));
       SweepAxis axis{std::string(k->str()), {}};
       for (size_t i = 0; i < list->size(); ++i)
         axis.values.push_back(Item{it.name + "[" + std::to_string(i) + "]", &(*list)[i]});
@@ -695,6 +696,66 @@ class CaseReader {
 };
 
 // ---------------------------------------------------------------------------
+// Sweep ranges: "START:STOP:*FACTOR" (1024:16384:*2) or "START:STOP:+STEP" (64:256:+64)
+
+bool looks_like_range(const std::string& s) {
+  const auto a = s.find(':'), b = s.find(':', a == std::string::npos ? a : a + 1);
+  return a != std::string::npos && b != std::string::npos && b + 1 < s.size() && (s[b + 1] == '*' || s[b + 1] == '+');
+}
+
+// The values, STOP included when the steps reach it; `error` says why there are none.
+std::vector<int64_t> range_values(const std::string& s, int64_t max_values, std::string& error) {
+  const auto number = [](const std::string& t, int64_t& out) {
+    if (t.empty() || t.size() > 18 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    out = std::stoll(t);
+    return true;
+  };
+  const auto a = s.find(':'), b = s.find(':', a + 1);
+  int64_t start = 0, stop = 0, step = 0;
+  const bool times = s[b + 1] == '*';
+  if (!number(s.substr(0, a), start) || !number(s.substr(a + 1, b - a - 1), stop) || !number(s.substr(b + 2), step)) {
+    error = "a range is START:STOP:*FACTOR or START:STOP:+STEP with whole numbers, like 1024:16384:*2";
+    return {};
+  }
+  if (start > stop || (times ? (start < 1 || step < 2) : step < 1)) {
+    error = times ? "needs 1 <= START <= STOP and a FACTOR of at least 2" : "needs START <= STOP and a STEP of at least 1";
+    return {};
+  }
+  std::vector<int64_t> values;
+  for (int64_t v = start; v <= stop; v = times ? v * step : v + step) {
+    if (static_cast<int64_t>(values.size()) == max_values) {
+      error = "makes more than " + std::to_string(max_values) + " values (raise the limit with --max-points)";
+      return {};
+    }
+    values.push_back(v);
+    if (v > stop / (times ? step : 1) && times) break;  // the next product passes STOP (and could overflow)
+    if (!times && v > stop - step) break;
+  }
+  return values;
+}
+
+// Each [sweep] value given as a range string becomes the list it names.
+void expand_ranges(const Context& ctx, toml::table& doc, int64_t max_values) {
+  auto* sweep = doc.get_as<toml::table>("sweep");
+  if (!sweep) return;
+  std::vector<std::pair<toml::key, toml::array>> lists;
+  for (const auto& [key, node] : *sweep) {
+    const auto* str = node.as_string();
+    if (!str || !looks_like_range(str->get())) continue;
+    std::string error;
+    const std::vector<int64_t> values = range_values(str->get(), max_values, error);
+    if (values.empty())
+      ctx.fail(node.source().begin.line ? node.source() : key.source(),
+               "sweep." + std::string(key.str()) + " = \"" + clipped(str->get()) + "\": " + error);
+    toml::array list;
+    for (int64_t v : values) list.push_back(v);
+    lists.emplace_back(key, std::move(list));
+  }
+  for (auto& [key, list] : lists) sweep->insert_or_assign(key, std::move(list));
+}
+
+// ---------------------------------------------------------------------------
 // --set overrides, applied to the document before it is read
 
 std::string lower_first(std::string s) {
@@ -748,7 +809,8 @@ class Override {
       fail("bad key '" + key_ + "' (expected a dotted path like shape.seq_q)");
     if (const auto bad = toml_guard(key_ + " = " + value_)) fail("bad value '" + value_ + "': " + bad->what);
     auto r = toml::parse(key_ + " = " + value_, std::string_view(where_));
-    if (!r && is_bare_word(value_)) r = toml::parse(key_ + " = \"" + value_ + "\"", std::string_view(where_));
+    if (!r && (is_bare_word(value_) || looks_like_range(value_)))
+      r = toml::parse(key_ + " = \"" + value_ + "\"", std::string_view(where_));
     if (!r) fail("bad value '" + value_ + "': " + lower_first(std::string(r.error().description())));
     return std::move(r).table();
   }
@@ -774,11 +836,12 @@ class Override {
   // list of ints is one length per sequence; only a list of lists is a sweep.
   void retarget_to_sweep() {
     const auto* list = leaf_->as_array();
-    if (!list) return;
+    const bool range = leaf_->is_string() && looks_like_range(leaf_->as_string()->get());
+    if (!list && !range) return;
     const bool shape_key = path_.size() == 2 && path_[0] == "shape" && is_shape_key(std::string(path_[1].str()));
     const bool dtype = path_.size() == 1 && path_[0] == "dtype";
     if (!shape_key && !dtype) return;
-    if (path_.back() == "context" && (list->empty() || !(*list)[0].is_array())) return;
+    if (list && path_.back() == "context" && (list->empty() || !(*list)[0].is_array())) return;
     path_ = {toml::key("sweep", path_[0].source()), path_.back()};
   }
 
@@ -846,6 +909,7 @@ Case parse_case(const std::string& toml_text, const std::string& source, const s
     ctx.fail(parsed.error().source(), "invalid TOML: " + lower_first(std::string(parsed.error().description())));
   toml::table doc = std::move(parsed).table();
   for (const auto& set : sets) Override(set).apply(doc);
+  expand_ranges(ctx, doc, max_points);
   return CaseReader(ctx, doc, max_points).read();
 }
 

@@ -30,7 +30,7 @@ constexpr int kExitOk = 0, kExitFailed = 1, kExitInput = 2, kExitDevice = 3;
 
 struct Options {
   std::vector<std::string> cases;
-  std::vector<std::string> kernels;
+  std::vector<std::string> kernels, exclude;
   std::vector<std::string> sets;
   std::string format;
   std::string output;
@@ -65,7 +65,9 @@ std::string now_iso() {
 
 void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("cases", o.cases, "case files, directories, names under cases/, or `all`")->required();
-  cmd->add_option("-k,--kernel", o.kernels, "run only this variant (repeatable)");
+  cmd->add_option("-k,--kernel", o.kernels,
+                  "run only the variants this names; a shell pattern such as 'flash_*' (repeatable)");
+  cmd->add_option("--exclude", o.exclude, "never run the variants this names or matches (repeatable)");
   cmd->add_option("--set", o.sets, "override a case key, e.g. shape.seq_q=8192 or dtype=bf16 (repeatable)");
   cmd->add_option("--format", o.format, "table | markdown | csv | json (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md", "csv", "json"}));
@@ -110,15 +112,16 @@ std::vector<Case> load_cases(const Options& o) {
       cases.push_back(load_case(path, o.sets, o.max_points - points));
       points += static_cast<int64_t>(cases.back().points.size());
     }
-  // A -k name must exist somewhere: a typo should not silently run nothing.
-  for (const auto& k : o.kernels) {
-    bool known = false;
-    for (const OpSpec& op : ops()) {
-      const auto names = op.variant_names();
-      known = known || std::find(names.begin(), names.end(), k) != names.end();
+  // A -k or --exclude pattern must match some variant: a typo should not silently run nothing (or everything).
+  for (const auto* list : {&o.kernels, &o.exclude})
+    for (const auto& k : *list) {
+      bool known = false;
+      for (const OpSpec& op : ops())
+        for (const auto& name : op.variant_names()) known = known || glob_match(k, name);
+      if (!known)
+        throw InputError("attnbench: error: " + std::string(list == &o.kernels ? "-k" : "--exclude") +
+                         ": no kernel matches '" + clipped(k) + "' (see `attnbench list kernels`)");
     }
-    if (!known) throw InputError("unknown kernel '" + k + "' (see `attnbench list kernels`)");
-  }
   return cases;
 }
 
@@ -134,7 +137,7 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
       const auto defaults = problem->default_variants(assumed_caps());
       // Each variant that would run, and for each that would not, why.
-      for (const auto& n : select_variants(names, p, o.kernels, timed, defaults)) {
+      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, timed, defaults)) {
         const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
                              return v.name == n;
                            })->skip;
@@ -165,7 +168,7 @@ int run_or_verify(const Options& o, bool timed) {
 
   RunOptions ro;
   ro.timed = timed;
-  ro.kernels = o.kernels;
+  ro.kernels = {o.kernels, o.exclude};
   ro.seed = seed;
   if (o.mode == "cold") ro.mode = TimingMode::cold;
   if (o.mode == "hot") ro.mode = TimingMode::hot;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <fnmatch.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -32,8 +33,20 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+bool VariantFilter::picks(const std::string& name) const {
+  return std::any_of(only.begin(), only.end(), [&](const std::string& g) { return glob_match(g, name); });
+}
+
+bool VariantFilter::excludes(const std::string& name) const {
+  return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& g) { return glob_match(g, name); });
+}
+
 std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
-                                         const std::vector<std::string>& cli_kernels, bool timed,
+                                         const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults) {
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -41,13 +54,11 @@ std::vector<std::string> select_variants(const std::vector<std::string>& all, co
   std::vector<std::string> out;
   for (const auto& name : all) {
     const std::vector<std::string>& chosen = p.kernels.empty() ? defaults : p.kernels;
-    const bool wanted = !cli_kernels.empty() ? in(cli_kernels, name) : chosen.empty() || in(chosen, name);
-    if (wanted || (timed && name == p.baseline)) out.push_back(name);
+    const bool wanted = !cli.only.empty() ? cli.picks(name) : chosen.empty() || in(chosen, name);
+    if ((wanted || (timed && name == p.baseline)) && !cli.excludes(name)) out.push_back(name);
   }
-  // A -k list naming none of this op's variants means the user is not asking about this op.
-  if (!cli_kernels.empty() && std::none_of(out.begin(), out.end(), [&](const std::string& n) {
-        return in(cli_kernels, n);
-      }))
+  // A -k list matching none of this op's variants means the user is not asking about this op.
+  if (!cli.only.empty() && std::none_of(out.begin(), out.end(), [&](const std::string& n) { return cli.picks(n); }))
     out.clear();
   return out;
 }

@@ -14,9 +14,19 @@
 
 namespace attnbench {
 
+// -k and --exclude: shell-style patterns (`flash_*`, `paged_v?`) over variant names.
+struct VariantFilter {
+  std::vector<std::string> only;     // -k: run only variants matching one of these; empty = no -k
+  std::vector<std::string> exclude;  // --exclude: never run variants matching one of these
+  bool picks(const std::string& name) const;     // matches a -k pattern
+  bool excludes(const std::string& name) const;  // matches an --exclude pattern
+};
+// fnmatch(3): `*`, `?` and `[...]`; a name without them matches only itself.
+bool glob_match(const std::string& pattern, const std::string& name);
+
 struct RunOptions {
   bool timed = true;                 // `run` verifies and times; `verify` only verifies
-  std::vector<std::string> kernels;  // -k: overrides the cases' `kernels`
+  VariantFilter kernels;  // -k (overrides the cases' `kernels`) and --exclude
   std::optional<uint64_t> seed;      // --seed: overrides [verify].seed
   std::optional<TimingMode> mode;    // --mode: overrides [bench].mode
   bool all_modes = false;            // --mode all: cold, hot and graph, side by side
@@ -70,11 +80,12 @@ class Runner {
   std::vector<std::string> dump_dirs_;
 };
 
-// The variants a point runs: -k (those of this op), else the case's `kernels`,
-// else all; in `run` the baseline too, for the speedup column. Table order.
-// `defaults` (the problem's own choice) stands in for the case's `kernels` when it names none.
+// The variants a point runs: -k's matches (of this op), else the case's `kernels`,
+// else all; in `run` the baseline too, for the speedup column; less --exclude's
+// matches, the baseline included. Table order. `defaults` (the problem's own choice)
+// stands in for the case's `kernels` when it names none.
 std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
-                                         const std::vector<std::string>& cli_kernels, bool timed,
+                                         const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults = {});
 
 std::string human_bytes(double bytes);

@@ -511,6 +511,33 @@ TEST(CaseErrors, SweepsAreCappedBeforeTheyAreBuilt) {
                InputError);
 }
 
+TEST(CaseSweeps, RangesExpandToTheirValues) {
+  const auto cols = [](const Case& c) {
+    std::vector<int64_t> v;
+    for (const auto& p : c.points) v.push_back(p.shape.num("cols"));
+    return v;
+  };
+  const std::string base = "op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = ";
+  EXPECT_EQ(cols(parse(base + "\"1024:16384:*2\"\n")), (std::vector<int64_t>{1024, 2048, 4096, 8192, 16384}));
+  EXPECT_EQ(cols(parse(base + "\"64:256:+64\"\n")), (std::vector<int64_t>{64, 128, 192, 256}));
+  EXPECT_EQ(cols(parse(base + "\"3:20:*3\"\n")), (std::vector<int64_t>{3, 9}));  // STOP only when reached
+  EXPECT_EQ(cols(parse(base + "\"7:7:+1\"\n")), (std::vector<int64_t>{7}));
+  // The same from --set, on a fixed key: a range there means a sweep.
+  const char* fixed = "op = \"softmax\"\n[shape]\nrows = 2\ncols = 8\n";
+  EXPECT_EQ(cols(parse(fixed, {"shape.cols=16:64:*2"})), (std::vector<int64_t>{16, 32, 64}));
+}
+
+TEST(CaseErrors, BadRanges) {
+  const std::string base = "op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = ";
+  expect_has(error_of(base + "\"5:1:*2\"\n"), {"5:8", "needs 1 <= START <= STOP and a FACTOR of at least 2"});
+  expect_has(error_of(base + "\"1:8:*1\"\n"), {"FACTOR of at least 2"});
+  expect_has(error_of(base + "\"1:8:+0\"\n"), {"STEP of at least 1"});
+  expect_has(error_of(base + "\"a:8:+1\"\n"), {"START:STOP:*FACTOR or START:STOP:+STEP"});
+  // Bounded before the list is built: 2^31 values would be 2^31 nodes.
+  expect_has(error_of(base + "\"1:2147483647:+1\"\n"), {"makes more than 10000 values", "--max-points"});
+  expect_has(error_of(base + "\"x\"\n"), {"sweep.cols must be a non-empty list of values or a range"});
+}
+
 TEST(CaseErrors, LongAndControlTextStaysOneShortLine) {
   const std::string key(1 << 20, 'x');
   const std::string msg = error_of("op = \"softmax\"\n[shape]\nrows = 2\ncols = 3\n" + key + " = 1\n");
