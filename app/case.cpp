@@ -660,9 +660,8 @@ class CaseReader {
     }
     if (n > max_points_)
       ctx_.fail(section("sweep")->source(),
-                "the sweep makes " + (n > max_points_ ? "more than " + std::to_string(max_points_) : std::to_string(n)) +
-                    " points (" + product + "); a run takes at most " + std::to_string(max_points_) +
-                    " (raise it with --max-points)");
+                "the sweep makes more than " + std::to_string(max_points_) + " points (" + product +
+                    "); a run takes at most " + std::to_string(max_points_) + " (raise it with --max-points)");
   }
 
   // The cartesian product, first axis outermost.
@@ -729,8 +728,7 @@ std::vector<int64_t> range_values(const std::string& s, int64_t max_values, std:
       return {};
     }
     values.push_back(v);
-    if (v > stop / (times ? step : 1) && times) break;  // the next product passes STOP (and could overflow)
-    if (!times && v > stop - step) break;
+    if (times ? v > stop / step : v > stop - step) break;  // the next value passes STOP (and could overflow)
   }
   return values;
 }

@@ -89,10 +89,11 @@ void add_case_options(CLI::App* cmd, Options& o) {
 std::optional<uint64_t> parse_seed(const std::string& text) {
   if (text.empty()) return std::nullopt;
   const bool digits = text.size() <= 19 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits || std::stoull(text) > static_cast<uint64_t>(INT64_MAX))
+  const uint64_t seed = digits ? std::stoull(text) : 0;
+  if (!digits || seed > static_cast<uint64_t>(INT64_MAX))
     throw InputError("attnbench: error: --seed " + clipped(text) + ": expected an integer from 0 to " +
                      std::to_string(INT64_MAX));
-  return std::stoull(text);
+  return seed;
 }
 
 // Outputs are checked before any case loads: a typo in -o must not cost the run.

@@ -24,15 +24,18 @@ std::string Tensor::layout() const {
 }
 
 int64_t count_elements(const std::string& name, const std::vector<Dim>& dims) {
+  const auto shape = [&](size_t upto) {
+    std::string s;
+    for (size_t i = 0; i < upto; ++i) s += (i ? " x " : "") + dims[i].name + " " + std::to_string(dims[i].size);
+    return s;
+  };
   int64_t n = 1;
-  std::string shape;
-  for (const Dim& d : dims) {
-    shape += (shape.empty() ? "" : " x ") + d.name + " " + std::to_string(d.size);
-    if (d.size < 0) throw std::logic_error("tensor " + name + ": negative dim " + d.name);
-    n = checked_mul(n, d.size, "tensor " + name + " (" + shape + ")");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].size < 0) throw std::logic_error("tensor " + name + ": negative dim " + dims[i].name);
+    if (__builtin_mul_overflow(n, dims[i].size, &n)) overflow("tensor " + name + " (" + shape(i + 1) + ")");
   }
   if (n > kMaxIndex)
-    throw InputError("tensor " + name + " (" + shape + ") would hold " + std::to_string(n) +
+    throw InputError("tensor " + name + " (" + shape(dims.size()) + ") would hold " + std::to_string(n) +
                      " elements; kernels index with 32-bit ints, so at most " + std::to_string(kMaxIndex));
   return n;
 }

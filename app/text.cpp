@@ -43,8 +43,6 @@ std::string clipped(const std::string& s, std::size_t max) {
   return cut(printable(s.size() > 4 * max ? s.substr(0, 4 * max) : s), max);
 }
 
-std::string one_line(const std::string& s, std::size_t max) {
-  return cut(printable(s.size() > 4 * max ? s.substr(0, 4 * max) : s), max);
-}
+std::string one_line(const std::string& s, std::size_t max) { return clipped(s, max); }
 
 }  // namespace attnbench

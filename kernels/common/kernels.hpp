@@ -13,13 +13,8 @@
 #include <vector>
 
 #include "kernels/common/dtype.hpp"
+#include "kernels/common/host_device.hpp"
 
-// ceil_div is constexpr arithmetic that kernels use too.
-#ifdef __CUDACC__
-#define ATTNBENCH_HOST_DEVICE __host__ __device__
-#else
-#define ATTNBENCH_HOST_DEVICE
-#endif
 
 namespace attnbench {
 

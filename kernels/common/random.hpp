@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define ATTNBENCH_HOST_DEVICE __host__ __device__
-#else
-#define ATTNBENCH_HOST_DEVICE
-#endif
+#include "kernels/common/host_device.hpp"
 
 namespace attnbench {
 
