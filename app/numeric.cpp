@@ -27,6 +27,30 @@ std::vector<uint8_t> encode(DType t, const std::vector<float>& values) {
   return out;
 }
 
+// One loop per dtype, so that the per-element work is the conversion alone.
+void decode_range(DType t, const uint8_t* bytes, int64_t n, float* out) {
+  switch (t) {
+    case DType::fp32: std::memcpy(out, bytes, static_cast<std::size_t>(n) * 4); return;
+    case DType::fp16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        out[i] = bf16_to_float(h);
+      }
+      return;
+    case DType::fp8_e4m3:
+      for (int64_t i = 0; i < n; ++i) out[i] = fp8e4m3_to_float(bytes[i]);
+      return;
+  }
+}
+
 double decode_element(DType t, const uint8_t* bytes, int64_t i) {
   switch (t) {
     case DType::fp32: {

@@ -38,16 +38,14 @@ inline uint16_t float_to_bf16(float f) {
 
 inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
+// On the bits: a normal half's exponent and mantissa are the float's, shifted and
+// rebiased (15 -> 127); a subnormal is its mantissa times 2^-24, exactly.
 inline float half_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);  // subnormal
-  else if (exp == 31)
-    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, em = h & 0x7fffu;
+  if (em < 0x0400u) return bits_float(sign | float_bits(static_cast<float>(em) * 0x1.0p-24f));
+  const uint32_t bits = em >= 0x7c00u ? 0x7f800000u | (em & 0x3ffu) << 13  // Inf, NaN keeps its payload
+                                      : (em << 13) + (uint32_t{127 - 15} << 23);
+  return bits_float(sign | bits);
 }
 
 inline uint16_t float_to_half(float f) {
@@ -140,6 +138,8 @@ inline DType dtype_from_name(const std::string& name) {
     if (name == dtype_name(t)) return t;
   throw std::logic_error("no dtype named '" + name + "'");
 }
+// Elements [0, n) of a storage buffer, widened to float (exactly: every dtype fits).
+void decode_range(DType t, const uint8_t* bytes, int64_t n, float* out);
 // Element i of a storage buffer, widened to double.
 double decode_element(DType t, const uint8_t* bytes, int64_t i);
 

@@ -6,6 +6,7 @@
 #include "app/checked.hpp"
 #include "app/numeric.hpp"
 #include "kernels/harness/inputs.hpp"
+#include "kernels/harness/scan.hpp"
 #include "app/op.hpp"
 #include "reference/parallel.hpp"
 
@@ -99,11 +100,9 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
     const auto bytes = host_bytes(x.bytes());
     x.device.download(bytes.get(), x.bytes());
     x.host.resize(static_cast<size_t>(x.count));
-    for_chunks(x.count, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) x.host[static_cast<size_t>(i)] = static_cast<float>(decode_element(x.dtype, bytes.get(), i));
-    });
+    const std::size_t e = dtype_bytes(x.dtype);
+    for_chunks(x.count, [&](int64_t lo, int64_t hi) { decode_range(x.dtype, &bytes[lo * e], hi - lo, &x.host[lo]); });
     if (shape_input(t, x.host)) {
-      const std::size_t e = dtype_bytes(x.dtype);
       for_chunks(x.count, [&](int64_t lo, int64_t hi) { encode_range(x.dtype, x.host.data() + lo, hi - lo, &bytes[lo * e]); });
       x.device.upload(bytes.get(), x.bytes());
     }
@@ -159,22 +158,42 @@ std::vector<float> Problem::download_output() const {
 }
 
 Comparison Problem::check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
-  const auto bytes = host_bytes(output_.bytes());
-  output_.device.download(bytes.get(), output_.bytes());
   const DType t = output_.dtype;
-  std::vector<int64_t> nonfinite(static_cast<size_t>((output_.count + kChunk - 1) / kChunk), 0);
-  for_chunks(output_.count, [&](int64_t lo, int64_t hi) {
-    int64_t bad = 0;
-    for (int64_t i = lo; i < hi; ++i) bad += !std::isfinite(decode_element(t, bytes.get(), i));
-    nonfinite[static_cast<size_t>(lo / kChunk)] = bad;
-  });
   const int64_t cols = output_cols();
+  const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_bytes(t);
+  // The scratch: the NaN counter, then a chunk of row indices and the rows gathered for
+  // them. A chunk is at most kGatherBytes of rows (at least one row).
+  constexpr std::size_t kGatherBytes = std::size_t{64} << 20;
+  const std::size_t per_chunk =
+      std::max<std::size_t>(1, std::min(rows.size(), kGatherBytes / std::max<std::size_t>(1, row_bytes)));
+  const std::size_t index_at = 8, rows_at = index_at + 8 * per_chunk;
+  const std::size_t need = rows_at + per_chunk * row_bytes;
+  if (check_scratch_.bytes() < need) check_scratch_ = DeviceBuffer(need);
+  auto* base = static_cast<uint8_t*>(check_scratch_.get());
+  const cudaStream_t s = cudaStreamLegacy;  // ordered with upload() and download()
+
+  check_cuda(cudaMemsetAsync(base, 0, 8, s), "check: clear the NaN count");
+  launch_count_nonfinite(output_.device.get(), output_.count, t, reinterpret_cast<unsigned long long*>(base), s);
+  unsigned long long nonfinite = 0;
+  check_cuda(cudaMemcpy(&nonfinite, base, 8, cudaMemcpyDeviceToHost), "check: read the NaN count");
+
   std::vector<double> got(rows.size() * static_cast<size_t>(cols));
-  for (size_t r = 0; r < rows.size(); ++r)
-    for (int64_t j = 0; j < cols; ++j) got[r * cols + j] = decode_element(t, bytes.get(), rows[r] * cols + j);
+  const auto chunk = host_bytes(per_chunk * row_bytes);
+  for (std::size_t first = 0; first < rows.size(); first += per_chunk) {
+    const std::size_t n = std::min(per_chunk, rows.size() - first);
+    check_cuda(cudaMemcpy(base + index_at, rows.data() + first, 8 * n, cudaMemcpyHostToDevice), "check: row indices");
+    launch_gather_rows(output_.device.get(), static_cast<int64_t>(row_bytes),
+                       reinterpret_cast<const int64_t*>(base + index_at), static_cast<int64_t>(n), base + rows_at, s);
+    check_cuda(cudaMemcpy(chunk.get(), base + rows_at, n * row_bytes, cudaMemcpyDeviceToHost), "check: rows");
+    double* out = got.data() + first * static_cast<size_t>(cols);
+    const int64_t elements = static_cast<int64_t>(n) * cols;
+    for_chunks(elements, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = decode_element(t, chunk.get(), i);
+    });
+  }
   Comparison c = compare(ref, got, rows, tol);
   c.rows_total = output_rows();
-  for (int64_t n : nonfinite) c.nonfinite += n;
+  c.nonfinite = static_cast<int64_t>(nonfinite);
   return c;
 }
 

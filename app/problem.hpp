@@ -13,6 +13,7 @@
 
 #include "app/case.hpp"
 #include "app/device.hpp"
+#include "app/host_memory.hpp"
 #include "app/op.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
@@ -35,28 +36,10 @@ struct Work {
   Bandwidth bandwidth = Bandwidth::copy;
 };
 
-// Host arrays of a tensor's size. resize() leaves them uninitialised, so the parallel
-// loops that fill them first touch their pages on all cores: a std::vector<float> zeroes
-// gigabytes on one core first, which was most of `verify all`'s input time.
-template <class T>
-struct NoInit : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = NoInit<U>;
-  };
-  NoInit() = default;
-  template <class U>
-  NoInit(const NoInit<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using HostValues = std::vector<float, NoInit<float>>;
+// Host arrays of a tensor's size, from the block cache and left uninitialised by
+// resize(): the parallel loops that fill them first touch their pages on all cores, where a
+// std::vector<float> zeroed gigabytes on one core first.
+using HostValues = std::vector<float, HostAllocator<float>>;
 
 // One axis of a tensor. `role` places it in an error's (b, h, i, d) coordinate:
 // 'b' batch, 'h' head, 'i' position (plus `offset`), 'd' the element; 0 for none.
@@ -122,7 +105,7 @@ class Problem {
   // the op build what it derives from them (prepare).
   void generate(uint64_t seed, const LaunchContext& ctx);
   virtual void poison_output(cudaStream_t stream);
-  // Downloads the output: all of it for the NaN scan, `rows` widened to double.
+  // Counts the output's NaN/Inf on the device and reads back `rows`, widened to double.
   virtual Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
   // What the last generate() ran to build its inputs, checked.
   const std::vector<SetupCheck>& setup_checks() const { return setup_checks_; }
@@ -183,6 +166,7 @@ class Problem {
   std::deque<Buffer> buffers_;
   Tensor output_;
   size_t row_dims_ = 1;
+  mutable DeviceBuffer check_scratch_;  // check()'s NaN count and gathered rows
 };
 
 // A problem whose variants come from one kernel table of Variant<Params>: the op
@@ -254,10 +238,6 @@ ref::Matrix reference_by_part(const ref::Rows& rows, int64_t rows_per_part, int6
   }
   return out;
 }
-
-// Host bytes left uninitialised: a download fills them all, and zeroing gigabytes first
-// would cost as much as the copy.
-inline std::unique_ptr<uint8_t[]> host_bytes(std::size_t n) { return std::unique_ptr<uint8_t[]>(new uint8_t[n]); }
 
 // Element loops over a whole tensor run on all cores in chunks of this many elements.
 constexpr int64_t kChunk = int64_t{1} << 20;

@@ -12,6 +12,9 @@ void detail::validate(const DecodeShape& s, const char* op) {
                                          ") must be a multiple of kv_heads (" + std::to_string(s.kv_heads) + ")");
   require(static_cast<int64_t>(s.context.size()) == s.batch,
           name + ": context has " + std::to_string(s.context.size()) + " lengths for batch " + std::to_string(s.batch));
+  require(s.first.empty() || static_cast<int64_t>(s.first.size()) == s.batch,
+          name + ": first has " + std::to_string(s.first.size()) + " rows for batch " + std::to_string(s.batch));
+  for (int64_t f : s.first) require(f >= 0, name + ": a sequence's first cache row is negative");
   for (int64_t c : s.context) {
     require(c >= 1 && c <= s.max_context, name + ": context " + std::to_string(c) +
                                               " is outside [1, max_context = " + std::to_string(s.max_context) + "]");
@@ -41,7 +44,8 @@ Matrix decode(const DecodeShape& s, const float* q, const float* k_cache, const 
     one.causal = true;
     one.alibi = s.alibi;
     one.scale = s.scale;
-    const int64_t cache_offset = b * s.max_context * s.kv_heads * s.head_dim;
+    const int64_t first = s.first.empty() ? b * s.max_context : s.first[b];
+    const int64_t cache_offset = first * s.kv_heads * s.head_dim;
     plan_attention(one, q + b * s.heads * s.head_dim, k_cache + cache_offset, v_cache + cache_offset, rows_of[b],
                    out_of[b], tasks);
   }

@@ -14,4 +14,6 @@ printf '%s\n' "$out" | grep -Eq 'warp_online +verified' || fail "expected warp_o
 printf '%s\n' "$out" | grep -Eq 'test_cheat +FAILED' || fail "expected test_cheat FAILED"
 printf '%s\n' "$out" | grep -q "last timed launch ($mode) is wrong" || fail "expected the reason to name mode $mode"
 [ "$(printf '%s\n' "$out" | grep -c 'last timed launch')" = 1 ] || fail "expected exactly one row caught"
+# The cheat left the poisoned output as it was: the device's scan counts all 64 x 256 NaN.
+printf '%s\n' "$out" | grep -q " 16384 NaN/Inf" || fail "expected all 16384 elements counted NaN"
 echo "ok: the cheat was caught in $mode mode; the honest variants passed the same check"

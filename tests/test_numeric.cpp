@@ -30,6 +30,40 @@ TEST(Half, EveryEncodingRoundTrips) {
   }
 }
 
+TEST(Half, EveryEncodingDecodesAsTheCompilerDoes) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    _Float16 x;
+    const auto bits = static_cast<uint16_t>(h);
+    std::memcpy(&x, &bits, 2);
+    const float want = static_cast<float>(x), got = half_to_float(bits);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << "half 0x" << std::hex << h;
+      ASSERT_EQ(std::signbit(got), std::signbit(want)) << "half 0x" << std::hex << h;
+    } else {
+      ASSERT_EQ(float_bits(got), float_bits(want)) << "half 0x" << std::hex << h;  // -0 included
+    }
+  }
+}
+
+TEST(DecodeRange, EqualsDecodeElementForEveryDtype) {
+  std::mt19937 gen(3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> bytes(4 * 4096);
+  for (auto& b : bytes) b = static_cast<uint8_t>(byte(gen));
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
+    const int64_t n = static_cast<int64_t>(bytes.size() / dtype_bytes(t));
+    std::vector<float> out(static_cast<size_t>(n));
+    decode_range(t, bytes.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = decode_element(t, bytes.data(), i);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(out[i])) << dtype_name(t) << " element " << i;
+      else
+        ASSERT_EQ(out[i], want) << dtype_name(t) << " element " << i;
+    }
+  }
+}
+
 TEST(Half, MatchesTheCompilersConversion) {
   std::mt19937 gen(7);
   std::uniform_int_distribution<uint32_t> bits;

@@ -85,6 +85,18 @@ TEST(Softmax, AllMinusInfinityRowIsZero) {
   EXPECT_EQ(got(0, 1), 0.0);
 }
 
+// A masked key (-inf) and a score too far below the row's max weigh exactly 0, not the
+// denormal a vectorised exp's clamp gives (which slowed the attention references down).
+TEST(Softmax, MaskedAndUnderflowingWeightsAreExactlyZero) {
+  Matrix s(1, 4);
+  s << 0.0, -std::numeric_limits<double>::infinity(), -800.0, -1.0;
+  detail::softmax_rows(s);
+  EXPECT_EQ(s(0, 1), 0.0);
+  EXPECT_EQ(s(0, 2), 0.0);
+  EXPECT_DOUBLE_EQ(s(0, 0), 1.0 / (1.0 + std::exp(-1.0)));
+  EXPECT_DOUBLE_EQ(s(0, 3), std::exp(-1.0) / (1.0 + std::exp(-1.0)));
+}
+
 TEST(Softmax, RowsSumToOneAndIgnoreAConstantShift) {
   const int64_t rows = 5, cols = 37;
   std::vector<float> x = random_values(rows * cols, 1);
