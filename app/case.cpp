@@ -323,6 +323,13 @@ bool is_shape_key(const std::string& name) {
   return false;
 }
 
+// A key whose one value is a list (context, alibi_slopes): only a list of lists sweeps it.
+bool is_list_key(const std::string& name) {
+  for (const OpSpec& op : ops())
+    if (const KeySpec* k = op.key(name); k && (k->type == KeyType::lengths || k->type == KeyType::numbers)) return true;
+  return false;
+}
+
 // ---------------------------------------------------------------------------
 // One sweep point: raw values -> defaulted, validated CasePoint
 
@@ -389,8 +396,27 @@ class PointReader : public ShapeCheck {
     switch (key.type) {
       case KeyType::integer: shape.set(key.name, read_int(ctx_, it, key.min, key.max)); break;
       case KeyType::boolean: shape.set(key.name, read_bool(ctx_, it)); break;
-      case KeyType::choice: shape.set(key.name, key.choices[read_choice(ctx_, it, key.choices)]); break;
+      case KeyType::choice:
+        if (!key.bool_words.empty() && it.node->is_boolean()) {
+          shape.set(key.name, key.bool_words[read_bool(ctx_, it) ? 1 : 0]);
+          break;
+        }
+        if (!key.bool_words.empty() && !it.node->is_string())
+          wrong_type(ctx_, it, ("true, false or one of " + or_list(key.choices)).c_str());
+        shape.set(key.name, key.choices[read_choice(ctx_, it, key.choices)]);
+        break;
       case KeyType::lengths: shape.set(key.name, read_lengths(key, it)); break;
+      case KeyType::number: shape.set(key.name, read_float(ctx_, it, key.low, key.high)); break;
+      case KeyType::numbers: {
+        const auto* list = it.node->as_array();
+        if (!list) wrong_type(ctx_, it, "a list of numbers");
+        std::vector<double> values;
+        for (size_t i = 0; i < list->size(); ++i)
+          values.push_back(read_float(ctx_, Item{it.name + "[" + std::to_string(i) + "]", &(*list)[i]}, key.low,
+                                      key.high));
+        shape.set(key.name, values);
+        break;
+      }
       case KeyType::variant: {
         // Empty means "the fastest verified one", so it is allowed.
         std::string name = read_string(ctx_, it);
@@ -839,7 +865,7 @@ class Override {
     const bool shape_key = path_.size() == 2 && path_[0] == "shape" && is_shape_key(std::string(path_[1].str()));
     const bool dtype = path_.size() == 1 && path_[0] == "dtype";
     if (!shape_key && !dtype) return;
-    if (list && path_.back() == "context" && (list->empty() || !(*list)[0].is_array())) return;
+    if (list && is_list_key(std::string(path_.back().str())) && (list->empty() || !(*list)[0].is_array())) return;
     path_ = {toml::key("sweep", path_[0].source()), path_.back()};
   }
 

@@ -17,7 +17,9 @@ nlohmann::json shape_json(const CasePoint& p) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [key, value] : p.shape.values())
     std::visit([&, key = key](const auto& v) { j[key] = v; }, value);
-  if (p.shape.has("head_dim")) j["scale"] = 1 / std::sqrt(static_cast<double>(p.shape.num("head_dim")));
+  // The scale a peer needs: the case's, else the default 1/sqrt(head_dim).
+  if (p.shape.has("head_dim") && !p.shape.has("scale"))
+    j["scale"] = 1 / std::sqrt(static_cast<double>(p.shape.num("head_dim")));
   return j;
 }
 

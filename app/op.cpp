@@ -53,6 +53,27 @@ KeySpec lengths_key(std::string name, std::string meaning, int64_t min, int64_t 
   return k;
 }
 
+KeySpec number_key(std::string name, std::string meaning, std::optional<double> fallback, double low, double high,
+                   std::string derived) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::number;
+  k.meaning = std::move(meaning);
+  if (fallback) k.fallback = *fallback;
+  k.derived = std::move(derived);
+  k.low = low;
+  k.high = high;
+  return k;
+}
+
+// Optional: an empty list is the default, which the op reads as "not given".
+KeySpec numbers_key(std::string name, std::string meaning, double low, double high) {
+  KeySpec k = number_key(std::move(name), std::move(meaning), std::nullopt, low, high);
+  k.type = KeyType::numbers;
+  k.fallback = std::vector<double>();
+  return k;
+}
+
 KeySpec variant_key(std::string name, std::string meaning, std::string variant_of) {
   KeySpec k;
   k.name = std::move(name);

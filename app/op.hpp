@@ -26,6 +26,8 @@ enum class KeyType {
   choice,   // one word of `choices`
   lengths,  // one integer >= min per sequence: an integer (every sequence) or a list of `batch` integers
   variant,  // the name of a variant of op `variant_of`; "" = the fastest that supports the point
+  number,   // a finite real in [low, high]; integers are accepted
+  numbers,  // a list of such reals (its length is the op's finish() to check)
 };
 
 struct KeySpec {
@@ -36,6 +38,8 @@ struct KeySpec {
   std::string derived;                  // the default computed from other keys, in words ("seq_q")
   int64_t min = 1, max = kMaxIndex;     // integer, lengths
   std::vector<std::string> choices;     // choice
+  std::vector<std::string> bool_words;  // choice: false and true also accepted, as these two words
+  double low = 0, high = 0;             // number, numbers
   std::string variant_of;               // variant
 
   bool required() const { return !fallback && derived.empty(); }
@@ -50,6 +54,10 @@ KeySpec bool_key(std::string name, std::string meaning, bool fallback = false);
 KeySpec choice_key(std::string name, std::string meaning, std::vector<std::string> choices,
                    std::optional<std::string> fallback = std::nullopt, std::string derived = "");
 KeySpec lengths_key(std::string name, std::string meaning, int64_t min = 1, int64_t max = kMaxIndex);
+// A real number; `fallback` none = required, unless `derived` names how it is computed.
+KeySpec number_key(std::string name, std::string meaning, std::optional<double> fallback, double low, double high,
+                   std::string derived = "");
+KeySpec numbers_key(std::string name, std::string meaning, double low, double high);
 KeySpec variant_key(std::string name, std::string meaning, std::string variant_of);
 
 // What an op's `finish` sees of one sweep point: the keys read so far, which of them

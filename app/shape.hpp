@@ -12,8 +12,9 @@
 
 namespace attnbench {
 
-// integer, boolean, word (a choice or a variant name), or one integer per sequence.
-using ShapeValue = std::variant<int64_t, bool, std::string, std::vector<int64_t>>;
+// integer, boolean, word (a choice or a variant name), one integer per sequence, a real
+// number, or a list of them (one per head).
+using ShapeValue = std::variant<int64_t, bool, std::string, std::vector<int64_t>, double, std::vector<double>>;
 
 class Shape {
  public:
@@ -23,6 +24,8 @@ class Shape {
   bool flag(const std::string& key) const { return get<bool>(key); }
   const std::string& word(const std::string& key) const { return get<std::string>(key); }
   const std::vector<int64_t>& lengths(const std::string& key) const { return get<std::vector<int64_t>>(key); }
+  double real(const std::string& key) const { return get<double>(key); }
+  const std::vector<double>& reals(const std::string& key) const { return get<std::vector<double>>(key); }
 
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   void set(const std::string& key, ShapeValue v) { values_[key] = std::move(v); }

@@ -15,6 +15,10 @@ void validate(const AttentionShape& s) {
   require(s.heads % s.kv_heads == 0, "attention: heads (" + std::to_string(s.heads) +
                                          ") must be a multiple of kv_heads (" + std::to_string(s.kv_heads) + ")");
   require(s.window >= 0, "attention: window must be >= 0");
+  require(s.alibi_slopes.empty() || static_cast<int64_t>(s.alibi_slopes.size()) == s.heads,
+          "attention: " + std::to_string(s.alibi_slopes.size()) + " ALiBi slopes for " + std::to_string(s.heads) +
+              " heads");
+  require(s.softcap >= 0, "attention: softcap must be >= 0");
 }
 
 }  // namespace
@@ -31,7 +35,7 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (it == open.end() || tasks[it->second].rows == kRowsPerTask) {
       const int64_t kv_head = (b * s.seq_k * s.kv_heads + h / group) * d;  // k, v: [batch, seq_k, kv_heads, d]
       tasks.push_back({view(k + kv_head, s.seq_k, d, s.kv_heads * d), view(v + kv_head, s.seq_k, d, s.kv_heads * d),
-                       scale, s.seq_k - s.seq_q});
+                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q});
       it = open.insert_or_assign(key, tasks.size() - 1).first;
     }
     KvTask& task = tasks[it->second];
@@ -39,7 +43,7 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (head == task.heads.end()) {
       const int64_t q_head = (b * s.seq_q * s.heads + h) * d;  // q: [batch, seq_q, heads, d]
       task.heads.push_back({h, view(q + q_head, s.seq_q, d, s.heads * d),
-                            Mask{s.causal, s.window, s.alibi ? alibi_slope(h, s.heads) : 0}});
+                            Mask{s.causal, s.window, s.alibi_slopes.empty() ? 0 : s.alibi_slopes[h]}});
       head = task.heads.end() - 1;
     }
     head->query.push_back(i);
@@ -48,9 +52,20 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
   }
 }
 
-// For a power-of-two head count these are ALiBi's slopes; other counts use the same formula (not the paper's
-// interpolation between powers of two).
-double alibi_slope(int64_t h, int64_t heads) { return std::exp2(-8.0 * (h + 1) / heads); }
+std::vector<double> alibi_slopes(int64_t heads) {
+  require(heads > 0, "alibi_slopes: heads must be positive");
+  const auto power_of_two = [](int64_t n) {
+    std::vector<double> out;
+    for (int64_t i = 1; i <= n; ++i) out.push_back(std::exp2(-8.0 * static_cast<double>(i) / static_cast<double>(n)));
+    return out;
+  };
+  int64_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<double> slopes = power_of_two(n);
+  const std::vector<double> finer = power_of_two(2 * n);
+  for (int64_t i = 0; static_cast<int64_t>(slopes.size()) < heads; i += 2) slopes.push_back(finer[i]);
+  return slopes;
+}
 
 // O = softmax(Q Kᵀ·scale + bias + mask) V: every requested row planned onto the dense attention core.
 Matrix attention(const AttentionShape& s, const float* q, const float* k, const float* v, const Rows& rows) {

@@ -6,14 +6,22 @@ namespace attnbench::ref {
 
 struct AttentionShape {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 8;
-  bool causal = false;  // aligned bottom-right: query i sees keys j <= i + seq_k - seq_q
-  int64_t window = 0;   // 0 = none; else |i + seq_k - seq_q - j| < window (and j <= that when causal)
-  bool alibi = false;   // bias -slope(h) * |i + seq_k - seq_q - j|
-  double scale = 0;     // 0 = 1/sqrt(head_dim)
+  // Query i sits at key position p = i + seq_k - seq_q (bottom-right alignment: the last
+  // query sees the last key), or p = i with top_left. Causal: it sees keys j <= p.
+  bool causal = false;
+  bool top_left = false;
+  int64_t window = 0;  // 0 = none; else |p - j| < window (and j <= p when causal)
+  // ALiBi, one slope per query head (empty = none): the bias -slope(h) * |p - j|, which is
+  // slope(h) * (j - p) for every key a causal query sees (FlashAttention's definition).
+  std::vector<double> alibi_slopes;
+  double scale = 0;    // 0 = 1/sqrt(head_dim)
+  double softcap = 0;  // 0 = none; else scores s = scale * q·k become softcap * tanh(s / softcap)
 };
 
-// ALiBi slope of query head h (0-based): 2^(-8 (h + 1) / heads).
-double alibi_slope(int64_t h, int64_t heads);
+// ALiBi's slopes for `heads` heads, as its authors compute them: for a power of two n,
+// 2^(-8i/n), i = 1..n; otherwise the slopes of the largest power of two below, then every
+// other slope of twice that count.
+std::vector<double> alibi_slopes(int64_t heads);
 
 // O = softmax(Q Kᵀ·scale + bias + mask) V, per (batch, head); query head h reads kv head h / (heads / kv_heads).
 // q: [batch, seq_q, heads, head_dim]; k, v: [batch, seq_k, kv_heads, head_dim].

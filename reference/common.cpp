@@ -44,8 +44,9 @@ void softmax_rows(Eigen::Ref<Matrix> s) {
 }
 
 Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
-                   const Mask& mask, double scale) {
+                   const Mask& mask, double scale, double softcap) {
   Matrix s = q * k.transpose() * scale;
+  if (softcap > 0) s = s.unaryExpr([softcap](double x) { return softcap * std::tanh(x / softcap); });
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
     for (Eigen::Index j = 0; j < s.cols(); ++j) {
       s(i, j) = mask.visible(pos[i], j) ? s(i, j) - mask.slope * std::abs(pos[i] - j) : -kInf;
@@ -65,7 +66,7 @@ Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head
     for (const HeadRows& h : t.heads) {
       std::vector<int64_t> pos(h.query);
       for (int64_t& p : pos) p += t.offset;
-      const Matrix oh = attend_head(h.q(h.query, Eigen::all).cast<double>(), k, v, pos, h.mask, t.scale);
+      const Matrix oh = attend_head(h.q(h.query, Eigen::all).cast<double>(), k, v, pos, h.mask, t.scale, t.softcap);
       for (size_t r = 0; r < h.out.size(); ++r) o.row(h.out[r]) = oh.row(r);
     }
   });

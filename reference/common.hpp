@@ -52,7 +52,7 @@ void softmax_rows(Eigen::Ref<Matrix> s);
 struct Mask {
   bool causal = false;
   int64_t window = 0;  // 0 = none
-  double slope = 0;    // ALiBi; 0 = no bias
+  double slope = 0;    // ALiBi: the bias -slope·|p - j|; 0 = no bias
 
   // Causal: no key after p. Window w: |p - j| < w, which with causal is FlashAttention's window (w - 1, 0) and
   // without it the symmetric (w - 1, w - 1).
@@ -63,10 +63,11 @@ struct Mask {
 // Every attention-like op (attention, GQA/MQA, decode, paged) ends here: it maps its output rows onto KvTasks over a
 // dense [seq_k, head_dim] K and V, and run_attention() computes them with attend_head().
 
-// One head: O = softmax(Q Kᵀ·scale + bias + mask) V, where bias = -slope·|p - j| and mask = -inf where the key is
-// not visible. q: [n, d], queries at key positions pos[0..n); k, v: [seq_k, d]. Returns O: [n, d].
+// One head: O = softmax(cap(Q Kᵀ·scale) + bias + mask) V, where cap(s) = softcap·tanh(s / softcap) (none when
+// softcap is 0), bias = -slope·|p - j| and mask = -inf where the key is not visible. q: [n, d], queries at key
+// positions pos[0..n); k, v: [seq_k, d]. Returns O: [n, d].
 Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
-                   const Mask& mask, double scale);
+                   const Mask& mask, double scale, double softcap);
 
 // The requested rows of one query head within a KvTask.
 struct HeadRows {
@@ -80,8 +81,8 @@ struct HeadRows {
 // heads share the kv head, and widening its K and V to double once for all of them is most of the saving.
 struct KvTask {
   FloatView k, v;  // [seq_k, head_dim]
-  double scale;
-  int64_t offset;  // seq_k - seq_q: query i sits at key position i + offset (aligned bottom-right)
+  double scale, softcap;
+  int64_t offset;  // query i sits at key position i + offset (seq_k - seq_q bottom-right, 0 top-left)
   std::vector<HeadRows> heads = {};
   int64_t rows = 0;
 };

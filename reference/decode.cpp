@@ -15,6 +15,7 @@ void detail::validate(const DecodeShape& s, const char* op) {
   require(s.first.empty() || static_cast<int64_t>(s.first.size()) == s.batch,
           name + ": first has " + std::to_string(s.first.size()) + " rows for batch " + std::to_string(s.batch));
   for (int64_t f : s.first) require(f >= 0, name + ": a sequence's first cache row is negative");
+  require(s.window >= 0, name + ": window must be >= 0");
   for (int64_t c : s.context) {
     require(c >= 1 && c <= s.max_context, name + ": context " + std::to_string(c) +
                                               " is outside [1, max_context = " + std::to_string(s.max_context) + "]");
@@ -42,8 +43,10 @@ Matrix decode(const DecodeShape& s, const float* q, const float* k_cache, const 
     one.seq_k = s.context[b];
     one.head_dim = s.head_dim;
     one.causal = true;
-    one.alibi = s.alibi;
+    one.window = s.window;
+    one.alibi_slopes = s.alibi_slopes;
     one.scale = s.scale;
+    one.softcap = s.softcap;
     const int64_t first = s.first.empty() ? b * s.max_context : s.first[b];
     const int64_t cache_offset = first * s.kv_heads * s.head_dim;
     plan_attention(one, q + b * s.heads * s.head_dim, k_cache + cache_offset, v_cache + cache_offset, rows_of[b],

@@ -11,8 +11,10 @@ struct DecodeShape {
   // [batch, max_context] cache). Tokens stored one sequence after another use the sums of
   // the contexts before b.
   std::vector<int64_t> first;
-  bool alibi = false;
-  double scale = 0;
+  int64_t window = 0;                // 0 = none; else the query sees its last `window` keys (itself included)
+  std::vector<double> alibi_slopes;  // one per query head; empty = no ALiBi
+  double scale = 0;                  // 0 = 1/sqrt(head_dim)
+  double softcap = 0;                // 0 = none
 };
 
 // o_b = softmax(q_b K_bᵀ·scale + bias) V_b over the sequence's first context[b] cache rows, per head.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks attnbench's fp64 reference against PyTorch's scaled_dot_product_attention
-on a `--dump` of attention or decode cases, outside attnbench.
+on a `--dump` of attention, decode or paged cases, outside attnbench.
 
     attnbench verify cases/attention/gqa.toml --dump /tmp/d
     python3 tests/npy_sdpa_check.py /tmp/d            # every manifest.json below /tmp/d
@@ -8,11 +8,14 @@ on a `--dump` of attention or decode cases, outside attnbench.
 For every dumped point it loads q, k, v (numpy), runs SDPA (by default on the GPU in
 the case's storage dtype, the way a model would), and compares the rows attnbench's
 reference covers with the case's tolerance: |sdpa - ref| <= atol + rtol * |ref|.
-The masks follow attnbench's README: query i sits at p = i + seq_k - seq_q (bottom
-right), causal keeps j <= p, a window w keeps p - j < w (and j - p < w when not
-causal), ALiBi adds -slope(h) * |p - j| with slope(h) = 2^(-8 (h + 1) / heads); a
-query that sees no key outputs 0. It also reports how far each dumped variant's
-output is from SDPA.
+The semantics are written out here, independently of attnbench (docs/cases.md):
+query i sits at p = i + seq_k - seq_q (bottom right, causal = true or
+"bottom_right") or p = i (causal = "top_left"); causal keeps j <= p, a window w
+keeps p - j < w (and j - p < w when not causal); ALiBi adds -slope(h) * |p - j|
+with ALiBi's slopes (alibi_slopes below) or the case's alibi_slopes; softcap c
+turns a score s = scale * q.k into c * tanh(s / c) before bias and masks (computed
+explicitly: SDPA has no soft-capping); a query that sees no key outputs 0. It also
+reports how far each dumped variant's output is from SDPA.
 
 Exit status: 0 every point agrees, 1 a mismatch, 2 nothing to check or bad input.
 """
@@ -29,10 +32,34 @@ TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bflo
 
 
 def alibi_slopes(heads):
-    return torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)], dtype=torch.float64)
+    """ALiBi's slopes as its authors compute them: 2^(-8i/n), i = 1..n, for a power of two n; otherwise
+    those of the largest power of two below, then every other slope of twice that count."""
+    def power_of_two(n):
+        return [2.0 ** (-8.0 * i / n) for i in range(1, n + 1)]
+    n = 1
+    while n * 2 <= heads:
+        n *= 2
+    slopes = power_of_two(n) + power_of_two(2 * n)[0::2][: heads - n]
+    return torch.tensor(slopes, dtype=torch.float64)
 
 
-def bias_and_visible(pos, seq_k, heads, causal, window, alibi):
+def slopes_of(shape):
+    """The case's slopes, ALiBi's standard ones, or None."""
+    given = shape.get("alibi_slopes") or []
+    if given:
+        return torch.tensor(given, dtype=torch.float64)
+    return alibi_slopes(shape["heads"]) if shape.get("alibi") else None
+
+
+def causal_of(shape):
+    """(causal, top_left) from the shape's causal: a bool (older dumps) or a word."""
+    c = shape.get("causal", False)
+    if isinstance(c, bool):
+        return c, False
+    return c != "none", c == "top_left"
+
+
+def bias_and_visible(pos, seq_k, heads, causal, window, slopes):
     """Additive float64 mask [heads, len(pos), seq_k] and which rows see any key."""
     p = torch.as_tensor(pos, dtype=torch.int64)[:, None]
     j = torch.arange(seq_k, dtype=torch.int64)[None, :]
@@ -44,21 +71,32 @@ def bias_and_visible(pos, seq_k, heads, causal, window, alibi):
         if not causal:
             visible &= (j - p) < window
     bias = torch.zeros(heads, len(pos), seq_k, dtype=torch.float64)
-    if alibi:
-        bias -= alibi_slopes(heads)[:, None, None] * (p - j).abs().to(torch.float64)[None]
+    if slopes is not None:
+        bias -= slopes[:, None, None] * (p - j).abs().to(torch.float64)[None]
     bias.masked_fill_(~visible[None], float("-inf"))
     return bias, visible.any(dim=1)
 
 
-def sdpa_rows(q, k, v, pos, scale, causal, window, alibi, dtype, device):
-    """SDPA for the queries q [heads, n, d] at positions `pos` over k, v [kv_heads, seq_k, d]."""
+def sdpa_rows(q, k, v, pos, scale, causal, window, slopes, softcap, dtype, device):
+    """Attention for the queries q [heads, n, d] at positions `pos` over k, v [kv_heads, seq_k, d]: PyTorch's
+    SDPA, or the same math written out when soft-capping (which SDPA does not have)."""
     heads, kv_heads = q.shape[0], k.shape[0]
     k = k.repeat_interleave(heads // kv_heads, dim=0)
     v = v.repeat_interleave(heads // kv_heads, dim=0)
-    bias, sees = bias_and_visible(pos, k.shape[1], heads, causal, window, alibi)
+    bias, sees = bias_and_visible(pos, k.shape[1], heads, causal, window, slopes)
     to = lambda x: x.to(device=device, dtype=dtype)
-    out = F.scaled_dot_product_attention(to(q)[None], to(k)[None], to(v)[None], attn_mask=to(bias)[None], scale=scale)
-    out = out[0].to(torch.float64).cpu()
+    if softcap > 0:
+        # Written out in fp32 at least (fp64 when asked), as models compute soft-capping: a 16-bit matmul would
+        # round every score to 8 or 11 bits before the tanh.
+        wide = torch.float64 if dtype is torch.float64 else torch.float32
+        up = lambda x: x.to(device=device, dtype=wide)
+        s = (up(q) @ up(k).transpose(-1, -2)) * scale
+        s = softcap * torch.tanh(s / softcap) + up(bias)
+        out = torch.softmax(s, dim=-1) @ up(v)
+    else:
+        out = F.scaled_dot_product_attention(to(q)[None], to(k)[None], to(v)[None], attn_mask=to(bias)[None],
+                                             scale=scale)[0]
+    out = out.to(torch.float64).cpu()
     out[:, ~sees] = 0  # rows that see no key: attnbench outputs 0, SDPA gives NaN
     return out
 
@@ -74,6 +112,8 @@ def check_point(d, m, args):
     if dtype is torch.float64 and device == "cuda":
         device = "cpu"  # fp64 SDPA is a math-only path; the CPU does it as well
     heads, scale = shape["heads"], shape["scale"]
+    slopes, softcap = slopes_of(shape), shape.get("softcap", 0)
+    causal, top_left = causal_of(shape)
     got = np.zeros_like(ref)
 
     if op == "attention":
@@ -84,8 +124,8 @@ def check_point(d, m, args):
             sel = np.nonzero(b_of == b)[0]
             queries = np.unique(i_of[sel])  # only the queries the reference covers
             out = sdpa_rows(q[b, queries].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1),
-                            queries + seq_k - seq_q, scale, shape["causal"], shape["window"], shape["alibi"],
-                            dtype, device)  # [heads, len(queries), d]
+                            queries if top_left else queries + seq_k - seq_q, scale, causal, shape["window"],
+                            slopes, softcap, dtype, device)  # [heads, len(queries), d]
             where = {int(i): n for n, i in enumerate(queries)}
             for r in sel:
                 got[r] = out[h_of[r], where[int(i_of[r])]].numpy()
@@ -96,7 +136,25 @@ def check_point(d, m, args):
         for b in np.unique(b_of):
             n = context[b]
             out = sdpa_rows(q[b][:, None], kc[b, :n].transpose(0, 1), vc[b, :n].transpose(0, 1), [n - 1], scale,
-                            False, 0, shape["alibi"], dtype, device)  # [heads, 1, d]
+                            False, 0, slopes, softcap, dtype, device)  # [heads, 1, d]
+            for r in np.nonzero(b_of == b)[0]:
+                got[r] = out[h_of[r], 0].numpy()
+    elif op == "paged":
+        # The tokens one sequence after another, [tokens, kv_heads, d]; the cache holds them in the kv dtype,
+        # an fp8 cache as value / scale with the scale putting the largest |value| at 448.
+        q, k, v = load("q"), load("k"), load("v")
+        if shape["kv_dtype"] == "fp8_e4m3":
+            def stored(x):
+                s = x.abs().max() / 448
+                return (x / s).to(torch.float8_e4m3fn).to(torch.float64) * s
+            k, v = stored(k), stored(v)
+        context = shape["context"]
+        first = np.concatenate([[0], np.cumsum(context)[:-1]])
+        b_of, h_of = rows // heads, rows % heads
+        for b in np.unique(b_of):
+            n, f = context[b], first[b]
+            out = sdpa_rows(q[b][:, None], k[f:f + n].transpose(0, 1), v[f:f + n].transpose(0, 1), [n - 1], scale,
+                            False, 0, slopes, softcap, dtype, device)
             for r in np.nonzero(b_of == b)[0]:
                 got[r] = out[h_of[r], 0].numpy()
     else:
@@ -129,11 +187,11 @@ def main():
         m = json.loads(path.read_text())
         ok = check_point(path.parent, m, args)
         if ok is None:
-            print(f"skip {m['case']}: op {m['op']} (only attention and decode)")
+            print(f"skip {m['case']}: op {m['op']} (only attention, decode and paged)")
         else:
             results.append(ok)
     if not results:
-        print(f"{args.dump}: no attention or decode dumps found", file=sys.stderr)
+        print(f"{args.dump}: no attention, decode or paged dumps found", file=sys.stderr)
         return 2
     print(f"{results.count(True)} agree, {results.count(False)} disagree")
     return 0 if all(results) else 1

@@ -86,6 +86,8 @@ def plan(op, dtype, s):
     """What to time: (kind, peers, dims, flops, bytes), or a reason to skip. Peers run in the query dtype."""
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
+    if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":
+        return "skip: SDPA's fused backends take no soft-capping, ALiBi slopes or top-left alignment here"
     if op == "softmax":
         return "softmax", ["torch.softmax"], s, 0, 2 * e * s["rows"] * s["cols"]
     if op == "gemm":

@@ -110,7 +110,7 @@ TEST(CaseDefaults, Attention) {
   EXPECT_EQ(s.num("seq_q"), 128);
   EXPECT_EQ(s.num("seq_k"), 128);
   EXPECT_EQ(s.num("head_dim"), 64);
-  EXPECT_FALSE(s.flag("causal"));
+  EXPECT_EQ(s.word("causal"), "none");
   EXPECT_EQ(s.num("window"), 0);
   EXPECT_FALSE(s.flag("alibi"));
 
@@ -120,9 +120,34 @@ TEST(CaseDefaults, Attention) {
           .shape;
   EXPECT_EQ(g.num("kv_heads"), 2);
   EXPECT_EQ(g.num("seq_k"), 300);
-  EXPECT_TRUE(g.flag("causal"));
+  EXPECT_EQ(g.word("causal"), "bottom_right");  // true keeps meaning bottom-right
   EXPECT_EQ(g.num("window"), 64);
   EXPECT_TRUE(g.flag("alibi"));
+}
+
+// The score options: softcap 0, no scale (1/sqrt(head_dim) on each side), no slopes; the
+// causal words; a list on alibi_slopes is one value, a list of lists a sweep.
+TEST(CaseDefaults, ScoreOptions) {
+  const Shape s = parse(kAttention).points.at(0).shape;
+  EXPECT_EQ(s.real("softcap"), 0.0);
+  EXPECT_FALSE(s.has("scale"));
+  EXPECT_TRUE(s.reals("alibi_slopes").empty());
+  const Shape g = parse(std::string(kAttention) + "causal = \"top_left\"\nsoftcap = 30\nscale = 0.5\n"
+                                                  "kv_heads = 1\nalibi_slopes = [0.25, 1, 1, 1, 1, 1, 1, 1]\n")
+                      .points.at(0)
+                      .shape;
+  EXPECT_EQ(g.word("causal"), "top_left");
+  EXPECT_EQ(g.real("softcap"), 30.0);
+  EXPECT_EQ(g.real("scale"), 0.5);
+  EXPECT_EQ(g.reals("alibi_slopes").size(), 8u);
+  EXPECT_EQ(g.reals("alibi_slopes")[0], 0.25);
+  EXPECT_TRUE(g.flag("alibi"));  // slopes turn ALiBi on
+  const Case one = parse(kAttention, {"shape.heads=2", "shape.kv_heads=2", "shape.alibi_slopes=[0.5, 0.125]"});
+  ASSERT_EQ(one.points.size(), 1u);
+  EXPECT_EQ(one.points[0].shape.reals("alibi_slopes"), (std::vector<double>{0.5, 0.125}));
+  const Case two = parse(kAttention, {"shape.heads=1", "shape.kv_heads=1", "shape.alibi_slopes=[[0.5], [2]]"});
+  ASSERT_EQ(two.points.size(), 2u);
+  EXPECT_EQ(two.points[1].shape.reals("alibi_slopes"), (std::vector<double>{2.0}));
 }
 
 TEST(CaseDefaults, DecodeIntContextRepeatsPerSequence) {
@@ -296,7 +321,7 @@ TEST(CaseErrors, WrongTypes) {
   expect_has(error_of("op = \"softmax\"\n[shape]\nrows = 4.0\ncols = 2\n"),
              {"3:8", "shape.rows must be an integer, got float"});
   expect_has(error_of(std::string(kAttention) + "causal = 1\n"),
-             {"7:10", "shape.causal must be a boolean", "got integer"});
+             {"7:10", "shape.causal must be true, false or one of none, bottom_right or top_left", "got integer"});
   expect_has(error_of(std::string("name = 5\n") + kAttention), {"name must be a string, got integer"});
   expect_has(error_of(std::string(kAttention) + "[verify]\natol = \"small\"\n"),
              {"verify.atol must be a number, got string"});
@@ -692,7 +717,7 @@ TEST(CaseSweep, StringAndBoolValuesInLabels) {
   const Case c = parse(std::string(kAttention) + "[sweep]\ncausal = [false, true]\n");
   ASSERT_EQ(c.points.size(), 2u);
   EXPECT_EQ(c.points[1].label, "causal=true");
-  EXPECT_TRUE(c.points[1].shape.flag("causal"));
+  EXPECT_EQ(c.points[1].shape.word("causal"), "bottom_right");
   EXPECT_EQ(parse("op = \"gemm\"\n[shape]\nm = 1\nn = 1\nk = 1\n[sweep]\nlayout = [\"nn\"]\n").points.at(0).label,
             "layout=nn");
 }

@@ -126,7 +126,7 @@ TEST(Dump, ShapeJsonHasEveryKey) {
   const nlohmann::json j = shape_json(p);
   EXPECT_EQ(j["seq_k"], 7);
   EXPECT_EQ(j["kv_heads"], 2);
-  EXPECT_EQ(j["causal"], false);
+  EXPECT_EQ(j["causal"], "none");
   EXPECT_DOUBLE_EQ(j["scale"].get<double>(), 0.25);
   EXPECT_EQ(j.size(), p.shape.values().size() + 1);
 }

@@ -214,7 +214,7 @@ TEST(Attention, HandComputedWindow) {
 TEST(Attention, HandComputedAlibi) {
   HandCase c;
   c.q.assign(8, 0);  // scores are the bias alone
-  c.s.alibi = true;
+  c.s.alibi_slopes = {1 / 256.0};
   // One head: slope 2^-8. q1 (p = 2) scores -(2, 1, 0)/256 for keys 0..2, so weights are proportional to
   // (e^-2/256, e^-1/256, 1); q0 (p = 1) scores -(1, 0, 1)/256.
   const double a = std::exp(-1 / 256.0), a2 = a * a;
@@ -222,8 +222,75 @@ TEST(Attention, HandComputedAlibi) {
   expect_near(c.run(), rows_of({{6 * a / z0, 6 / z0, 6 * a / z0, 1}, {6 * a2 / z1, 6 * a / z1, 6 / z1, 1}}), 1e-15);
 }
 
-TEST(Attention, AlibiSlopesForEightHeads) {
-  for (int64_t h = 0; h < 8; ++h) EXPECT_EQ(alibi_slope(h, 8), std::ldexp(1.0, -(h + 1))) << "head " << h;
+TEST(Attention, HandComputedCausalTopLeft) {
+  HandCase c;
+  c.s.causal = true;
+  c.s.top_left = true;
+  // Query i sits at key position i: q0 sees key 0 -> v0 = (6 0 0 1); q1 sees keys 0, 1 with weights (1, 2) / 3.
+  expect_near(c.run(), rows_of({{6, 0, 0, 1}, {2, 4, 0, 1}}), 1e-7);
+}
+
+TEST(Attention, HandComputedSoftcap) {
+  HandCase c;
+  c.s.softcap = 0.5;
+  // q1's scores (0, ln 2, ln 3) become 0.5 tanh(2 s): weights proportional to exp of those.
+  const double w1 = std::exp(0.5 * std::tanh(2 * std::log(2.0))), w2 = std::exp(0.5 * std::tanh(2 * std::log(3.0)));
+  const double z = 1 + w1 + w2;
+  expect_near(c.run(), rows_of({{2, 2, 2, 1}, {6 / z, 6 * w1 / z, 6 * w2 / z, 1}}), 1e-7);
+}
+
+TEST(Attention, HandComputedScale) {
+  HandCase c;
+  c.s.scale = 1.0;  // twice the default 1/2: q1's scores (0, 2 ln 2, 2 ln 3), weights (1, 4, 9) / 14
+  expect_near(c.run(), rows_of({{2, 2, 2, 1}, {6 / 14.0, 24 / 14.0, 54 / 14.0, 1}}), 1e-7);
+}
+
+// The slopes ALiBi's authors (and vLLM) compute, by hand: 2^(-8i/n) for a power of two n; otherwise those of the
+// largest power of two below n, then the odd-numbered slopes of twice that count.
+TEST(Attention, AlibiSlopesForEightTwelveAndFortyHeads) {
+  const std::vector<double> eight = alibi_slopes(8);
+  ASSERT_EQ(eight.size(), 8u);
+  for (int64_t h = 0; h < 8; ++h) EXPECT_EQ(eight[h], std::ldexp(1.0, -(h + 1))) << "head " << h;
+  // 12 = 8 + 4: 2^-1 .. 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5 (16 heads' slopes 1, 3, 5, 7).
+  const std::vector<double> twelve = alibi_slopes(12);
+  ASSERT_EQ(twelve.size(), 12u);
+  for (int64_t h = 0; h < 8; ++h) EXPECT_EQ(twelve[h], std::ldexp(1.0, -(h + 1))) << "head " << h;
+  for (int64_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(twelve[8 + i], std::exp2(-0.5 - i)) << "head " << 8 + i;
+  // 40 = 32 + 8: 2^(-i/4), i = 1..32, then 64 heads' slopes 1, 3, ..., 15: 2^(-(2k+1)/8).
+  const std::vector<double> forty = alibi_slopes(40);
+  ASSERT_EQ(forty.size(), 40u);
+  for (int64_t h = 0; h < 32; ++h) EXPECT_DOUBLE_EQ(forty[h], std::exp2(-(h + 1) / 4.0)) << "head " << h;
+  for (int64_t k = 0; k < 8; ++k) EXPECT_DOUBLE_EQ(forty[32 + k], std::exp2(-(2 * k + 1) / 8.0)) << "head " << 32 + k;
+  EXPECT_EQ(alibi_slopes(1), std::vector<double>{1.0 / 256});
+}
+
+TEST(Attention, TopLeftEqualsBottomRightWhenSeqQEqualsSeqK) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 3, s.seq_q = 9, s.seq_k = 9, s.head_dim = 8;
+  s.causal = true;
+  s.window = 4;
+  s.alibi_slopes = alibi_slopes(3);
+  const AttentionInputs in(s, 80);
+  const Matrix bottom_right = in.run(s);
+  s.top_left = true;
+  expect_near(in.run(s), bottom_right, 0);
+  s.seq_k = 12;  // and they differ when the lengths do
+  const AttentionInputs longer(s, 80);
+  const Matrix top_left = longer.run(s);
+  s.top_left = false;
+  EXPECT_GT((longer.run(s) - top_left).cwiseAbs().maxCoeff(), 1e-3);
+}
+
+TEST(Attention, HugeSoftcapIsNoSoftcap) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 2, s.seq_q = 7, s.seq_k = 10, s.head_dim = 16;
+  s.causal = true;
+  const AttentionInputs in(s, 90);
+  const Matrix plain = in.run(s);
+  s.softcap = 1e6;
+  expect_near(in.run(s), plain, 1e-9);
+  s.softcap = 0.2;  // and a small cap changes the result
+  EXPECT_GT((in.run(s) - plain).cwiseAbs().maxCoeff(), 1e-3);
 }
 
 // Head h of GQA reads kv head h / (heads / kv_heads); repeating each kv head that many times must change nothing.
@@ -250,7 +317,7 @@ TEST(Attention, GqaEqualsMhaWithRepeatedKvHeads) {
   AttentionShape s;
   s.batch = 2, s.heads = 8, s.kv_heads = 2, s.seq_q = 5, s.seq_k = 9, s.head_dim = 16;
   s.causal = true;
-  s.alibi = true;
+  s.alibi_slopes = alibi_slopes(s.heads);
   expect_equals_mha_with_repeated_heads(s);
 }
 
@@ -311,7 +378,7 @@ struct DecodeInputs {
     s.batch = context.size(), s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim;
     s.max_context = *std::max_element(context.begin(), context.end()) + 3;
     s.context = context;
-    s.alibi = alibi;
+    if (alibi) s.alibi_slopes = alibi_slopes(heads);
     q = random_values(s.batch * heads * head_dim, 50);
     k = random_values(s.batch * s.max_context * kv_heads * head_dim, 51);
     v = random_values(k.size(), 52);
@@ -327,8 +394,12 @@ struct DecodeInputs {
 };
 
 TEST(Decode, EqualsLastRowOfCausalAttention) {
-  for (bool alibi : {false, true}) {
-    const DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
+  for (bool alibi : {false, true})
+  for (int64_t window : {0, 5}) {
+    DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
+    in.s.window = window;
+    in.s.softcap = window ? 0.7 : 0;  // the options together
+    in.s.scale = window ? 0.3 : 0;
     const DecodeShape& s = in.s;
     const Matrix o = in.run(all_rows(s.batch * s.heads));
     EXPECT_FALSE(o.hasNaN());
@@ -337,7 +408,10 @@ TEST(Decode, EqualsLastRowOfCausalAttention) {
       AttentionShape a;
       a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = a.seq_k = s.context[b], a.head_dim = s.head_dim;
       a.causal = true;
-      a.alibi = alibi;
+      a.window = s.window;
+      a.alibi_slopes = s.alibi_slopes;
+      a.softcap = s.softcap;
+      a.scale = s.scale;
       std::vector<float> q = random_values(a.seq_q * a.heads * a.head_dim, 60);
       std::copy_n(in.q.begin() + b * s.heads * s.head_dim, s.heads * s.head_dim,
                   q.end() - s.heads * s.head_dim);  // the last query row

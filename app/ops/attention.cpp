@@ -7,11 +7,12 @@
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
+#include "reference/attention.hpp"
 
 namespace attnbench {
 
 int64_t AttentionMask::visible_keys(int64_t i) const {
-  const int64_t pos = i + seq_k - seq_q;
+  const int64_t pos = position(i);
   int64_t lo = 0, hi = seq_k - 1;
   if (causal) hi = std::min(hi, pos);
   if (window > 0) {
@@ -31,14 +32,14 @@ namespace {
 
 class AttentionProblem : public TableProblem<AttentionParams> {
  public:
-  explicit AttentionProblem(const CasePoint& p) : TableProblem(p, attention_variants()) {
+  explicit AttentionProblem(const CasePoint& p)
+      : TableProblem(p, attention_variants()), scores_(p.shape, p.shape.num("heads")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
     kv_heads_ = s.num("kv_heads");
     head_dim_ = s.num("head_dim");
-    mask_ = {s.num("seq_q"), s.num("seq_k"), s.flag("causal"), s.num("window")};
-    alibi_ = s.flag("alibi");
+    mask_ = {s.num("seq_q"), s.num("seq_k"), causal_of(s), s.num("window"), top_left_of(s)};
     add_input("q", p.dtype, {{"batch", batch_}, {"seq_q", mask_.seq_q}, {"heads", heads_}, {"head_dim", head_dim_}},
               1.f, true);
     for (const char* name : {"k", "v"})
@@ -49,6 +50,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
                {{"batch", batch_, 'b'}, {"seq_q", mask_.seq_q, 'i'}, {"heads", heads_, 'h'},
                 {"head_dim", head_dim_, 'd'}},
                3);
+    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
   }
   Work work() const override {
     const double e = dtype_bytes(point().dtype);
@@ -77,8 +79,11 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     a.seq_k = mask_.seq_k;
     a.head_dim = head_dim_;
     a.causal = mask_.causal;
+    a.top_left = mask_.top_left;
     a.window = mask_.window;
-    a.alibi = alibi_;
+    a.alibi_slopes = scores_.reference_slopes();
+    a.scale = scores_.reference_scale();
+    a.softcap = scores_.softcap();
     return ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -96,15 +101,20 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.seq_k = mask_.seq_k;
     p.head_dim = head_dim_;
     p.causal = mask_.causal;
+    p.top_left = mask_.top_left;
     p.window = mask_.window;
-    p.alibi = alibi_;
+    p.alibi = scores_.alibi();
+    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
+    p.scale = scores_.scale();
+    p.softcap = scores_.softcap();
     p.dtype = point().dtype;
     finish_attention_params(p);
     return p;
   }
   int64_t batch_, heads_, kv_heads_, head_dim_;
   AttentionMask mask_;
-  bool alibi_;
+  ScoreOptions scores_;
+  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
 };
 
 }  // namespace
@@ -116,7 +126,53 @@ KeySpec kv_heads_key() {
   return derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads");
 }
 KeySpec head_dim_key(std::string meaning) { return int_key("head_dim", std::move(meaning)); }
-KeySpec alibi_key() { return bool_key("alibi", "add -slope(h)·distance to each score"); }
+KeySpec alibi_key() {
+  return bool_key("alibi", "ALiBi: add -slope(h)·|query position - key position| to each score, standard slopes");
+}
+KeySpec alibi_slopes_key() {
+  return numbers_key("alibi_slopes", "ALiBi with these slopes, one per query head (turns alibi on)", 0, 1e4);
+}
+KeySpec scale_key() {
+  return number_key("scale", "the softmax scale: scores are scale·q·k", std::nullopt, 1e-30, 1e30, "1/sqrt(head_dim)");
+}
+KeySpec softcap_key() {
+  return number_key("softcap", "soft-capping: scores s become softcap·tanh(s/softcap) before masks; 0 = off", 0.0, 0,
+                    1e30);
+}
+
+KeySpec causal_key() {
+  KeySpec k = choice_key("causal",
+                         "query at position p sees keys j <= p; p = i + seq_k - seq_q (bottom_right, true) or i "
+                         "(top_left)",
+                         {"none", "bottom_right", "top_left"}, "none");
+  k.bool_words = {"none", "bottom_right"};
+  return k;
+}
+bool causal_of(const Shape& s) { return s.word("causal") != "none"; }
+bool top_left_of(const Shape& s) { return s.word("causal") == "top_left"; }
+
+void finish_scores(ShapeCheck& c) {
+  const auto& slopes = c.shape.reals("alibi_slopes");
+  if (slopes.empty()) return;
+  const int64_t heads = c.shape.num("heads");
+  if (static_cast<int64_t>(slopes.size()) != heads)
+    c.fail("alibi_slopes", "shape.alibi_slopes has " + std::to_string(slopes.size()) + " slopes for " +
+                               std::to_string(heads) + " query heads (one per query head)");
+  if (c.given("alibi") && !c.shape.flag("alibi"))
+    c.fail("alibi", "shape.alibi = false contradicts shape.alibi_slopes (slopes turn ALiBi on)");
+  c.shape.set("alibi", true);
+}
+
+ScoreOptions::ScoreOptions(const Shape& s, int64_t heads) {
+  const auto& given = s.reals("alibi_slopes");
+  if (!given.empty()) {
+    slopes_.assign(given.begin(), given.end());
+  } else if (s.flag("alibi")) {
+    for (double x : ref::alibi_slopes(heads)) slopes_.push_back(static_cast<float>(x));
+  }
+  if (s.has("scale")) scale_ = static_cast<float>(s.real("scale"));
+  softcap_ = static_cast<float>(s.real("softcap"));
+}
 
 // Shared with the ops whose [shape] has heads over kv_heads (decode, paged, pipeline).
 void finish_heads(ShapeCheck& c) {
@@ -141,12 +197,16 @@ OpSpec attention_op() {
       int_key("seq_q", "queries per sequence"),
       derived_int_key("seq_k", "keys per sequence", "seq_q"),
       head_dim_key(),
-      bool_key("causal", "query i sees keys j <= i + seq_k - seq_q (bottom-right)"),
+      causal_key(),
       int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
       alibi_key(),
+      alibi_slopes_key(),
+      scale_key(),
+      softcap_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
+    finish_scores(c);
     if (!c.given("seq_k")) c.shape.set("seq_k", c.shape.num("seq_q"));
   };
   op.variants = [] { return variant_infos(attention_variants()); };

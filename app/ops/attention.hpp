@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "app/op.hpp"
 
@@ -15,19 +16,51 @@ KeySpec heads_key();
 KeySpec kv_heads_key();  // defaults to heads (finish_heads)
 KeySpec head_dim_key(std::string meaning = "elements per head: a multiple of 8, at most 256");
 KeySpec alibi_key();
+KeySpec alibi_slopes_key();
+KeySpec scale_key();
+KeySpec softcap_key();
+// causal = false | true | "bottom_right" | "top_left"; true means bottom_right. Read it with
+// causal_of / top_left_of.
+KeySpec causal_key();
+bool causal_of(const Shape& s);
+bool top_left_of(const Shape& s);
 
 // kv_heads defaults to heads and must divide it; head_dim is a multiple of 8, at most
 // 256. Every op with heads over kv heads finishes its [shape] with this.
 void finish_heads(ShapeCheck& check);
+// alibi_slopes: one per query head, and it turns ALiBi on (alibi = false beside it is a
+// contradiction). For the ops with the score keys, after finish_heads.
+void finish_scores(ShapeCheck& check);
+
+// What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
+// given to the kernels' params and the fp64 reference alike: the reference sees the slopes
+// and the scale as the device holds them (fp32).
+class ScoreOptions {
+ public:
+  ScoreOptions(const Shape& s, int64_t heads);
+  bool alibi() const { return !slopes_.empty(); }
+  const std::vector<float>& slopes() const { return slopes_; }  // [heads]; empty = no ALiBi
+  std::vector<double> reference_slopes() const { return {slopes_.begin(), slopes_.end()}; }
+  float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
+  double reference_scale() const { return scale_; }
+  float softcap() const { return softcap_; }  // 0 = none
+
+ private:
+  std::vector<float> slopes_;
+  float scale_ = 0, softcap_ = 0;
+};
 
 // Query i sits at position i + seq_k - seq_q (bottom-right alignment: the last query
-// sees the last key). Causal: it sees keys up to its position; a window of w keeps the
-// w keys ending at its position (and, without causal, the w - 1 after it too).
+// sees the last key), or at i (top_left). Causal: it sees keys up to its position; a
+// window of w keeps the w keys ending at its position (and, without causal, the w - 1
+// after it too).
 struct AttentionMask {
   int64_t seq_q = 1, seq_k = 1;
   bool causal = false;
   int64_t window = 0;  // 0 = none
+  bool top_left = false;
 
+  int64_t position(int64_t i) const { return top_left ? i : i + seq_k - seq_q; }
   int64_t visible_keys(int64_t i) const;
   int64_t pairs() const;  // the (query, key) pairs of one head that are not masked
 };

@@ -14,7 +14,8 @@ namespace {
 
 class DecodeProblem : public TableProblem<DecodeParams> {
  public:
-  explicit DecodeProblem(const CasePoint& p) : TableProblem(p, decode_variants()) {
+  explicit DecodeProblem(const CasePoint& p)
+      : TableProblem(p, decode_variants()), scores_(p.shape, p.shape.num("heads")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -22,7 +23,6 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     head_dim_ = s.num("head_dim");
     max_context_ = s.num("max_context");
     context_ = s.lengths("context");
-    alibi_ = s.flag("alibi");
     add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
     for (const char* name : {"k_cache", "v_cache"})
       add_input(name, p.dtype,
@@ -30,6 +30,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
                 1.f, true);
     add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
+    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
   }
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.
@@ -48,7 +49,9 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     d.head_dim = head_dim_;
     d.max_context = max_context_;
     d.context = context_;
-    d.alibi = alibi_;
+    d.alibi_slopes = scores_.reference_slopes();
+    d.scale = scores_.reference_scale();
+    d.softcap = scores_.softcap();
     return ref::decode(d, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -80,14 +83,18 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     p.head_dim = head_dim_;
     p.max_context = max_context_;
     p.longest_context = *std::max_element(context_.begin(), context_.end());
-    p.alibi = alibi_;
+    p.alibi = scores_.alibi();
+    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
+    p.scale = scores_.scale();
+    p.softcap = scores_.softcap();
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
   }
   int64_t batch_, heads_, kv_heads_, head_dim_, max_context_;
   std::vector<int64_t> context_;
-  bool alibi_;
+  ScoreOptions scores_;
+  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
   DeviceBuffer* context_lens_;
 };
 
@@ -105,9 +112,13 @@ OpSpec decode_op() {
       lengths_key("context", "tokens in each sequence's cache: one integer for all, or one per sequence"),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context"),
       alibi_key(),
+      alibi_slopes_key(),
+      scale_key(),
+      softcap_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
+    finish_scores(c);
     const auto& context = c.shape.lengths("context");
     if (!c.given("max_context")) c.shape.set("max_context", *std::max_element(context.begin(), context.end()));
     const int64_t max_context = c.shape.num("max_context");

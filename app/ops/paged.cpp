@@ -24,7 +24,8 @@ namespace {
 // sequence owns holds NaN.
 class PagedProblem : public TableProblem<PagedParams> {
  public:
-  explicit PagedProblem(const CasePoint& p) : TableProblem(p, paged_variants()) {
+  explicit PagedProblem(const CasePoint& p)
+      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -34,7 +35,6 @@ class PagedProblem : public TableProblem<PagedParams> {
     num_blocks_ = s.num("num_blocks");
     partition_size_ = s.num("partition_size");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
-    alibi_ = s.flag("alibi");
     context_ = s.lengths("context");
     longest_ = *std::max_element(context_.begin(), context_.end());
     for (int64_t c : context_) {
@@ -53,6 +53,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     tables_ = &add_buffer(4 * batch_ * max_blocks_);
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     slots_ = &add_buffer(8 * tokens_);
+    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
   }
   Work work() const override {
     const double kv = dtype_bytes(kv_dtype_), e = dtype_bytes(point().dtype);
@@ -73,7 +74,9 @@ class PagedProblem : public TableProblem<PagedParams> {
     d.max_context = longest_;
     d.context = context_;
     d.first = first_;
-    d.alibi = alibi_;
+    d.alibi_slopes = scores_.reference_slopes();
+    d.scale = scores_.reference_scale();
+    d.softcap = scores_.softcap();
     return ref::decode(d, input(0).host.data(), cached(0).data(), cached(1).data(), rows);
   }
 
@@ -199,7 +202,10 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.max_blocks_per_seq = max_blocks_;
     p.longest_context = longest_;
     p.partition_size = partition_size_;
-    p.alibi = alibi_;
+    p.alibi = scores_.alibi();
+    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
+    p.scale = scores_.scale();
+    p.softcap = scores_.softcap();
     p.dtype = point().dtype;
     p.kv_dtype = kv_dtype_;
     p.k_scale = k_scale_;
@@ -210,7 +216,8 @@ class PagedProblem : public TableProblem<PagedParams> {
 
   int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_;
   DType kv_dtype_;
-  bool alibi_;
+  ScoreOptions scores_;
+  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
   std::vector<int64_t> context_;
   int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
   std::vector<int32_t> table_;
@@ -292,9 +299,13 @@ OpSpec paged_op() {
       choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
                  "dtype"),
       alibi_key(),
+      alibi_slopes_key(),
+      scale_key(),
+      softcap_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
+    finish_scores(c);
     finish_paged_pool(c);
     const int64_t partition = c.shape.num("partition_size"), block = c.shape.num("block_size");
     if (partition % block != 0)

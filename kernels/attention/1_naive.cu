@@ -41,9 +41,12 @@ __global__ void naive_scores_kernel(const T* __restrict__ q, const T* __restrict
   s[row * ld + j] = acc;
 }
 
-// s: [batch·heads, seq_q, ld] fp32, in place: s·scale - slope(h)·|pos - j| where query i
-// (at key position pos) sees key j, -inf where it does not and in the padding j >= seq_k.
+// s: [batch·heads, seq_q, ld] fp32, in place: cap(s·scale) - slope(h)·|pos - j| where query i
+// (at key position pos) sees key j, -inf where it does not and in the padding j >= seq_k;
+// cap(x) = softcap·tanh(x / softcap) (tanhf: the rungs below the fused ones stay exact).
 // The softmax then turns -inf into 0, and a row of only -inf into zeros.
+// kCap: soft-capping, its own instantiation so that the plain kernel keeps its code.
+template <bool kCap>
 __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int64_t ld) {
   const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (idx >= sh.batch_heads * sh.seq_q * ld) return;
@@ -51,8 +54,10 @@ __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int
   const int64_t row = idx / ld;
   const int pos = static_cast<int>(row % sh.seq_q) + sh.offset;
   const int h = static_cast<int>(row / sh.seq_q % sh.heads);
-  const float bias = sh.alibi ? alibi_slope(h, sh.heads) * static_cast<float>(abs(pos - j)) : 0.f;
-  s[idx] = j < sh.seq_k && visible(sh, pos, j) ? s[idx] * sh.scale - bias : -INFINITY;
+  const float bias = sh.alibi ? sh.slopes[h] * static_cast<float>(abs(pos - j)) : 0.f;
+  float x = s[idx] * sh.scale;
+  if constexpr (kCap) x = sh.softcap * tanhf(x / sh.softcap);
+  s[idx] = j < sh.seq_k && visible(sh, pos, j) ? x - bias : -INFINITY;
 }
 
 // o = P V. p: [batch·heads, seq_q, ld] fp32; v: [batch, seq_k, kv_heads, head_dim];
@@ -78,7 +83,11 @@ __global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict
 }  // namespace
 
 void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, cudaStream_t stream) {
-  scale_and_mask_kernel<<<elementwise_blocks(sh.batch_heads * sh.seq_q * ld), kElementwiseThreads, 0, stream>>>(s, sh, ld);
+  const int blocks = elementwise_blocks(sh.batch_heads * sh.seq_q * ld);
+  if (sh.softcap > 0.f)
+    scale_and_mask_kernel<true><<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld);
+  else
+    scale_and_mask_kernel<false><<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld);
 }
 
 void naive(const AttentionParams& p, const LaunchContext& ctx) {

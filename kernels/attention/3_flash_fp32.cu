@@ -252,7 +252,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     m[r] = -INFINITY;
     l[r] = 0.f;
   }
-  const float slope_log2 = s.alibi ? alibi_slope_log2(h, s.heads) : 0.f;
+  const float slope_log2 = s.alibi ? s.slopes[h] * kLog2e : 0.f;
+  // Soft-capping in exp2 units: softcap·tanh(x / softcap) of a score x is
+  // cap·tanh(y / cap) of y = x·log2 e, cap = softcap·log2 e. tanhf keeps this rung exact.
+  const float cap_log2 = s.softcap * kLog2e;
 
   const float* Qt = Qs + rg * kLd;   // + r·kRowGroups·kLd: row rg + kRowGroups·r
   const float* Kt = Ks + cg * kLd;   // + t·8·kLd: key cg + 8t
@@ -286,6 +289,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
         for (int r = 0; r < RM; ++r) dot4_acc(S[r][t], qf[r], kf);
       }
+    }
+
+    if (s.softcap > 0.f) {
+#pragma unroll
+      for (int r = 0; r < RM; ++r)
+#pragma unroll
+        for (int t = 0; t < KN; ++t) S[r][t] = cap_log2 * tanhf(S[r][t] / cap_log2);
     }
 
     // Boundary tiles (sequence end, causal diagonal, window edges) and ALiBi: mask to

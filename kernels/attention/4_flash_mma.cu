@@ -124,7 +124,7 @@ struct Config {
 __device__ __forceinline__ int key_hi(const Args& a, int pos) { return min(pos + a.hi_reach, a.seq_k - 1); }
 __device__ __forceinline__ int key_lo(const Args& a, int pos) { return max(pos - a.lo_reach, 0); }
 
-// MASKED: causal, window or ALiBi (the general path); without it the only mask is the seq_k
+// MASKED: causal, window, ALiBi or soft-capping (the general path); without it the only mask is the seq_k
 // tail of the last key tile. The arguments are __grid_constant__, read in place from the
 // constant bank where they are used: as a plain by-value parameter (128 bytes) the compiler
 // loads every field at entry, and the 256-row d128 loop comes out 31 instructions longer.
@@ -145,7 +145,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int h = static_cast<int>(blockIdx.y), b = a.batch_offset + static_cast<int>(blockIdx.z);
   const int m0 = m_block * Br;
-  const int shift = a.seq_k - a.seq_q;  // query i sits at key position i + shift (bottom-right)
+  const int shift = a.q_offset;  // query i sits at key position i + shift
 
   // Key tiles this block visits, [n_min, n_max). hi_first / lo_last bound what the block's
   // first and last real rows see: a tile inside [lo_last, hi_first] needs no mask.
@@ -284,6 +284,18 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
       }
     }
 
+    // Soft-capping of every score, before bias and masks (raw units; a uniform branch).
+    if constexpr (MASKED) {
+      if (a.softcap > 0.f) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = soft_cap_sfu(acc_s[mt][nt][e], a.softcap, a.inv_softcap);
+      }
+    }
+
     // Masks and bias, only on the tiles that cross a boundary (uniform across the block).
     const int n0 = n * Bc;
     bool need_mask = n0 + Bc > a.seq_k;
@@ -303,7 +315,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
       const int row0 = m0 + (t / 32) * WM + (t % 32) / 4;
       const int rel = row0 + shift - first;
       // ALiBi slope in raw score units; 0 without ALiBi, and the bias term vanishes.
-      const float slope = MASKED ? exp2_approx(a.alibi_exp * (h + 1)) * a.alibi_scale : 0.f;
+      const float slope = MASKED && a.alibi ? a.alibi_slopes[h] * a.alibi_scale : 0.f;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll

@@ -78,7 +78,9 @@ __device__ __forceinline__ void wgmma_commit_wait() {
 
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
-template <class T, bool kCausal>
+// kCap: soft-capping (a.softcap > 0), its own instantiation so that the other paths keep
+// their code.
+template <class T, bool kCausal, bool kCap>
 __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   extern __shared__ unsigned char smem_raw[];
@@ -92,7 +94,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   const T* k = static_cast<const T*>(a.k) + b * a.kv_batch_stride + int64_t{kvh} * D;
   const T* v = static_cast<const T*>(a.v) + b * a.kv_batch_stride + int64_t{kvh} * D;
   T* o = static_cast<T*>(a.o) + b * a.o_batch_stride + int64_t{h} * D;
-  const int shift = a.seq_k - a.seq_q;  // query i sits at key position i + shift
+  const int shift = a.q_offset;  // query i sits at key position i + shift
 
   // Key tiles the block's rows can see.
   int n_end = (a.seq_k + BC - 1) / BC;
@@ -135,6 +137,10 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
     }
     wgmma_commit_wait();
 
+    if constexpr (kCap) {  // before the masks, in raw score units
+#pragma unroll
+      for (int i = 0; i < 64; ++i) s[i] = soft_cap_sfu(s[i], a.softcap, a.inv_softcap);
+    }
     // Masks: keys past seq_k, and (causal) past a row's position.
     const int key0 = n * BC;
     const bool tail = key0 + BC > a.seq_k;
@@ -211,22 +217,27 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
 #endif
 }
 
-template <class T, bool kCausal>
+template <class T, bool kCausal, bool kCap>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto k = flash_wgmma_kernel<T, kCausal>;
+  const auto k = flash_wgmma_kernel<T, kCausal, kCap>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   check_cuda(opt_in, "attention/flash_wgmma");
   launch_per_batch_chunk(p, k, make_args(p), BR, THREADS, SMEM_BYTES, ctx, "attention/flash_wgmma");
+}
+
+// The one switch on dtype, causal and soft-capping.
+template <class T>
+void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
+  if (p.softcap > 0) return p.causal ? launch_kernel<T, true, true>(p, ctx) : launch_kernel<T, false, true>(p, ctx);
+  return p.causal ? launch_kernel<T, true, false>(p, ctx) : launch_kernel<T, false, false>(p, ctx);
 }
 
 }  // namespace
 
 void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) {
   switch (p.dtype) {
-    case DType::fp16:
-      return p.causal ? launch_kernel<__half, true>(p, ctx) : launch_kernel<__half, false>(p, ctx);
-    case DType::bf16:
-      return p.causal ? launch_kernel<__nv_bfloat16, true>(p, ctx) : launch_kernel<__nv_bfloat16, false>(p, ctx);
+    case DType::fp16: return launch_dtype<__half>(p, ctx);
+    case DType::bf16: return launch_dtype<__nv_bfloat16>(p, ctx);
     default:
       throw std::invalid_argument(std::string("attention/flash_wgmma: no ") + dtype_name(p.dtype) + " path");
   }

@@ -20,26 +20,32 @@ struct AttentionParams {
   void* o;        // [batch, seq_q, heads, head_dim]
   int64_t q_batch_stride = 0, kv_batch_stride = 0, o_batch_stride = 0;  // elements
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
-  // Query i sits at position i + seq_k - seq_q (bottom-right alignment, as FlashAttention
-  // >= 2.1); it sees key j when j <= that position (causal), when the two are less than
-  // `window` apart (window > 0; on both sides when not causal), and gets the bias
-  // -slope(h) * |position - j| (alibi), slope(h) = 2^(-8 (h + 1) / heads). A query that
-  // sees no key outputs 0.
+  // Query i sits at position p = i + seq_k - seq_q (bottom-right alignment, as FlashAttention
+  // >= 2.1: the last query sees the last key), or p = i with top_left (PyTorch's is_causal).
+  // It sees key j when j <= p (causal) and when the two are less than `window` apart
+  // (window > 0; on both sides when not causal). With alibi its scores get the bias
+  // -alibi_slopes[h] * |p - j|. Scores s = scale * q·k become softcap * tanh(s / softcap)
+  // (softcap > 0) before bias and masks. A query that sees no key outputs 0.
   bool causal = false;
+  bool top_left = false;
   int64_t window = 0;
   bool alibi = false;
-  float scale = 0;       // softmax scale, 1/sqrt(head_dim)
+  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
+  float softcap = 0;
+  float scale = 0;       // softmax scale, 1/sqrt(head_dim) when 0
   float scale_log2 = 0;  // scale * log2(e): kernels use exp2
+  int64_t q_offset = 0;  // p - i: seq_k - seq_q, or 0 with top_left (finish_attention_params)
   DType dtype = DType::fp32;
 };
 
-// Fills the derived fields (strides for the dense layout, scale, scale_log2).
+// Fills the derived fields (strides for the dense layout, scale, scale_log2, q_offset).
 inline void finish_attention_params(AttentionParams& p) {
   if (p.q_batch_stride == 0) p.q_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.o_batch_stride == 0) p.o_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.kv_batch_stride == 0) p.kv_batch_stride = p.seq_k * p.kv_heads * p.head_dim;
   if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
   p.scale_log2 = p.scale * kLog2e;
+  p.q_offset = p.top_left ? 0 : p.seq_k - p.seq_q;
 }
 
 const std::vector<Variant<AttentionParams>>& attention_variants();

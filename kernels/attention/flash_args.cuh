@@ -30,16 +30,19 @@ struct Args {
   // Causal and window as reaches (key_reach, mask.cuh): a query at position pos sees keys
   // [pos - lo_reach, pos + hi_reach] within [0, seq_k).
   int lo_reach, hi_reach;
+  int q_offset;  // query i sits at key position i + q_offset (AttentionParams::q_offset)
   bool alibi;
-  float alibi_exp;       // alibi_exponent_step: slope(h) = 2^(alibi_exp * (h + 1))
+  const float* alibi_slopes;  // [heads]
   float alibi_scale;     // 1 / scale: the bias is added to raw scores, before the scale
+  float softcap, inv_softcap;  // in raw score units (softcap / scale); 0, 0 = none
   float scale_log2;      // scale * log2(e)
   float inv_scale_log2;  // 1 / scale_log2: the lazy threshold in raw score units
 };
 
-// Causal, window or ALiBi: the kernel's MASKED path, and the tiles of Tiles::masked.
+// Causal, window, ALiBi or soft-capping: the kernel's MASKED path, and the tiles of
+// Tiles::masked (the plain path stays free of their per-score work).
 inline bool is_masked(const AttentionParams& p) {
-  return p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi;
+  return p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi || p.softcap > 0;
 }
 
 // The kernel arguments of p.
@@ -62,9 +65,12 @@ inline Args make_args(const AttentionParams& p) {
   const Reach reach = key_reach(p.causal, p.window, p.seq_q, p.seq_k);
   a.lo_reach = reach.lo;
   a.hi_reach = reach.hi;
+  a.q_offset = static_cast<int>(p.q_offset);
   a.alibi = p.alibi;
-  a.alibi_exp = alibi_exponent_step(p.heads);
+  a.alibi_slopes = p.alibi_slopes;
   a.alibi_scale = p.alibi ? 1.f / p.scale : 0.f;
+  a.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
+  a.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
   a.scale_log2 = p.scale_log2;
   a.inv_scale_log2 = 1.f / p.scale_log2;
   a.batch_offset = 0;

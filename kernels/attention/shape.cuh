@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -23,10 +24,12 @@ struct Shape {
   int64_t batch_heads;
   int heads, group;  // group: query heads per kv head; query head h reads kv head h / group
   int seq_q, seq_k, head_dim;
-  int offset;  // seq_k - seq_q: query i sits at key position i + offset (bottom-right)
+  int offset;  // query i sits at key position i + offset (AttentionParams::q_offset)
   int window;  // 0 = none; capped at seq_q + seq_k, a distance no pair reaches
   bool causal, alibi;
+  const float* slopes;  // [heads] ALiBi slopes (alibi)
   float scale, scale_log2;
+  float softcap;  // 0 = none; in score units (scale · q·k)
 };
 
 inline Shape make_shape(const AttentionParams& p) {
@@ -42,12 +45,14 @@ inline Shape make_shape(const AttentionParams& p) {
   s.seq_q = static_cast<int>(p.seq_q);
   s.seq_k = static_cast<int>(p.seq_k);
   s.head_dim = static_cast<int>(p.head_dim);
-  s.offset = static_cast<int>(p.seq_k - p.seq_q);
+  s.offset = static_cast<int>(p.q_offset);
   s.window = static_cast<int>(std::min(p.window, p.seq_q + p.seq_k));
   s.causal = p.causal;
   s.alibi = p.alibi;
+  s.slopes = p.alibi_slopes;
   s.scale = p.scale;
   s.scale_log2 = p.scale_log2;
+  s.softcap = p.softcap;
   return s;
 }
 
@@ -66,6 +71,8 @@ inline std::string common_reason(const AttentionParams& p) {
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.window < 0) return "window must be >= 0";
+  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
+  if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
   if (p.seq_q >= kMaxSeq || p.seq_k >= kMaxSeq) return "seq_q and seq_k must be < 2^29";
   if (p.heads > INT_MAX || p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
   return {};

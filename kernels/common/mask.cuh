@@ -1,5 +1,6 @@
 // Attention semantics shared by the prefill, decode and paged kernels: which keys a query
-// sees (causal, sliding window, as reaches around its position) and the ALiBi bias.
+// sees (causal, sliding window, as reaches around its position), the ALiBi bias and
+// soft-capping.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -7,19 +8,36 @@
 #include <cstdint>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/softmax_math.cuh"
 
 namespace attnbench {
 
-// ALiBi slope of query head h of `heads`: slope(h) = 2^(-8 (h + 1) / heads); the bias of key j
-// for a query at position pos is -slope(h) · |pos - j|.
-__host__ __device__ __forceinline__ float alibi_slope(int h, int heads) {
-  return exp2f(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads));
+// ALiBi: query head h's scores get -slope[h] · |pos - j| (slope[h] · (j - pos) for every key a
+// causal query sees). The slopes come from the host in a device array, one per query head:
+// the standard ones (reference/attention.hpp, alibi_slopes) or a case's own.
+
+// tanh on the special-function unit: 1 - 2 / (2^(2x·log2 e) + 1), within about 1e-7 of tanh
+// (ex2.approx is 2^-22 relative; the division is 2 ulp); +-1 for large |x|, no NaN.
+__device__ __forceinline__ float tanh_fast(float x) {
+  return 1.f - __fdividef(2.f, exp2_approx(x * (2.f * kLog2e)) + 1.f);
 }
-// The same in exp2 units (times log2(e)), for scores kept as x · log2(e).
-__host__ __device__ __forceinline__ float alibi_slope_log2(int h, int heads) { return alibi_slope(h, heads) * kLog2e; }
-// The slope's exponent step, -8 / heads, for kernels that evaluate it on the special-function
-// unit as exp2_approx(step · (h + 1)) (flash_mma: no exp2f call in the kernel).
-inline float alibi_exponent_step(int64_t heads) { return -8.f / static_cast<float>(heads); }
+
+// tanh in one special-function op (tanh.approx.f32, sm_75+), within 2^-10.99 of tanh relative.
+// The compute-bound prefill kernels already spend one MUFU op a score on the softmax's exp:
+// tanh_fast's two more made them MUFU-bound (0.67x the throughput without soft-capping on an
+// H100, bench notes run 50), this one costs one.
+__device__ __forceinline__ float tanh_sfu(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Soft-capping, softcap · tanh(s / softcap) for a score s = scale · q·k, in whatever units a
+// kernel keeps its scores: `cap` is softcap in those units (softcap / scale for raw q·k,
+// softcap · log2 e for s · log2 e) and `inv_cap` its inverse. soft_cap for the memory-bound
+// kernels (decode, paged: the accurate tanh is free there), soft_cap_sfu for prefill.
+__device__ __forceinline__ float soft_cap(float x, float cap, float inv_cap) { return cap * tanh_fast(x * inv_cap); }
+__device__ __forceinline__ float soft_cap_sfu(float x, float cap, float inv_cap) { return cap * tanh_sfu(x * inv_cap); }
 
 // A window that covers every key (|position - j| <= seq_q + seq_k - 2) is no window.
 inline int64_t effective_window(int64_t window, int64_t seq_q, int64_t seq_k) {

@@ -24,7 +24,8 @@ namespace {
 constexpr int kNaiveThreads = 128;
 
 // scores: [batch, heads, max_context] fp32. Block b·heads + h owns query head h of sequence b.
-template <class T>
+// kCap: soft-capping, its own instantiation so that the plain kernel keeps its code.
+template <class T, bool kCap>
 __global__ void __launch_bounds__(kNaiveThreads)
     naive_kernel(const Decode p, float* __restrict__ scores, int64_t max_context) {
   __shared__ float sq[256];
@@ -41,13 +42,16 @@ __global__ void __launch_bounds__(kNaiveThreads)
   __syncthreads();
 
   // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
-  const float slope = p.alibi ? alibi_slope(h, p.heads) : 0.f;
+  const float slope = p.alibi ? p.slopes[h] : 0.f;
+  const float cap = p.softcap * p.scale;  // soft-capping in score units (tanhf: exact)
   float m = -INFINITY;
   for (int j = threadIdx.x; j < ctx; j += kNaiveThreads) {
     const T* kj = k + j * p.row_stride;
     float dot = 0.f;
     for (int d = 0; d < p.head_dim; ++d) dot = fmaf(sq[d], to_float(kj[d]), dot);
-    const float x = dot * p.scale - slope * static_cast<float>(ctx - 1 - j);
+    float x = dot * p.scale;
+    if constexpr (kCap) x = cap * tanhf(x / cap);
+    x -= slope * static_cast<float>(ctx - 1 - j);
     s[j] = x;
     m = fmaxf(m, x);
   }
@@ -75,7 +79,8 @@ void naive(const DecodeParams& p, const LaunchContext& ctx) {
   const Decode d = make_decode(p);
   with_storage(p.dtype, "decode/naive", [&](auto tag) {
     using T = decltype(tag);
-    naive_kernel<T><<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
+    const auto kernel = p.softcap > 0 ? naive_kernel<T, true> : naive_kernel<T, false>;
+    kernel<<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
         d, static_cast<float*>(ctx.workspace), p.max_context);
   });
   check_launch("decode/naive");

@@ -41,6 +41,20 @@
 namespace attnbench::decode_impl {
 namespace {
 
+// Query head h's ALiBi slope in exp2 units; 0 without ALiBi and for the padding heads past
+// the last (h >= heads), whose outputs are dropped.
+__device__ __forceinline__ float head_slope_log2(const Decode& p, int h) {
+  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
+}
+
+// A raw score q·k soft-capped when the kernel is built with kCap (softcap > 0): the other
+// instantiations keep the loop they had without soft-capping.
+template <bool kCap>
+__device__ __forceinline__ float capped(const Decode& p, float s) {
+  if constexpr (kCap) return soft_cap(s, p.softcap, p.inv_softcap);
+  return s;
+}
+
 // The tensor-core kernel's shape. kD: head_dim class (64 or 128; a smaller head_dim runs
 // zero-filled). Each warp owns a ring of kStages tile buffers in shared memory (K and V of 16
 // keys: 8 KB at d128) and keeps kStages - 1 tiles in flight while it computes one. 2 warps x 3
@@ -85,7 +99,7 @@ struct MmaCfg {
 // The kernel it replaced fed the mma fragments straight from 16-byte register loads (L2
 // evict-first): as fast with L2 flushed by a read pass, but 20-27 µs slower after a write
 // flush, whose dirty lines are written back during the kernel (bench notes, runs 16-17).
-template <class T, int kD>
+template <class T, int kD, bool kCap>
 __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const Decode p) {
   using C = MmaCfg<kD>;
   using Part = Partials<C::kWarps, C::kHeads, kD>;
@@ -148,7 +162,7 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
   const int pos = w.ctx - 1;
   float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-  for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
+  for (int jj = 0; jj < 2; ++jj) slope[jj] = head_slope_log2(p, w.h0 + 2 * t + jj);
   float o[C::kSteps][4] = {};
   // ldmatrix rows: K, key (lane % 8) + 8 ((lane / 8) % 2) of chunk 2ks + lane / 16; V (.trans),
   // key (lane % 8) + 8 (lane / 16) of chunk 2mt + (lane / 8) % 2.
@@ -180,7 +194,7 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
-        x[0][2 * r + jj] = key < w.end ? fmaf(s[2 * r + jj], p.scale_log2, slope[jj] * dist) : -INFINITY;
+        x[0][2 * r + jj] = key < w.end ? fmaf(capped<kCap>(p, s[2 * r + jj]), p.scale_log2, slope[jj] * dist) : -INFINITY;
     }
     uint32_t pb0[1], pb1[1];
     softmax_tile<T>(x, m, l, o, pb0, pb1);
@@ -219,7 +233,7 @@ struct SimtCfg {
 // One block: kG query heads of one (sequence, kv head), keys [begin, end). Row group r of the
 // block takes keys begin + step·kStep + r + kGroups·u (u < kRows): a warp's lanes read whole
 // consecutive rows, and every thread issues its kRows·kCpt K and V loads before using one.
-template <class T, int kD, int kG>
+template <class T, int kD, int kG, bool kCap>
 __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, kG>::kMinBlocks)
     simt_decode_kernel(const Decode p) {
   using C = SimtCfg<T, kD, kG>;
@@ -246,7 +260,7 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
       if (n < w.nheads && chunk_ok[c]) x = *reinterpret_cast<const uint4*>(qn + (li + C::kLanes * c) * C::kVec);
       unpack<T>(x, &q[n][c * C::kVec]);
     }
-    slope[n] = p.alibi ? alibi_slope_log2(w.h0 + n, p.heads) : 0.f;
+    slope[n] = head_slope_log2(p, w.h0 + n);
   }
 
   const int64_t head_offset = int64_t{w.b} * p.seq_stride + int64_t{w.kvh} * p.head_dim + li * C::kVec;
@@ -303,7 +317,8 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
       const int key = base + grp + C::kGroups * u;
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
-      for (int n = 0; n < kG; ++n) s[u][n] = key < w.end ? fmaf(s[u][n], p.scale_log2, slope[n] * dist) : -INFINITY;
+      for (int n = 0; n < kG; ++n)
+        s[u][n] = key < w.end ? fmaf(capped<kCap>(p, s[u][n]), p.scale_log2, slope[n] * dist) : -INFINITY;
     }
     // A group whose rows all lie past `end` keeps m = -inf; ms = 0 then stands in for it in
     // the exponents (exp2(-inf - 0) = 0), since -inf - -inf would be NaN.
@@ -368,29 +383,30 @@ void launch_fused(const DecodeParams& p, const LaunchContext& ctx, const Policy&
   launch_split<T>(d, p, ctx, kernel, units, threads, policy.name, smem_bytes);
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kCap>
 void launch_mma(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   using C = MmaCfg<kD>;
-  const auto kernel = mma_decode_kernel<T, kD>;
+  const auto kernel = mma_decode_kernel<T, kD, kCap>;
   static const int blocks_per_sm = resident_blocks(kernel, C::kThreads, C::kSmemBytes, "decode: tensor-core kernel");
   launch_fused<T>(p, ctx, policy, kernel, C::kThreads, C::kHeads, C::kKeys, blocks_per_sm, C::kSmemBytes);
 }
 
-template <class T, int kD, int kG>
+template <class T, int kD, int kG, bool kCap>
 void launch_simt(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   using C = SimtCfg<T, kD, kG>;
-  static const int blocks_per_sm = resident_blocks(simt_decode_kernel<T, kD, kG>, C::kThreads, 0, "decode: occupancy");
-  launch_fused<T>(p, ctx, policy, simt_decode_kernel<T, kD, kG>, C::kThreads, kG, C::kStep, blocks_per_sm);
+  const auto kernel = simt_decode_kernel<T, kD, kG, kCap>;
+  static const int blocks_per_sm = resident_blocks(kernel, C::kThreads, 0, "decode: occupancy");
+  launch_fused<T>(p, ctx, policy, kernel, C::kThreads, kG, C::kStep, blocks_per_sm);
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kCap>
 void launch_class(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   if constexpr (!std::is_same_v<T, float> && kD <= 128) {
-    launch_mma<T, kD>(p, ctx, policy);
+    launch_mma<T, kD, kCap>(p, ctx, policy);
   } else if (p.heads == p.kv_heads) {
-    launch_simt<T, kD, 1>(p, ctx, policy);
+    launch_simt<T, kD, 1, kCap>(p, ctx, policy);
   } else {
-    launch_simt<T, kD, 4>(p, ctx, policy);
+    launch_simt<T, kD, 4, kCap>(p, ctx, policy);
   }
 }
 
@@ -400,7 +416,13 @@ void launch_fused_variant(const DecodeParams& p, const LaunchContext& ctx, const
   with_storage(p.dtype, policy.name, [&](auto tag) {
     using T = decltype(tag);
     with_head_dim_class<64, 128, 256>(p.head_dim,
-                                      [&](auto d) { launch_class<T, decltype(d)::value>(p, ctx, policy); });
+                                      [&](auto d) {
+                                        constexpr int kD = decltype(d)::value;
+                                        if (p.softcap > 0)
+                                          launch_class<T, kD, true>(p, ctx, policy);
+                                        else
+                                          launch_class<T, kD, false>(p, ctx, policy);
+                                      });
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -30,6 +31,8 @@ struct Decode {
   int chunk;       // keys per split
   float scale, scale_log2;
   bool alibi;
+  const float* slopes;         // [heads] ALiBi slopes
+  float softcap, inv_softcap;  // soft-capping in raw q·k units (softcap / scale); 0 = none
 };
 
 inline Decode make_decode(const DecodeParams& p) {
@@ -51,6 +54,9 @@ inline Decode make_decode(const DecodeParams& p) {
   d.scale = p.scale;
   d.scale_log2 = p.scale_log2;
   d.alibi = p.alibi;
+  d.slopes = p.alibi_slopes;
+  d.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
+  d.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
   return d;
 }
 
@@ -63,6 +69,8 @@ inline std::string common_reason(const DecodeParams& p) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.max_context < 1)
     return "batch, heads, kv_heads and max_context must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
+  if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.max_context >= kMaxContext) return "max_context must be < 2^30";
   if (p.longest_context < 1 || p.longest_context > p.max_context) return "longest_context must be in [1, max_context]";

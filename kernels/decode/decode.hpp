@@ -10,8 +10,9 @@
 namespace attnbench {
 
 // Sequence b attends to cache rows [0, context_lens[b]); its query sits at position
-// context_lens[b] - 1, so ALiBi adds -slope(h) * (context_lens[b] - 1 - j) to key j,
-// slope(h) = 2^(-8 (h + 1) / heads). Query head h reads kv head h / (heads / kv_heads).
+// context_lens[b] - 1, so ALiBi adds -alibi_slopes[h] * (context_lens[b] - 1 - j) to key j.
+// Scores s = scale * q·k become softcap * tanh(s / softcap) (softcap > 0) before the bias.
+// Query head h reads kv head h / (heads / kv_heads).
 struct DecodeParams {
   const void* q;                // [batch, heads, head_dim]
   const void* k_cache;          // [batch, max_context, kv_heads, head_dim]
@@ -23,6 +24,8 @@ struct DecodeParams {
   // without reading the device array.
   int64_t longest_context = 1;
   bool alibi = false;
+  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
+  float softcap = 0;
   float scale = 0;       // 1/sqrt(head_dim)
   float scale_log2 = 0;  // scale * log2(e)
   DType dtype = DType::fp32;

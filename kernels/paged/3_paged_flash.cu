@@ -51,6 +51,17 @@
 namespace attnbench::paged_impl {
 namespace {
 
+// Query head h's ALiBi slope in exp2 units; 0 without ALiBi and for the padding heads past
+// the last (h >= heads), whose outputs are dropped.
+__device__ __forceinline__ float head_slope_log2(const Paged& p, int h) {
+  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
+}
+
+// A loaded code's q·k soft-capped (a uniform branch: off unless the case sets softcap).
+__device__ __forceinline__ float capped(const Paged& p, float s) {
+  return p.softcap > 0.f ? soft_cap(s, p.softcap, p.inv_softcap) : s;
+}
+
 // The block-table entries of a paged_flash block: entry (key >> log2_bs) - first in shared
 // memory. A last split longer than longest_context promised may run past the window; its keys
 // read the table from global memory.
@@ -290,7 +301,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
   const int pos = w.ctx - 1;
   float slope[2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-  for (int jj = 0; jj < 2; ++jj) slope[jj] = p.alibi ? alibi_slope_log2(w.h0 + 2 * t + jj, p.heads) : 0.f;
+  for (int jj = 0; jj < 2; ++jj) slope[jj] = head_slope_log2(p, w.h0 + 2 * t + jj);
   float o[Cfg::kSteps][4] = {};
   // ldmatrix lane addresses within a stage. K: row (lane % 8) + 8 ((lane / 8) % 2) of the
   // sub-tile (its key by key_of_row), chunk + lane / 16. V: dim (lane % 8) + 8 ((lane / 8) % 2)
@@ -367,7 +378,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
         const float dist = static_cast<float>(key - pos);
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj)
-          x[sub][2 * r + jj] = ok ? fmaf(s[sub][2 * r + jj], p.score_log2, slope[jj] * dist) : -INFINITY;
+          x[sub][2 * r + jj] = ok ? fmaf(capped(p, s[sub][2 * r + jj]), p.score_log2, slope[jj] * dist) : -INFINITY;
       }
     }
     uint32_t pb0[Cfg::kSub], pb1[Cfg::kSub];
@@ -457,7 +468,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
   float slope[kG], m[kG], lsum[kG], acc[kG][Cfg::kDims];
 #pragma unroll
   for (int n = 0; n < kG; ++n) {
-    slope[n] = p.alibi ? alibi_slope_log2(w.h0 + n, p.heads) : 0.f;
+    slope[n] = head_slope_log2(p, w.h0 + n);
     m[n] = -INFINITY;
     lsum[n] = 0.f;
 #pragma unroll
@@ -496,7 +507,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
       }
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
-      for (int n = 0; n < kG; ++n) sc[n] = fmaf(dot[n], p.score_log2, slope[n] * dist);
+      for (int n = 0; n < kG; ++n) sc[n] = fmaf(capped(p, dot[n]), p.score_log2, slope[n] * dist);
     } else {
 #pragma unroll
       for (int n = 0; n < kG; ++n) sc[n] = -INFINITY;

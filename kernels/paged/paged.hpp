@@ -15,8 +15,9 @@ inline int64_t paged_x(DType kv_dtype) { return 16 / static_cast<int64_t>(dtype_
 
 // Token t of sequence b lives in block block_tables[b][t / block_size] at offset
 // t % block_size. Sequence b attends to tokens [0, context_lens[b]) with its query at
-// position context_lens[b] - 1 (ALiBi bias -slope(h) * (context_lens[b] - 1 - t),
-// slope(h) = 2^(-8 (h + 1) / heads)). Query head h reads kv head h / (heads / kv_heads).
+// position context_lens[b] - 1 (ALiBi bias -alibi_slopes[h] * (context_lens[b] - 1 - t);
+// scores s = scale * q·k become softcap * tanh(s / softcap) first when softcap > 0).
+// Query head h reads kv head h / (heads / kv_heads).
 // An fp8 cache stores value / scale: kernels multiply what they load by k_scale or
 // v_scale. Table entries past a sequence's last block, and every pool slot no
 // sequence owns, point at NaN: a kernel that reads beyond a context fails.
@@ -32,6 +33,8 @@ struct PagedParams {
   int64_t longest_context = 1;  // the largest context_lens entry, known on the host
   int64_t partition_size = 512;  // v2: tokens per partition (a multiple of block_size)
   bool alibi = false;
+  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
+  float softcap = 0;
   float scale = 0, scale_log2 = 0;  // softmax scale 1/sqrt(head_dim), and scale * log2(e)
   DType dtype = DType::fp32;        // q and o
   DType kv_dtype = DType::fp32;     // the cache: dtype, or fp8_e4m3
