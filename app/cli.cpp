@@ -400,12 +400,14 @@ int run_cli(int argc, char** argv) {
   lst->add_option("what", o.list_what, "kernels | cases (default: both)")
       ->check(CLI::IsMember({"kernels", "cases", "all"}));
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
-  auto* cmp = app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED (needs no GPU)");
+  auto* cmp =
+      app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED (needs no GPU)");
   cmp->add_option("base", o.base_report, "the reference report (json)")->required();
   cmp->add_option("new", o.new_report, "the report to judge (json)")->required();
   cmp->add_option("--threshold", o.threshold, "smallest change in % called FAST or SLOW (default 5)");
   cmp->add_option("--confidence", o.confidence,
-                  "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% (default 0.95)");
+                  "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% "
+                  "(default 0.95)");
   cmp->add_flag("--fail-on-unsure", o.fail_on_unsure, "exit 1 when a row is UNSURE, as for SLOW");
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));

@@ -37,9 +37,8 @@ int CompareResult::count(Verdict v) const {
 }
 
 int CompareResult::count_by_quartiles() const {
-  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) {
-    return r.base && r.now && !r.by_samples;
-  }));
+  return static_cast<int>(
+      std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.by_quartiles(); }));
 }
 
 int CompareResult::exit_code(bool fail_on_unsure) const {
@@ -171,8 +170,7 @@ std::vector<double> samples_of(const Where& w, const nlohmann::json& t, const st
     v.push_back(ms);
   }
   if (s.samples && static_cast<size_t>(s.samples) != v.size())
-    w.fail(at + "samples_ms holds " + std::to_string(v.size()) + " times, but samples is " +
-           std::to_string(s.samples));
+    w.fail(at + "samples_ms holds " + std::to_string(v.size()) + " times, but samples is " + std::to_string(s.samples));
   std::sort(v.begin(), v.end());
   if (const double median = quantile(v, 0.5); !v.empty() && std::fabs(median - s.median) > kSampleSlack * s.median)
     w.fail(at + "samples_ms has the median " + g(median) + ", but median_ms is " + g(s.median));
@@ -365,19 +363,16 @@ std::string too_few_samples(const TimingStats& t, const char* side) {
 void judge_row(CompareRow& row, double threshold, double confidence) {
   const TimingStats &b = *row.base, &n = *row.now;
   row.change = n.median / b.median - 1;
-  std::string why = too_few_samples(b, "BASE");
-  const std::string why_now = too_few_samples(n, "NEW");
-  if (b.samples_ms.empty() && n.samples_ms.empty())
-    why = "no samples in BASE and NEW";
-  else
-    why += why.empty() || why_now.empty() ? why_now : "; " + why_now;
+  const std::string why_base = too_few_samples(b, "BASE"), why_now = too_few_samples(n, "NEW");
+  std::string why = why_base.empty() ? why_now : why_now.empty() ? why_base : why_base + "; " + why_now;
+  if (b.samples_ms.empty() && n.samples_ms.empty()) why = "no samples in BASE and NEW";
   if (why.empty()) {
     row.by_samples = true;
     row.ratio = median_ratio_interval(b.samples_ms, n.samples_ms, confidence);
     row.verdict = judge_interval(row.ratio, threshold);
     if (row.verdict == Verdict::unsure) {
       const double up = 1 + threshold, down = 1 / up;
-      const bool crosses_up = row.ratio.lo <= up && row.ratio.hi > up, crosses_down = row.ratio.lo < down && row.ratio.hi >= down;
+      const bool crosses_up = row.ratio.hi > up, crosses_down = row.ratio.lo < down;
       row.note = "the interval crosses " + std::string(crosses_down ? fixed3(down) : "") +
                  (crosses_down && crosses_up ? " and " : "") + (crosses_up ? fixed3(up) : "");
     }
@@ -529,8 +524,9 @@ double parse_confidence(const std::string& s) {
   // 99.9 / 100 rounds to just above 0.999.
   const double scale = percent ? 100 : 1;
   if (!v || *v < kMinConfidence * scale || *v > kMaxConfidence * scale)
-    throw InputError("--confidence " + clipped(s, 40) +
-                     ": error: expected a fraction from 0.5 to 0.999 or a percentage from 50% to 99.9%, like 0.95 or 95%");
+    throw InputError(
+        "--confidence " + clipped(s, 40) +
+        ": error: expected a fraction from 0.5 to 0.999 or a percentage from 50% to 99.9%, like 0.95 or 95%");
   return std::clamp(*v / scale, kMinConfidence, kMaxConfidence);
 }
 
@@ -605,9 +601,6 @@ std::string ratio_cell(const CompareRow& r) {
   return r.by_samples ? ratio + " (" + fixed3(r.ratio.lo) + "-" + fixed3(r.ratio.hi) + ")" : ratio;
 }
 
-// A verdict reached without samples carries the footnote's mark.
-bool marked(const CompareRow& r) { return r.base && r.now && !r.by_samples && r.verdict != Verdict::failed; }
-
 // Every string from a report is printed through clipped(): control characters escaped, cut when long.
 std::vector<std::string> cells(const CompareRow& r) {
   return {clipped(r.case_name),
@@ -618,7 +611,7 @@ std::vector<std::string> cells(const CompareRow& r) {
           timing_cell(r.now),
           r.base && r.now ? pct(r.change, true) : "-",
           ratio_cell(r),
-          std::string(verdict_name(r.verdict)) + (marked(r) ? "*" : ""),
+          std::string(verdict_name(r.verdict)) + (r.by_quartiles() ? "*" : ""),  // the footnote's mark
           clipped(r.note, 160)};
 }
 
@@ -657,9 +650,11 @@ std::string summary_line(const CompareResult& r) {
 std::string footnote(const CompareResult& r) {
   const int n = r.count_by_quartiles();
   if (n == 0) return "";
-  return "* " + std::to_string(n) + (n == 1 ? " row" : " rows") + " judged without samples (a report without "
-         "samples_ms, or fewer than " + std::to_string(kMinBootstrapSamples) + "): by the older rule, SLOW or FAST "
-         "only when the interquartile ranges are apart and the medians differ by more than the threshold";
+  return "* " + std::to_string(n) + (n == 1 ? " row" : " rows") +
+         " judged without samples (a report without samples_ms, or fewer than " +
+         std::to_string(kMinBootstrapSamples) +
+         "): by the older rule, SLOW or FAST only when the interquartile ranges are apart and the medians differ by "
+         "more than the threshold";
 }
 
 }  // namespace
@@ -682,7 +677,7 @@ void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
       const bool bold = row.verdict == Verdict::slow || row.verdict == Verdict::failed ||
                         row.verdict == Verdict::fast || row.verdict == Verdict::unsure;
       c[kVerdictColumn] = (bold ? "**" : "") + std::string(verdict_name(row.verdict)) + (bold ? "**" : "") +
-                          (marked(row) ? "\\*" : "");
+                          (row.by_quartiles() ? "\\*" : "");
       out << "|";
       for (const auto& x : c) out << " " << x << " |";
       out << "\n";

@@ -48,11 +48,13 @@ struct CompareRow {
   std::optional<TimingStats> base, now;
   std::string now_status;  // NEW's status ("verified", "FAILED", ...)
   Verdict verdict = Verdict::same;
-  double change = 0;   // NEW median / BASE median - 1
+  double change = 0;        // NEW median / BASE median - 1
   bool by_samples = false;  // judged by the bootstrap interval; false: by the interquartile rule
   Interval ratio;           // the interval of NEW / BASE medians (by_samples only)
-  double overlap = 0;  // the part of the narrower interquartile range the other one covers, 0..1
+  double overlap = 0;       // the part of the narrower interquartile range the other one covers, 0..1
   std::string note;
+  // Both timings there, but judged by the interquartile rule: the output marks these.
+  bool by_quartiles() const { return base && now && !by_samples; }
 };
 
 struct CompareResult {

@@ -34,9 +34,9 @@ class SplitMix {
  public:
   explicit SplitMix(uint64_t seed) : counter_(seed) {}
   uint64_t bits();
-  double uniform();  // in (0, 1): never 0, so its log is finite
-  double normal();   // standard normal
-  double gamma(double shape);  // shape >= 1
+  double uniform();                 // in (0, 1): never 0, so its log is finite
+  double normal();                  // standard normal
+  double gamma(double shape);       // shape >= 1
   double beta(double a, double b);  // a, b >= 1
 
  private:

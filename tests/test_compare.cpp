@@ -632,8 +632,10 @@ TEST(CompareSamples, TightEqualSamplesAreSame) {
 }
 
 TEST(CompareSamples, TheSameInputsGiveTheSameVerdictAndInterval) {
-  const json base = report({row("a", sampled(quartiles(0.7, 1.0, 1.3))), row("b", sampled(quartiles(0.99, 1.0, 1.01)))});
-  const json now = report({row("a", sampled(quartiles(0.95, 1.25, 1.6))), row("b", sampled(quartiles(1.2, 1.25, 1.3)))});
+  const json base =
+      report({row("a", sampled(quartiles(0.7, 1.0, 1.3))), row("b", sampled(quartiles(0.99, 1.0, 1.01)))});
+  const json now =
+      report({row("a", sampled(quartiles(0.95, 1.25, 1.6))), row("b", sampled(quartiles(1.2, 1.25, 1.3)))});
   const CompareResult one = cmp(base, now), two = cmp(base, now);
   ASSERT_EQ(one.rows.size(), two.rows.size());
   for (size_t i = 0; i < one.rows.size(); ++i) {
@@ -689,7 +691,8 @@ TEST(CompareSamples, ModeAllKeepsTheOwnModesSamplesInTiming) {
   json base = row("x", sampled(quartiles(0.99, 1.0, 1.01)));
   base["timings"] = {{"cold", timing(quartiles(0.99, 1.0, 1.01))}, {"hot", sampled(quartiles(0.49, 0.5, 0.51), "hot")}};
   json now = row("x", sampled(quartiles(1.2375, 1.25, 1.2625)));
-  now["timings"] = {{"cold", timing(quartiles(1.2375, 1.25, 1.2625))}, {"hot", sampled(quartiles(0.49, 0.5, 0.51), "hot")}};
+  now["timings"] = {{"cold", timing(quartiles(1.2375, 1.25, 1.2625))},
+                    {"hot", sampled(quartiles(0.49, 0.5, 0.51), "hot")}};
   const CompareResult c = cmp(report({base}), report({now}));
   ASSERT_EQ(c.rows.size(), 2u);
   EXPECT_TRUE(c.rows[0].by_samples);
@@ -701,8 +704,9 @@ TEST(CompareSamples, ModeAllKeepsTheOwnModesSamplesInTiming) {
   now["timing"]["samples_ms"].erase(1);
   now["timing"]["samples"] = 19;
   const std::string m = refusal([&] { compare_reports(report({base}), report({now}), 0.05, "b", "n.json"); });
-  EXPECT_TRUE(has(m, "n.json: error: rows[0] (case \"softmax-x\", point \"cols=1000\", variant \"x\"): timing.samples_ms "
-                     "does not belong to timings.cold")) << m;
+  EXPECT_TRUE(has(m, "n.json: error: rows[0] (case \"softmax-x\", point \"cols=1000\", variant \"x\"): "
+                     "timing.samples_ms does not belong to timings.cold"))
+      << m;
 }
 
 TEST(CompareRefuses, SamplesThatDoNotFitTheirStatistics) {
@@ -711,7 +715,8 @@ TEST(CompareRefuses, SamplesThatDoNotFitTheirStatistics) {
     const char* says;
   };
   const std::vector<Bad> bads = {
-      {[](json& t) { t["samples_ms"] = "1,2,3"; }, "timing.samples_ms is the string \"1,2,3\", expected an array of times"},
+      {[](json& t) { t["samples_ms"] = "1,2,3"; },
+       "timing.samples_ms is the string \"1,2,3\", expected an array of times"},
       {[](json& t) { t["samples_ms"][3] = "1.0"; }, "timing.samples_ms[3] is the string \"1.0\", expected a number"},
       {[](json& t) { t["samples_ms"][3] = -1.0; }, "timing.samples_ms[3] is -1: not a time a kernel takes"},
       {[](json& t) { t["samples_ms"][0] = 0.0; }, "timing.samples_ms[0] is 0: not a time a kernel takes"},

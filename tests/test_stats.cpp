@@ -89,8 +89,9 @@ namespace {
 // P(X >= k) for X ~ Binomial(n, p).
 double binomial_tail(int n, double p, int k) {
   double sum = 0;
-  for (int j = k; j <= n; ++j) sum += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) +
-                                               j * std::log(p) + (n - j) * std::log1p(-p));
+  for (int j = k; j <= n; ++j)
+    sum += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) + j * std::log(p) +
+                    (n - j) * std::log1p(-p));
   return p >= 1 ? (k <= n ? 1 : 0) : sum;
 }
 
