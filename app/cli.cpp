@@ -37,7 +37,7 @@ struct Options {
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
   int64_t max_points = kDefaultMaxPoints;
   std::string mode;
-  bool keep_samples = false;
+  bool no_samples = false, keep_samples = false;  // --keep-samples: the default since schema 3, still accepted
   std::string flush = "read";
   std::string dump, dump_failures;
   int device = 0;
@@ -45,7 +45,8 @@ struct Options {
   bool dry_run = false;
   bool remeasure = false;
   std::string list_what = "all";
-  std::string base_report, new_report, threshold = "5";
+  std::string base_report, new_report, threshold = "5", confidence = "0.95";
+  bool fail_on_unsure = false;
   std::string command_line, program = "attnbench";
 };
 
@@ -193,7 +194,7 @@ int run_or_verify(const Options& o, bool timed) {
   meta.date = now_iso();
   meta.mode = timed ? "run" : "verify";
   meta.timing_mode = o.mode;
-  meta.keep_samples = o.keep_samples;
+  meta.keep_samples = !o.no_samples;
   meta.load_ms = load_ms;
   meta.device = gpu.info();
   if (timed) {
@@ -305,17 +306,19 @@ int info(const Options& o) {
   return kExitOk;
 }
 
-// Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED.
+// Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED
+// (or UNSURE, with --fail-on-unsure: a gate that wants every change decided).
 int compare(const Options& o) {
   if (!o.output.empty()) check_output_file(o.output, "-o");
-  const CompareResult r =
-      compare_reports(read_report(o.base_report), read_report(o.new_report), parse_threshold(o.threshold));
+  const double threshold = parse_threshold(o.threshold), confidence = parse_confidence(o.confidence);
+  const CompareResult r = compare_reports(read_report(o.base_report), read_report(o.new_report), threshold, "BASE",
+                                          "NEW", confidence);
   const bool markdown = o.format == "markdown" || o.format == "md" ||
                         (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::markdown);
   write_compare(std::cout, r, markdown);
   if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_compare(out, r, markdown); });
   if (!r.warning.empty()) std::cerr << "attnbench: warning: " << r.warning << "\n";
-  return r.exit_code();
+  return r.exit_code(o.fail_on_unsure);
 }
 
 // The one place an exception becomes an exit code and one line on stderr: whatever
@@ -383,7 +386,10 @@ int run_cli(int argc, char** argv) {
   add_case_options(run, o);
   run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
       ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
-  run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
+  run->add_flag("--no-samples", o.no_samples,
+                "json: leave the timing samples out (smaller; compare then judges by the quartiles alone)");
+  run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample (the default; kept for old scripts)")
+      ->excludes("--no-samples");
   run->add_option("--flush", o.flush,
                   "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as Triton's "
                   "do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
@@ -394,10 +400,15 @@ int run_cli(int argc, char** argv) {
   lst->add_option("what", o.list_what, "kernels | cases (default: both)")
       ->check(CLI::IsMember({"kernels", "cases", "all"}));
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
-  auto* cmp = app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW (needs no GPU)");
+  auto* cmp =
+      app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED (needs no GPU)");
   cmp->add_option("base", o.base_report, "the reference report (json)")->required();
   cmp->add_option("new", o.new_report, "the report to judge (json)")->required();
   cmp->add_option("--threshold", o.threshold, "smallest change in % called FAST or SLOW (default 5)");
+  cmp->add_option("--confidence", o.confidence,
+                  "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% "
+                  "(default 0.95)");
+  cmp->add_flag("--fail-on-unsure", o.fail_on_unsure, "exit 1 when a row is UNSURE, as for SLOW");
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));
   cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");

@@ -24,6 +24,7 @@ const char* verdict_name(Verdict v) {
     case Verdict::fast: return "FAST";
     case Verdict::slow: return "SLOW";
     case Verdict::same: return "SAME";
+    case Verdict::unsure: return "UNSURE";
     case Verdict::failed: return "FAILED";
     case Verdict::missing: return "missing";
     case Verdict::added: return "added";
@@ -35,7 +36,25 @@ int CompareResult::count(Verdict v) const {
   return static_cast<int>(std::count_if(rows.begin(), rows.end(), [&](const CompareRow& r) { return r.verdict == v; }));
 }
 
-int CompareResult::exit_code() const { return count(Verdict::slow) + count(Verdict::failed) > 0 ? 1 : 0; }
+int CompareResult::count_by_quartiles() const {
+  return static_cast<int>(
+      std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.by_quartiles(); }));
+}
+
+int CompareResult::exit_code(bool fail_on_unsure) const {
+  const int bad = count(Verdict::slow) + count(Verdict::failed) + (fail_on_unsure ? count(Verdict::unsure) : 0);
+  return bad > 0 ? 1 : 0;
+}
+
+Verdict judge_interval(const Interval& ratio, double threshold) {
+  // The band is symmetric in ratio: 1.05x slower and 1.05x faster (0.952) are its edges, so
+  // swapping BASE and NEW swaps SLOW and FAST.
+  const double up = 1 + threshold, down = 1 / up;
+  if (ratio.lo > up) return Verdict::slow;
+  if (ratio.hi < down) return Verdict::fast;
+  if (ratio.lo >= down && ratio.hi <= up) return Verdict::same;
+  return Verdict::unsure;
+}
 
 Verdict judge(const TimingStats& base, const TimingStats& now, double threshold, double* overlap) {
   const double lo = std::max(base.q1, now.q1), hi = std::min(base.q3, now.q3);
@@ -54,13 +73,15 @@ Verdict judge(const TimingStats& base, const TimingStats& now, double threshold,
 namespace {
 
 // The report schemas this build reads (report.hpp's kJsonSchema is the newest). Schema 2
-// only replaced schema 1's "pipeline" object by "stages", and compare reads neither: every
-// key it does read ("attnbench", "device", "rows", a row's "case", "point", "variant",
-// "status", "reason", "timing" and "timings" with "mode", "median_ms", "q1_ms", "q3_ms",
-// "noise", "samples") means the same in both, so schema 1 reports are still compared. Any
-// other schema is refused: its keys may mean something else. When kJsonSchema is raised,
-// check what compare reads before raising kNewestSchema with it.
-constexpr int kOldestSchema = 1, kNewestSchema = 2;
+// only replaced schema 1's "pipeline" object by "stages"; schema 3 keeps "samples_ms" by
+// default and adds "samples_mhz". Compare reads none of those but "samples_ms", which
+// means the same in all three (schema 1 and 2 wrote it with --keep-samples): every key it
+// reads ("attnbench", "device", "rows", a row's "case", "point", "variant", "status",
+// "reason", "timing" and "timings" with "mode", "median_ms", "q1_ms", "q3_ms", "noise",
+// "samples", "samples_ms") means the same in all, so older reports are still compared.
+// Any other schema is refused: its keys may mean something else. When kJsonSchema is
+// raised, check what compare reads before raising kNewestSchema with it.
+constexpr int kOldestSchema = 1, kNewestSchema = 3;
 static_assert(kNewestSchema == kJsonSchema, "a new json schema: check that compare still reads it right");
 
 // What a measured time may be, in ms. The median divides the change, so it may not be 0;
@@ -68,7 +89,12 @@ static_assert(kNewestSchema == kJsonSchema, "a new json schema: check that compa
 constexpr double kMinMedianMs = 1e-9, kMaxMs = 1e9;
 // Quartiles are interpolated: q1 may exceed the median by a rounding error, not more.
 constexpr double kOrderSlack = 1e-9;
-// The largest report file read; --keep-samples reports of big runs are tens of MB.
+// The median of samples_ms may differ from median_ms by their rounding (report.cpp writes
+// samples to 7 significant digits), not more.
+constexpr double kSampleSlack = 1e-5;
+// The confidences an interval may have (parse_confidence says why).
+constexpr double kMinConfidence = 0.5, kMaxConfidence = 0.999;
+// The largest report file read; reports of big runs, with every sample, are tens of MB.
 constexpr std::uintmax_t kMaxReportBytes = std::uintmax_t(1) << 30;
 
 struct Entry {
@@ -125,6 +151,32 @@ std::optional<double> number_at(const Where& w, const nlohmann::json& obj, const
   return v;
 }
 
+// The timing's "samples_ms", sorted; empty when absent. Each must be a time a kernel can
+// take, and together they must give the timing's own count and median: the bootstrap
+// judges by them, the table shows the median.
+std::vector<double> samples_of(const Where& w, const nlohmann::json& t, const std::string& at, const TimingStats& s) {
+  const auto it = t.find("samples_ms");
+  if (it == t.end()) return {};
+  if (!it->is_array()) w.fail(at + "samples_ms is " + describe(*it) + ", expected an array of times");
+  std::vector<double> v;
+  v.reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& x = (*it)[i];
+    const std::string name = at + "samples_ms[" + std::to_string(i) + "]";
+    if (!x.is_number()) w.fail(name + " is " + describe(x) + ", expected a number");
+    const double ms = x.get<double>();
+    if (!(ms >= kMinMedianMs && ms <= kMaxMs))
+      w.fail(name + " is " + g(ms) + ": not a time a kernel takes (1e-9 to 1e9 ms)");
+    v.push_back(ms);
+  }
+  if (s.samples && static_cast<size_t>(s.samples) != v.size())
+    w.fail(at + "samples_ms holds " + std::to_string(v.size()) + " times, but samples is " + std::to_string(s.samples));
+  std::sort(v.begin(), v.end());
+  if (const double median = quantile(v, 0.5); !v.empty() && std::fabs(median - s.median) > kSampleSlack * s.median)
+    w.fail(at + "samples_ms has the median " + g(median) + ", but median_ms is " + g(s.median));
+  return v;
+}
+
 // One timing object; `path` is its place in the row ("timing", "timings.cold"). Older reports
 // and hand-written ones may give only the median: the range is then that point.
 TimingStats stats_of(const Where& w, const nlohmann::json& t, const std::string& path) {
@@ -158,6 +210,7 @@ TimingStats stats_of(const Where& w, const nlohmann::json& t, const std::string&
       w.fail(at + "samples is " + g(*n) + ", expected a whole number of samples, at least 1");
     s.samples = static_cast<int64_t>(*n);
   }
+  s.samples_ms = samples_of(w, t, at, s);
   return s;
 }
 
@@ -222,21 +275,33 @@ std::vector<Entry> entries_of(const nlohmann::json& doc, const std::string& whic
     w.row = row_name + ")";
     auto add = [&](const std::string& mode, const nlohmann::json& t, const std::string& path, bool use) {
       w.row = row_name + ", mode \"" + clipped(mode, 20) + "\")";
-      const TimingStats s = stats_of(w, t, path);
+      TimingStats s = stats_of(w, t, path);
       w.row = row_name + ")";
-      if (!use) return;
+      if (!use) return s;
       if (!e.timings.count(mode)) e.modes.push_back(mode);
       e.timings[mode] = s;
+      return s;
     };
     const auto timings = row.find("timings");
     if (timings != row.end()) {
       if (!timings->is_object()) w.fail("timings is " + describe(*timings) + ", expected an object");
       for (const auto& [mode, t] : timings->items()) add(mode, t, "timings." + clipped(mode, 20), true);
     }
-    // `timing` repeats one of `timings` in reports that have both: checked, and used only alone.
+    // `timing` repeats one of `timings` in reports that have both: checked, and used only
+    // alone, but for its samples, which report.cpp writes there and not again in `timings`.
     if (const auto t = row.find("timing"); t != row.end()) {
       if (!t->is_object()) w.fail("timing is " + describe(*t) + ", expected an object");
-      add(string_at(w, *t, "timing.", "mode"), *t, "timing", timings == row.end());
+      const std::string mode = string_at(w, *t, "timing.", "mode");
+      TimingStats own = add(mode, *t, "timing", timings == row.end());
+      const auto same_mode = e.timings.find(mode);
+      if (timings != row.end() && same_mode != e.timings.end() && same_mode->second.samples_ms.empty() &&
+          !own.samples_ms.empty()) {
+        TimingStats& other = same_mode->second;
+        if (other.samples != own.samples || std::fabs(other.median - own.median) > kSampleSlack * other.median)
+          w.fail("timing.samples_ms does not belong to timings." + clipped(mode, 20) +
+                 ": their sample counts or medians differ");
+        other.samples_ms = std::move(own.samples_ms);
+      }
     }
     out.push_back(std::move(e));
   }
@@ -275,17 +340,66 @@ std::string pct(double fraction, bool sign) {
   return buf;
 }
 
+// A setting in percent as the user gives it: 5%, 2.5%, 97.5%.
+std::string setting_pct(double fraction) { return g(100 * fraction) + "%"; }
+
+std::string fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+// Why a side cannot be bootstrapped: "" when it can.
+std::string too_few_samples(const TimingStats& t, const char* side) {
+  if (t.samples_ms.empty()) return std::string("no samples in ") + side;
+  if (t.samples_ms.size() < kMinBootstrapSamples)
+    return std::to_string(t.samples_ms.size()) + " samples in " + side + ", fewer than " +
+           std::to_string(kMinBootstrapSamples);
+  return "";
+}
+
+// Judges a row with both timings: by the bootstrap interval when both sides have samples
+// enough, else by the interquartile rule, saying why in the note.
+void judge_row(CompareRow& row, double threshold, double confidence) {
+  const TimingStats &b = *row.base, &n = *row.now;
+  row.change = n.median / b.median - 1;
+  const std::string why_base = too_few_samples(b, "BASE"), why_now = too_few_samples(n, "NEW");
+  std::string why = why_base.empty() ? why_now : why_now.empty() ? why_base : why_base + "; " + why_now;
+  if (b.samples_ms.empty() && n.samples_ms.empty()) why = "no samples in BASE and NEW";
+  if (why.empty()) {
+    row.by_samples = true;
+    row.ratio = median_ratio_interval(b.samples_ms, n.samples_ms, confidence);
+    row.verdict = judge_interval(row.ratio, threshold);
+    if (row.verdict == Verdict::unsure) {
+      const double up = 1 + threshold, down = 1 / up;
+      const bool crosses_up = row.ratio.hi > up, crosses_down = row.ratio.lo < down;
+      row.note = "the interval crosses " + std::string(crosses_down ? fixed3(down) : "") +
+                 (crosses_down && crosses_up ? " and " : "") + (crosses_up ? fixed3(up) : "");
+    }
+    return;
+  }
+  row.verdict = judge(b, n, threshold, &row.overlap);
+  const bool apart = row.overlap == 0 && (n.q1 > b.q3 || n.q3 < b.q1);
+  row.note = why + ": by the interquartile ranges";
+  if (row.verdict == Verdict::same)
+    row.note += apart ? ", apart, change within the threshold" : ", which overlap " + pct(row.overlap, false);
+}
+
 }  // namespace
 
 namespace {
 
 CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& now, double threshold,
-                              const std::string& base_name, const std::string& now_name) {
+                              const std::string& base_name, const std::string& now_name, double confidence) {
   if (!(threshold >= 0 && threshold <= 10))
     throw InputError("compare: error: threshold " + g(threshold) + " is not a fraction from 0 to 10 (1000%)");
+  if (!(confidence >= kMinConfidence && confidence <= kMaxConfidence))
+    throw InputError("compare: error: confidence " + g(confidence) + " is not a fraction from " + g(kMinConfidence) +
+                     " to " + g(kMaxConfidence));
   const std::vector<Entry> b = entries_of(base, base_name), n = entries_of(now, now_name);
   CompareResult r;
   r.threshold = threshold;
+  r.confidence = confidence;
   r.base_label = label_of(base);
   r.now_label = label_of(now);
   const std::string bd = device_name(base), nd = device_name(now);
@@ -313,8 +427,13 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
     const auto it = by_key.find(key);
     const Entry* m = it == by_key.end() ? nullptr : it->second;
     for (const auto& mode : e.modes) {
-      CompareRow row{e.case_name, e.point, e.variant, mode, e.timings.at(mode), std::nullopt, m ? m->status : "",
-                     Verdict::same, 0, 0, ""};
+      CompareRow row;
+      row.case_name = e.case_name;
+      row.point = e.point;
+      row.variant = e.variant;
+      row.mode = mode;
+      row.base = e.timings.at(mode);
+      row.now_status = m ? m->status : "";
       if (!m) {
         row.verdict = Verdict::missing;
         row.note = "not in NEW";
@@ -327,13 +446,8 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
         row.note = "no " + mode + " timing in NEW" + (m->status.empty() ? "" : " (" + m->status + ")");
       } else {
         row.now = m->timings.at(mode);
-        row.change = row.base->median > 0 ? row.now->median / row.base->median - 1 : 0;
-        row.verdict = judge(*row.base, *row.now, threshold, &row.overlap);
+        judge_row(row, threshold, confidence);
         any_pair = true;
-        const bool apart = row.overlap == 0 && (row.now->q1 > row.base->q3 || row.now->q3 < row.base->q1);
-        if (row.verdict == Verdict::same)
-          row.note = apart ? "ranges apart, change within the threshold"
-                           : "interquartile ranges overlap " + pct(row.overlap, false);
       }
       r.rows.push_back(std::move(row));
     }
@@ -344,8 +458,15 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
   for (const auto& e : n) {
     for (const auto& mode : e.modes) {
       if (in_base.count({{e.case_name, e.point, e.variant}, mode})) continue;
-      CompareRow row{e.case_name, e.point, e.variant, mode, std::nullopt, e.timings.at(mode), e.status,
-                     Verdict::added, 0, 0, "not in BASE"};
+      CompareRow row;
+      row.case_name = e.case_name;
+      row.point = e.point;
+      row.variant = e.variant;
+      row.mode = mode;
+      row.now = e.timings.at(mode);
+      row.now_status = e.status;
+      row.verdict = Verdict::added;
+      row.note = "not in BASE";
       r.rows.push_back(std::move(row));
     }
   }
@@ -357,33 +478,56 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
 }  // namespace
 
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
-                              const std::string& base_name, const std::string& now_name) {
+                              const std::string& base_name, const std::string& now_name, double confidence) {
   try {
-    return compare_checked(base, now, threshold, clipped(base_name, 160), clipped(now_name, 160));
+    return compare_checked(base, now, threshold, clipped(base_name, 160), clipped(now_name, 160), confidence);
   } catch (const nlohmann::json::exception& e) {
     // Not expected once entries_of has checked both reports; never let one escape as a crash.
     throw InputError(one_line("compare: error: " + std::string(e.what())));
   }
 }
 
-double parse_threshold(const std::string& s) {
-  // Plain decimals only: digits with at most one point, then an optional '%'. No sign,
-  // exponent, hex, "inf" or "nan", no spaces and nothing after the number.
-  std::string t = s;
-  if (!t.empty() && t.back() == '%') t.pop_back();
+namespace {
+
+// A plain decimal: digits with at most one point, then '%' when `percent` says so. No
+// sign, exponent, hex, "inf" or "nan", no spaces and nothing after the number; nullopt
+// for anything else.
+std::optional<double> plain_decimal(std::string t, bool* percent) {
+  *percent = !t.empty() && t.back() == '%';
+  if (*percent) t.pop_back();
   const bool digits = !t.empty() && t.size() <= 32 && t.find_first_not_of("0123456789.") == std::string::npos &&
                       std::count(t.begin(), t.end(), '.') <= 1 && t.find_first_of("0123456789") != std::string::npos;
-  double v = -1;
-  if (digits) {
-    try {
-      v = std::stod(t);
-    } catch (const std::exception&) {
-      v = -1;
-    }
+  if (!digits) return std::nullopt;
+  try {
+    const double v = std::stod(t);
+    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
-  if (!digits || !std::isfinite(v) || v < 0 || v > 1000)
+}
+
+}  // namespace
+
+double parse_threshold(const std::string& s) {
+  bool percent = false;
+  const std::optional<double> v = plain_decimal(s, &percent);  // "5" and "5%" both mean 5%
+  if (!v || *v > 1000)
     throw InputError("--threshold " + clipped(s, 40) + ": error: expected a percentage from 0 to 1000, like 5 or 2.5%");
-  return v / 100;
+  return *v / 100;
+}
+
+double parse_confidence(const std::string& s) {
+  bool percent = false;
+  const std::optional<double> v = plain_decimal(s, &percent);
+  // Below 0.5 an interval says little; above 0.999 its ends are the few most extreme of
+  // the resamples, which 2000 resamples cannot place. Percentages are checked as given:
+  // 99.9 / 100 rounds to just above 0.999.
+  const double scale = percent ? 100 : 1;
+  if (!v || *v < kMinConfidence * scale || *v > kMaxConfidence * scale)
+    throw InputError(
+        "--confidence " + clipped(s, 40) +
+        ": error: expected a fraction from 0.5 to 0.999 or a percentage from 50% to 99.9%, like 0.95 or 95%");
+  return std::clamp(*v / scale, kMinConfidence, kMaxConfidence);
 }
 
 nlohmann::json read_report(const std::string& path) {
@@ -450,6 +594,13 @@ std::string timing_cell(const std::optional<TimingStats>& t) {
   return fmt_ms(t->median) + " (" + fmt_ms(t->q1) + "-" + fmt_ms(t->q3) + ")";
 }
 
+// NEW / BASE with its interval: "1.250 (1.031-1.482)"; the ratio alone without samples.
+std::string ratio_cell(const CompareRow& r) {
+  if (!r.base || !r.now) return "-";
+  const std::string ratio = fixed3(1 + r.change);
+  return r.by_samples ? ratio + " (" + fixed3(r.ratio.lo) + "-" + fixed3(r.ratio.hi) + ")" : ratio;
+}
+
 // Every string from a report is printed through clipped(): control characters escaped, cut when long.
 std::vector<std::string> cells(const CompareRow& r) {
   return {clipped(r.case_name),
@@ -459,7 +610,8 @@ std::vector<std::string> cells(const CompareRow& r) {
           timing_cell(r.base),
           timing_cell(r.now),
           r.base && r.now ? pct(r.change, true) : "-",
-          verdict_name(r.verdict),
+          ratio_cell(r),
+          std::string(verdict_name(r.verdict)) + (r.by_quartiles() ? "*" : ""),  // the footnote's mark
           clipped(r.note, 160)};
 }
 
@@ -473,44 +625,71 @@ std::string md_escape(const std::string& s) {
   return out;
 }
 
-const std::vector<std::string> kHeaders = {"case",   "point",  "variant", "mode", "BASE ms (q1-q3)",
-                                           "NEW ms (q1-q3)", "change", "verdict", "note"};
+// Columns 4 to 7 hold numbers: right-aligned.
+constexpr size_t kVerdictColumn = 8;
+bool numeric_column(size_t i) { return i >= 4 && i < kVerdictColumn; }
+
+std::vector<std::string> headers(const CompareResult& r) {
+  return {"case",   "point", "variant", "mode", "BASE ms (q1-q3)", "NEW ms (q1-q3)",
+          "change", "NEW/BASE (" + setting_pct(r.confidence) + " CI)", "verdict", "note"};
+}
 
 std::string summary_line(const CompareResult& r) {
   std::string s = std::to_string(r.count(Verdict::fast)) + " FAST, " + std::to_string(r.count(Verdict::slow)) +
-                  " SLOW, " + std::to_string(r.count(Verdict::same)) + " SAME";
+                  " SLOW, " + std::to_string(r.count(Verdict::same)) + " SAME, " +
+                  std::to_string(r.count(Verdict::unsure)) + " UNSURE";
   if (r.count(Verdict::failed)) s += ", " + std::to_string(r.count(Verdict::failed)) + " FAILED";
   if (r.count(Verdict::missing)) s += ", " + std::to_string(r.count(Verdict::missing)) + " missing in NEW";
   if (r.count(Verdict::added)) s += ", " + std::to_string(r.count(Verdict::added)) + " added";
-  return s + " (threshold " + pct(r.threshold, false) + ", interquartile ranges)";
+  return s + " (threshold " + setting_pct(r.threshold) + ": SLOW above " + fixed3(1 + r.threshold) + "x, FAST below " +
+         fixed3(1 / (1 + r.threshold)) + "x, by " + setting_pct(r.confidence) +
+         " bootstrap intervals of the ratio of medians)";
+}
+
+// "" when every pair had samples; else what the mark on their verdicts means.
+std::string footnote(const CompareResult& r) {
+  const int n = r.count_by_quartiles();
+  if (n == 0) return "";
+  return "* " + std::to_string(n) + (n == 1 ? " row" : " rows") +
+         " judged without samples (a report without samples_ms, or fewer than " +
+         std::to_string(kMinBootstrapSamples) +
+         "): by the older rule, SLOW or FAST only when the interquartile ranges are apart and the medians differ by "
+         "more than the threshold";
 }
 
 }  // namespace
 
 void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
+  const std::vector<std::string> head = headers(r);
+  const std::string note = footnote(r);
   if (markdown) {
     out << "**BASE** " << md_escape(r.base_label) << "  \n**NEW** " << md_escape(r.now_label) << "\n\n";
     if (!r.warning.empty()) out << "> warning: " << md_escape(r.warning) << "\n\n";
     out << "|";
-    for (const auto& h : kHeaders) out << " " << h << " |";
+    for (const auto& h : head) out << " " << h << " |";
     out << "\n|";
-    for (size_t i = 0; i < kHeaders.size(); ++i) out << (i >= 4 && i <= 6 ? " ---: |" : " --- |");
+    for (size_t i = 0; i < head.size(); ++i) out << (numeric_column(i) ? " ---: |" : " --- |");
     out << "\n";
     for (const auto& row : r.rows) {
       auto c = cells(row);
-      if (row.verdict == Verdict::slow || row.verdict == Verdict::failed || row.verdict == Verdict::fast)
-        c[7] = "**" + c[7] + "**";
+      for (auto& x : c) x = md_escape(x);
+      // Verdicts that need a look in bold; the footnote's mark escaped, as markdown reads '*'.
+      const bool bold = row.verdict == Verdict::slow || row.verdict == Verdict::failed ||
+                        row.verdict == Verdict::fast || row.verdict == Verdict::unsure;
+      c[kVerdictColumn] = (bold ? "**" : "") + std::string(verdict_name(row.verdict)) + (bold ? "**" : "") +
+                          (row.by_quartiles() ? "\\*" : "");
       out << "|";
-      for (const auto& x : c) out << " " << md_escape(x) << " |";
+      for (const auto& x : c) out << " " << x << " |";
       out << "\n";
     }
     out << "\n" << summary_line(r) << "\n";
+    if (!note.empty()) out << "\n\\" << note << "\n";
     return;
   }
   out << "BASE: " << r.base_label << "\nNEW:  " << r.now_label << "\n";
   if (!r.warning.empty()) out << "warning: " << r.warning << "\n";
-  std::vector<size_t> w(kHeaders.size());
-  for (size_t i = 0; i < w.size(); ++i) w[i] = kHeaders[i].size();
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = head[i].size();
   std::vector<std::vector<std::string>> all;
   for (const auto& row : r.rows) {
     all.push_back(cells(row));
@@ -519,16 +698,17 @@ void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
   auto line = [&](const std::vector<std::string>& c) {
     std::string s;
     for (size_t i = 0; i < c.size(); ++i) {
-      const bool right = i >= 4 && i <= 6;
+      const bool right = numeric_column(i);
       const std::string fill(c[i].size() < w[i] ? w[i] - c[i].size() : 0, ' ');
       s += (i ? "  " : "") + (right ? fill + c[i] : c[i] + (i + 1 < c.size() ? fill : ""));
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
   };
-  out << line(kHeaders);
+  out << line(head);
   for (const auto& c : all) out << line(c);
   out << summary_line(r) << "\n";
+  if (!note.empty()) out << note << "\n";
 }
 
 }  // namespace attnbench

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -292,6 +293,15 @@ void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
   }
 }
 
+// A sample as the json keeps it: 7 significant digits. A CUDA event resolves about 0.5 us,
+// which 7 digits resolve better for any sample under a second, and the report of every
+// sample is about half the size it would be at a double's 17 digits.
+double sample_digits(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", ms);
+  return std::strtod(buf, nullptr);
+}
+
 nlohmann::json timing_json(const Timing& t, bool keep_samples) {
   const Summary& s = t.ms;
   nlohmann::json j = {{"mode", mode_name(t.mode)}, {"median_ms", s.median}, {"min_ms", s.min},
@@ -302,7 +312,15 @@ nlohmann::json timing_json(const Timing& t, bool keep_samples) {
     j["clock"] = {{"mean_mhz", t.clock.mean_mhz}, {"max_mhz", t.clock.max_mhz}, {"samples", t.clock.samples},
                   {"low_samples", t.clock.low_samples}};
   j["hold_timeouts"] = t.hold_timeouts;
-  if (keep_samples) j["samples_ms"] = t.samples;
+  if (keep_samples && !t.samples.empty()) {
+    j["samples_ms"] = nlohmann::json::array();
+    for (double ms : t.samples) j["samples_ms"].push_back(sample_digits(ms));
+    // Whole MHz, as NVML reads them; 0 where a reading failed.
+    if (!t.samples_mhz.empty()) {
+      j["samples_mhz"] = nlohmann::json::array();
+      for (double mhz : t.samples_mhz) j["samples_mhz"].push_back(std::llround(mhz));
+    }
+  }
   return j;
 }
 

@@ -48,15 +48,17 @@ struct ResultRow {
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.
 void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
 
-// Version of the json report's layout (docs/measuring.md); raised when a key changes
-// meaning. 2: a row's "pipeline" object became the op-neutral "stages" list.
-constexpr int kJsonSchema = 2;
+// Version of the json report's layout (docs/measuring.md, docs/report.schema.json); raised
+// when a key changes meaning or the keys always written change. 2: a row's "pipeline"
+// object became the op-neutral "stages" list. 3: every timing keeps its samples
+// ("samples_ms") unless --no-samples, and the SM clock read during each ("samples_mhz").
+constexpr int kJsonSchema = 3;
 
 struct RunMeta {
   std::string version, command_line, date, mode;  // mode: "run" or "verify"
   std::string timing_mode;                        // --mode as given ("all", "cold", ...); empty = the cases' own
   double load_ms = 0, elapsed_ms = 0;             // loading the cases; the whole run, loading included
-  bool keep_samples = false;                      // json: every sample, not only the statistics
+  bool keep_samples = true;                       // json: every sample, not only the statistics
   bool complete = true;  // false while a run is still going (-o is rewritten after each point) or after a fault
   std::optional<DeviceInfo> device;
   std::optional<Ceilings> ceilings;

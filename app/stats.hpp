@@ -1,4 +1,5 @@
-// Statistics of timing samples and the rule that decides when to stop sampling.
+// Statistics of timing samples, the rule that decides when to stop sampling, and the
+// bootstrap interval `compare` judges two runs by.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,5 +27,34 @@ struct StoppingRule {
   int patience = 50;
   bool done(const std::vector<double>& samples, double elapsed_ms) const;
 };
+
+// A fixed-seed generator for the bootstrap: splitmix64 over a counter, so an interval
+// depends on its two sample sets only, never on the run or the rows around it.
+class SplitMix {
+ public:
+  explicit SplitMix(uint64_t seed) : counter_(seed) {}
+  uint64_t bits();
+  double uniform();                 // in (0, 1): never 0, so its log is finite
+  double normal();                  // standard normal
+  double gamma(double shape);       // shape >= 1
+  double beta(double a, double b);  // a, b >= 1
+
+ private:
+  uint64_t counter_;
+};
+
+// The median of one bootstrap resample of `sorted` (n draws with replacement), as
+// summarize() takes a median. Drawn in O(1), not O(n): see stats.cpp.
+double resampled_median(const std::vector<double>& sorted, SplitMix& rng);
+
+// A two-sided interval of median(now) / median(base): the percentile bootstrap, both
+// sample sets resampled independently `resamples` times with a fixed seed, so the same
+// samples always give the same interval. `confidence` in (0, 1), e.g. 0.95.
+struct Interval {
+  double lo = 0, hi = 0;
+};
+constexpr int kBootstrapResamples = 2000;
+Interval median_ratio_interval(std::vector<double> base, std::vector<double> now, double confidence,
+                               int resamples = kBootstrapResamples);
 
 }  // namespace attnbench

@@ -170,8 +170,9 @@ double SampleTimer::time(const std::function<void()>& work, const std::vector<st
   return ms;
 }
 
-ClockStats SampleTimer::take_clock() {
+ClockStats SampleTimer::take_clock(std::vector<double>* readings) {
   ClockStats c = summarize_clocks(impl_->mhz, impl_->gpu.clock().max_mhz());
+  if (readings) *readings = impl_->mhz;
   impl_->mhz.clear();
   return c;
 }
@@ -226,7 +227,9 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   }
   t.elapsed_ms = since_ms(t0);
   t.launches_per_sample = per_sample;
-  t.clock = timer.take_clock();
+  t.clock = timer.take_clock(&t.samples_mhz);
+  // One reading per sample; without NVML every reading is 0, and none is kept.
+  if (!t.clock.samples) t.samples_mhz.clear();
   t.hold_timeouts = timer.take_hold_timeouts();
   t.ms = summarize(t.samples);
   return t;

@@ -26,6 +26,7 @@ struct Timing {
   TimingMode mode = TimingMode::cold;
   Summary ms;                  // per launch
   std::vector<double> samples; // ms, in the order taken
+  std::vector<double> samples_mhz;  // the SM clock read during each sample, 0 where not read; empty without NVML
   double elapsed_ms = 0;       // wall time spent sampling
   int launches_per_sample = 1; // graph mode: the launches one replay holds
   ClockStats clock;            // the SM clock during the samples (when NVML is there)
@@ -85,7 +86,8 @@ class SampleTimer {
   // Enqueues `work` (any number of launches), waits for it, returns its milliseconds.
   double time(const std::function<void()>& work, const std::vector<std::string>& nvtx_ranges);
   // The SM clock over the samples since the last call, and how many holds gave up; both reset.
-  ClockStats take_clock();
+  // `readings`, when given, receives each sample's reading (0 where it could not be read).
+  ClockStats take_clock(std::vector<double>* readings = nullptr);
   int64_t take_hold_timeouts();
 
  private:

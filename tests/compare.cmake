@@ -13,15 +13,15 @@ endfunction()
 set(ROW "rows\\[1\\] \\(case \"softmax\", point \"cols=1000\", variant \"warp_online\", mode \"cold\"\\)")
 set(NAIVE "rows\\[0\\] \\(case \"softmax\", point \"cols=1000\", variant \"naive\", mode \"cold\"\\)")
 
-# 1. Schema: missing, not an integer, or not one this build reads (1 and 2).
-compare_refuses(compare_bad_schema "bad-schema.json: error: the report has schema 3; this build of attnbench reads schema 1 to 2"
+# 1. Schema: missing, not an integer, or not one this build reads (1 to 3).
+compare_refuses(compare_bad_schema "bad-schema.json: error: the report has schema 4; this build of attnbench reads schema 1 to 3"
                 ${CMP}/base.json ${CMP}/bad-schema.json)
 compare_refuses(compare_schema_string "schema-string.json: error: the report's \"schema\" is the string \"2\", not an integer"
                 ${CMP}/schema-string.json ${CMP}/base.json)
 compare_refuses(compare_no_schema "no-schema.json: error: the report has no \"schema\"; this build"
                 ${CMP}/no-schema.json ${CMP}/base.json)
-# Schema 1 (base.json) and schema 2 (slow.json) reports compare.
-cli_test(compare_schema_1_and_2 1 "\\+25\\.0% +SLOW" compare ${CMP}/base.json ${CMP}/slow.json)
+# Schema 1 (base.json), schema 2 (slow.json) and schema 3 (samples-*.json) reports compare.
+cli_test(compare_schema_1_and_2 1 "\\+25\\.0% +1\\.250 +SLOW" compare ${CMP}/base.json ${CMP}/slow.json)
 
 # 2. Impossible statistics, named by file, row and mode.
 compare_refuses(compare_negative_time "negative-time.json: error: ${ROW}: timing.median_ms is -0.4: a time cannot be negative"
@@ -40,10 +40,11 @@ cli_test(compare_control_chars 0 "\\\\x1b\\[31msoftmax\\\\x1b\\[0m +cols=1000\\|
          compare ${CMP}/control-chars.json ${CMP}/control-chars.json)
 cli_test(compare_control_chars_markdown 0 "\\| \\\\\\\\x1b\\[31msoftmax\\\\\\\\x1b\\[0m \\| cols=1000\\\\\\|rows=2\\\\\\\\nSLOW \\|"
          compare ${CMP}/control-chars.json ${CMP}/control-chars.json --format markdown)
+# The last line of each is the footnote: these rows have no samples.
 add_test(NAME cli_compare_control_chars_short
-         COMMAND ${SHORT} 6 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json)
+         COMMAND ${SHORT} 7 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json)
 add_test(NAME cli_compare_control_chars_markdown_short
-         COMMAND ${SHORT} 9 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json
+         COMMAND ${SHORT} 11 600 $<TARGET_FILE:attnbench> compare ${CMP}/control-chars.json ${CMP}/control-chars.json
                  --format markdown)
 set_tests_properties(cli_compare_control_chars_short cli_compare_control_chars_markdown_short PROPERTIES LABELS "cpu;cli")
 
@@ -75,3 +76,52 @@ foreach(pair "nan:nan" "inf:inf" "negative:-5" "over_1000:1001" "junk:5x" "expon
                   ${CMP}/base.json ${CMP}/base.json "--threshold=${bad}")
 endforeach()
 cli_test(compare_threshold_1000 0 "threshold 1000%" compare ${CMP}/base.json ${CMP}/base.json --threshold 1000)
+
+# 6. Verdicts from the samples (tests/compare/make-samples.py wrote the fixtures): the
+# bootstrap interval of NEW / BASE medians against the band [1/1.05, 1.05].
+set(SB ${CMP}/samples-base.json)
+cli_test(compare_samples_same 1 "cols=1000 +warp_online +cold .* \\+0\\.1% +1\\.001 \\(0\\.9[0-9]+-1\\.0[0-4][0-9]\\) +SAME$"
+         compare ${SB} ${CMP}/samples-new.json)
+cli_test(compare_samples_slow 1 "cols=4096 +warp_online +cold .* \\+25\\.0% +1\\.250 \\(1\\.[1-2][0-9]+-1\\.[2-3][0-9]+\\) +SLOW$"
+         compare ${SB} ${CMP}/samples-new.json)
+cli_test(compare_samples_fast 1 "cols=16384 +warp_online +cold .* -20\\.0% +0\\.800 \\(0\\.[7-8][0-9]+-0\\.[8-9][0-4][0-9]\\) +FAST$"
+         compare ${SB} ${CMP}/samples-new.json)
+# The noisy regression (median 1.0, quartiles 0.7-1.3, against 1.25, 0.95-1.6) that the
+# quartile rule called SAME: its interval crosses the band's edges.
+cli_test(compare_samples_unsure 1 "cols=65536 +warp_online +cold .* \\+25\\.0% +1\\.250 \\(0\\.9[0-9]+-1\\.[0-9]+\\) +UNSURE +the interval crosses 0\\.952 and 1\\.050$"
+         compare ${SB} ${CMP}/samples-new.json)
+cli_test(compare_samples_summary 1 "^1 FAST, 1 SLOW, 1 SAME, 1 UNSURE \\(threshold 5%: SLOW above 1\\.050x, FAST below 0\\.952x, by 95% bootstrap"
+         compare ${SB} ${CMP}/samples-new.json)
+cli_test(compare_samples_markdown 1 "\\| cols=65536 \\| .* \\| 1\\.250 \\(0\\.9[0-9]+-1\\.[0-9]+\\) \\| \\*\\*UNSURE\\*\\* \\|"
+         compare ${SB} ${CMP}/samples-new.json --format markdown)
+# UNSURE alone passes, unless the gate asks for every change decided.
+cli_test(compare_unsure_passes 0 "^0 FAST, 0 SLOW, 3 SAME, 1 UNSURE" compare ${SB} ${CMP}/noisy-new.json)
+cli_test(compare_fail_on_unsure 1 "^0 FAST, 0 SLOW, 3 SAME, 1 UNSURE" compare ${SB} ${CMP}/noisy-new.json --fail-on-unsure)
+# A higher confidence widens every interval: at 99.9% the tight regression is still SLOW.
+cli_test(compare_confidence_header 1 "NEW/BASE \\(99\\.9% CI\\)" compare ${SB} ${CMP}/samples-new.json --confidence 99.9%)
+cli_test(compare_confidence_slow 1 "cols=4096 .* +SLOW$" compare ${SB} ${CMP}/samples-new.json --confidence 0.999)
+# The same inputs, the same verdicts and intervals, run after run.
+add_test(NAME cli_compare_deterministic
+         COMMAND sh -c "a=$(\"$0\" compare \"$1\" \"$2\"); b=$(\"$0\" compare \"$1\" \"$2\"); printf '%s\\n' \"$a\"; [ \"$a\" = \"$b\" ] && [ -n \"$a\" ]"
+                 $<TARGET_FILE:attnbench> ${SB} ${CMP}/samples-new.json)
+set_tests_properties(cli_compare_deterministic PROPERTIES LABELS "cpu;cli")
+# Reports without samples (base.json and slow.json: schema 1 and 2) are judged by the
+# quartiles, and the output says so under the table.
+cli_test(compare_without_samples 1 "^\\* 2 rows judged without samples \\(a report without samples_ms, or fewer than 5\\)"
+         compare ${CMP}/base.json ${CMP}/slow.json)
+cli_test(compare_without_samples_markdown 1 "^\\\\\\* 2 rows judged without samples"
+         compare ${CMP}/base.json ${CMP}/slow.json --format markdown)
+
+# 7. --confidence: a fraction from 0.5 to 0.999, or 50% to 99.9%.
+foreach(pair "zero:0" "one:1" "over_one:1.5" "percent_without_sign:95" "below_half:0.4" "word:high" "nan:nan"
+             "negative:-0.9" "hundred_percent:100%" "exponent:9.5e-1")
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 id)
+  list(LENGTH pair n)
+  set(bad "")
+  if(n GREATER 1)
+    list(GET pair 1 bad)
+  endif()
+  compare_refuses(compare_confidence_${id} "--confidence .*: error: expected a fraction from 0\\.5 to 0\\.999 or a percentage from 50% to 99\\.9%"
+                  ${SB} ${SB} "--confidence=${bad}")
+endforeach()

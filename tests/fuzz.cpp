@@ -796,7 +796,7 @@ class Generator {
         case 6: in.args.push_back({"-o"}); in.args.push_back({rng.pick(std::vector<std::string>{"out.json", "out.csv", "", "/nonexistent/x.json", "."})}); break;
         case 7: in.args.push_back({"--mode"}); in.args.push_back({rng.pick(std::vector<std::string>{"cold", "all", "tepid", ""})}); break;
         case 8: in.args.push_back({"--flush"}); in.args.push_back({rng.pick(std::vector<std::string>{"read", "write", "dirty"})}); break;
-        case 9: in.args.push_back({"--keep-samples"}); break;
+        case 9: in.args.push_back({rng.pick(std::vector<std::string>{"--keep-samples", "--no-samples"})}); break;
         case 10: in.args.push_back({rng.chance(50) ? "--dump" : "--dump-failures"}); in.args.push_back({rng.chance(50) ? "dump" : ""}); break;
         case 11: in.args.push_back({"--set"}); in.args.push_back({rng.chance(50) ? "shape.rows=" + number_junk(rng) : number_junk(rng)}); break;
         case 12: in.args.push_back({rng.pick(std::vector<std::string>{"--bogus", "-", "--", "-kk", "--seed", "--device", "-k", "--set", "--dry-run=1", "--dry-run=junk", "---", "-\xff"})}); break;
@@ -955,6 +955,11 @@ class Generator {
       in.args.push_back({"--threshold"});
       in.args.push_back({rng.chance(50) ? number_junk(rng) : std::to_string(rng.below(200)) + "%"});
     }
+    if (rng.chance(20)) {
+      in.args.push_back({"--confidence"});
+      in.args.push_back({rng.chance(50) ? number_junk(rng) : std::to_string(50 + rng.below(50)) + "%"});
+    }
+    if (rng.chance(10)) in.args.push_back({"--fail-on-unsure"});
     if (rng.chance(20)) in.args.push_back({"--format=markdown"});
     if (rng.chance(10)) {
       in.args.push_back({"-o"});

@@ -36,6 +36,27 @@ json timing(const std::vector<double>& v, const std::string& mode = "cold") {
           {"q3_ms", s.q3}, {"noise", s.noise},     {"samples", s.samples}};
 }
 
+// The same with every sample, as `run` writes it since schema 3.
+json sampled(const std::vector<double>& v, const std::string& mode = "cold") {
+  json t = timing(v, mode);
+  t["samples_ms"] = v;
+  return t;
+}
+
+// 20 samples whose quartiles are exactly q1, median and q3 (summarize's interpolation puts
+// them between samples 4 and 5, 9 and 10, 14 and 15, which are set equal), the rest spread
+// evenly between and beyond them.
+std::vector<double> quartiles(double q1, double median, double q3) {
+  const std::vector<std::pair<int, double>> at = {{0, 2 * q1 - median}, {4, q1},  {5, q1},  {9, median},
+                                                  {10, median},         {14, q3}, {15, q3}, {19, 2 * q3 - median}};
+  std::vector<double> v(20);
+  for (size_t k = 0; k + 1 < at.size(); ++k)
+    for (int i = at[k].first; i <= at[k + 1].first; ++i)
+      v[static_cast<size_t>(i)] = at[k].second + (at[k + 1].second - at[k].second) * (i - at[k].first) /
+                                                     std::max(1, at[k + 1].first - at[k].first);
+  return v;
+}
+
 json row(const std::string& variant, const json& t, const std::string& status = "verified") {
   json r = {{"case", "softmax-x"}, {"point", "cols=1000"}, {"variant", variant}, {"status", status}};
   if (!t.is_null()) r["timing"] = t;
@@ -43,7 +64,7 @@ json row(const std::string& variant, const json& t, const std::string& status = 
 }
 
 json report(std::vector<json> rows, const std::string& card = "NVIDIA H200") {
-  return {{"schema", 2},
+  return {{"schema", 3},
           {"attnbench", {{"version", "0.2.0"}, {"date", "2026-12-01T00:00:00Z"}, {"mode", "run"}}},
           {"device", {{"name", card}, {"driver", "13.0"}}},
           {"rows", rows}};
@@ -87,6 +108,23 @@ TEST(Judge, ZeroWidthRanges) {
   EXPECT_EQ(overlap, 0);
   EXPECT_EQ(judge(a, a, 0.05, &overlap), Verdict::same);
   EXPECT_EQ(overlap, 1);
+}
+
+TEST(JudgeInterval, TheBandIsOnePlusThresholdAndItsInverse) {
+  // At 5% the band is [1/1.05, 1.05] = [0.952, 1.05].
+  EXPECT_EQ(judge_interval({1.051, 1.2}, 0.05), Verdict::slow);
+  EXPECT_EQ(judge_interval({0.80, 0.951}, 0.05), Verdict::fast);
+  EXPECT_EQ(judge_interval({0.953, 1.049}, 0.05), Verdict::same);
+  EXPECT_EQ(judge_interval({1 / 1.05, 1.05}, 0.05), Verdict::same);  // the edges belong to the band
+  EXPECT_EQ(judge_interval({1.01, 1.06}, 0.05), Verdict::unsure);    // crosses 1.05
+  EXPECT_EQ(judge_interval({0.94, 0.99}, 0.05), Verdict::unsure);    // crosses 0.952
+  EXPECT_EQ(judge_interval({0.5, 2.0}, 0.05), Verdict::unsure);      // crosses both
+  // 0.951 is a 4.9% speed-up by the ratio but 5.1% by 1/ratio: the band is symmetric in
+  // ratio, so swapping BASE and NEW swaps SLOW and FAST.
+  EXPECT_EQ(judge_interval({1 / 1.2, 1 / 1.051}, 0.05), Verdict::fast);
+  // With no threshold nothing is SAME but an interval of exactly 1.
+  EXPECT_EQ(judge_interval({0.999, 1.001}, 0), Verdict::unsure);
+  EXPECT_EQ(judge_interval({1.001, 1.002}, 0), Verdict::slow);
 }
 
 TEST(Compare, ARunAgainstItselfIsSameEverywhere) {
@@ -196,7 +234,9 @@ TEST(Compare, TableAndMarkdown) {
   EXPECT_NE(table.str().find("BASE: NVIDIA H200, driver 13.0"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("SLOW"), std::string::npos);
   EXPECT_NE(table.str().find("+20.0%"), std::string::npos);
-  EXPECT_NE(table.str().find("0 FAST, 1 SLOW, 1 SAME (threshold 5%"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("0 FAST, 1 SLOW, 1 SAME, 0 UNSURE (threshold 5%: SLOW above 1.050x, FAST below 0.952x"),
+            std::string::npos)
+      << table.str();
   EXPECT_NE(md.str().find("| softmax-x | cols=1000 | fast | cold |"), std::string::npos) << md.str();
   EXPECT_NE(md.str().find("**SLOW**"), std::string::npos);
 }
@@ -267,9 +307,12 @@ TEST(CompareRefuses, SchemaMissingWrongTypeOrUnknown) {
   EXPECT_EQ(cmp(good(), r).exit_code(), 0);
 
   r["schema"] = 3;
+  EXPECT_EQ(cmp(good(), r).exit_code(), 0);
+
+  r["schema"] = 4;
   std::string m = refused_as_new(r);
-  EXPECT_TRUE(has(m, "new.json: error: the report has schema 3")) << m;
-  EXPECT_TRUE(has(m, "reads schema 1 to 2")) << m;
+  EXPECT_TRUE(has(m, "new.json: error: the report has schema 4")) << m;
+  EXPECT_TRUE(has(m, "reads schema 1 to 3")) << m;
   for (const json& bad : {json(0), json(-1), json(99999999999LL)}) {
     r["schema"] = bad;
     m = refused_as_new(r);
@@ -279,7 +322,7 @@ TEST(CompareRefuses, SchemaMissingWrongTypeOrUnknown) {
     r["schema"] = bad;
     m = refused_as_new(r);
     EXPECT_TRUE(has(m, "new.json: error: the report's \"schema\" is ")) << m;
-    EXPECT_TRUE(has(m, "not an integer; this build of attnbench reads schema 1 to 2")) << m;
+    EXPECT_TRUE(has(m, "not an integer; this build of attnbench reads schema 1 to 3")) << m;
   }
   r.erase("schema");
   m = refusal([&] { cmp(r, good()); });
@@ -375,14 +418,14 @@ TEST(CompareRefuses, ControlCharactersAndHugeStringsArePrintedEscaped) {
     std::istringstream lines(s);
     size_t n = 0;
     for (std::string line; std::getline(lines, line); ++n) EXPECT_LE(line.size(), 700u) << line.substr(0, 200);
-    EXPECT_LE(n, 12u) << s;
+    EXPECT_LE(n, 13u) << s;  // with the footnote: these rows have no samples
     EXPECT_FALSE(has(s, std::string(200, 'v'))) << "a long variant name is cut";
     EXPECT_FALSE(has(s, std::string(200, 'x'))) << "a long device name is cut";
     if (markdown) {
       EXPECT_TRUE(has(s, "| \\\\x1b[31msoftmax\\\\x1b[0m | cols=1000\\|rows=2\\\\nSLOW\\\\r |")) << s;
       EXPECT_TRUE(has(s, "H200\\|xxx")) << s;
       EXPECT_TRUE(has(s, "0.2.0\\\\nFAKE")) << s;
-      // Every table line has exactly the 10 unescaped '|' of its 9 columns.
+      // Every table line has exactly the 11 unescaped '|' of its 10 columns.
       std::istringstream md(s);
       for (std::string line; std::getline(md, line);) {
         if (line.empty() || line[0] != '|') continue;
@@ -391,7 +434,7 @@ TEST(CompareRefuses, ControlCharactersAndHugeStringsArePrintedEscaped) {
           if (line[i] == '\\') ++i;
           else if (line[i] == '|') ++bars;
         }
-        EXPECT_EQ(bars, 10) << line;
+        EXPECT_EQ(bars, 11) << line;
       }
     } else {
       EXPECT_TRUE(has(s, "\\x1b[31msoftmax\\x1b[0m  cols=1000|rows=2\\nSLOW\\r  naive")) << s;
@@ -525,4 +568,186 @@ TEST(CompareRefuses, ThresholdOnlyPlainPercentages) {
   // The API refuses what parse_threshold would.
   EXPECT_THROW(cmp(good(), good(), std::nan("")), InputError);
   EXPECT_THROW(cmp(good(), good(), -0.01), InputError);
+}
+
+// ---- Verdicts from the samples: the bootstrap interval of NEW / BASE medians.
+
+TEST(CompareSamples, TheNoisyRegressionTheQuartileRuleCalledSameIsUnsure) {
+  // BASE: median 1.0, IQR 0.7-1.3; NEW: median 1.25, IQR 0.95-1.6; 20 samples each.
+  const std::vector<double> base = quartiles(0.7, 1.0, 1.3), now = quartiles(0.95, 1.25, 1.6);
+  const Summary b = summarize(base), n = summarize(now);
+  ASSERT_NEAR(b.median, 1.0, 1e-12);
+  ASSERT_NEAR(b.q1, 0.7, 1e-12);
+  ASSERT_NEAR(b.q3, 1.3, 1e-12);
+  ASSERT_NEAR(n.median, 1.25, 1e-12);
+  ASSERT_NEAR(n.q1, 0.95, 1e-12);
+  ASSERT_NEAR(n.q3, 1.6, 1e-12);
+  // Without samples the ranges overlap: SAME, as compare said before.
+  const CompareResult old = cmp(report({row("x", timing(base))}), report({row("x", timing(now))}));
+  EXPECT_EQ(old.rows.at(0).verdict, Verdict::same);
+  EXPECT_FALSE(old.rows.at(0).by_samples);
+  // With them, the interval is wide and crosses 1.05: UNSURE, which does not fail...
+  const CompareResult c = cmp(report({row("x", sampled(base))}), report({row("x", sampled(now))}));
+  const CompareRow& r = c.rows.at(0);
+  EXPECT_TRUE(r.by_samples);
+  EXPECT_EQ(r.verdict, Verdict::unsure) << r.ratio.lo << " " << r.ratio.hi;
+  EXPECT_LT(r.ratio.lo, 1.05);
+  EXPECT_GT(r.ratio.hi, 1.05);
+  EXPECT_NEAR(r.change, 0.25, 1e-12);
+  EXPECT_LT(r.ratio.lo, 1 / 1.05);  // 20 samples this noisy cannot rule out a speed-up either
+  EXPECT_EQ(r.note, "the interval crosses 0.952 and 1.050");
+  EXPECT_EQ(c.exit_code(), 0);
+  // ...unless the gate wants every change decided.
+  EXPECT_EQ(c.exit_code(true), 1);
+}
+
+TEST(CompareSamples, ATightRegressionIsSlowAndFails) {
+  const json base = report({row("x", sampled(quartiles(0.99, 1.0, 1.01)))});
+  const json now = report({row("x", sampled(quartiles(1.2375, 1.25, 1.2625)))});
+  const CompareResult c = cmp(base, now);
+  const CompareRow& r = c.rows.at(0);
+  EXPECT_TRUE(r.by_samples);
+  EXPECT_EQ(r.verdict, Verdict::slow);
+  EXPECT_GT(r.ratio.lo, 1.05);
+  EXPECT_LT(r.ratio.lo, 1.25);
+  EXPECT_GT(r.ratio.hi, 1.25);
+  EXPECT_EQ(c.exit_code(), 1);
+  // The same change, the other way: a real speed-up.
+  const CompareResult f = cmp(now, base);
+  EXPECT_EQ(f.rows.at(0).verdict, Verdict::fast);
+  EXPECT_LT(f.rows.at(0).ratio.hi, 1 / 1.05);
+  EXPECT_EQ(f.exit_code(), 0);
+}
+
+TEST(CompareSamples, TightEqualSamplesAreSame) {
+  // Not the same samples: the second set is shifted by a tenth of its spread.
+  const json base = report({row("x", sampled(quartiles(0.99, 1.0, 1.01)))});
+  const json now = report({row("x", sampled(quartiles(0.991, 1.001, 1.011)))});
+  const CompareResult c = cmp(base, now);
+  EXPECT_TRUE(c.rows.at(0).by_samples);
+  EXPECT_EQ(c.rows.at(0).verdict, Verdict::same);
+  EXPECT_GT(c.rows.at(0).ratio.lo, 1 / 1.05);
+  EXPECT_LT(c.rows.at(0).ratio.hi, 1.05);
+  EXPECT_EQ(c.exit_code(true), 0);
+}
+
+TEST(CompareSamples, TheSameInputsGiveTheSameVerdictAndInterval) {
+  const json base =
+      report({row("a", sampled(quartiles(0.7, 1.0, 1.3))), row("b", sampled(quartiles(0.99, 1.0, 1.01)))});
+  const json now =
+      report({row("a", sampled(quartiles(0.95, 1.25, 1.6))), row("b", sampled(quartiles(1.2, 1.25, 1.3)))});
+  const CompareResult one = cmp(base, now), two = cmp(base, now);
+  ASSERT_EQ(one.rows.size(), two.rows.size());
+  for (size_t i = 0; i < one.rows.size(); ++i) {
+    EXPECT_EQ(one.rows[i].verdict, two.rows[i].verdict);
+    EXPECT_EQ(one.rows[i].ratio.lo, two.rows[i].ratio.lo);
+    EXPECT_EQ(one.rows[i].ratio.hi, two.rows[i].ratio.hi);
+  }
+  // A row's interval is its own: the rows around it, and their order, do not move it.
+  const CompareResult alone = cmp(report({base["rows"][1]}), report({now["rows"][1]}));
+  EXPECT_EQ(alone.rows.at(0).ratio.lo, one.rows.at(1).ratio.lo);
+  EXPECT_EQ(alone.rows.at(0).ratio.hi, one.rows.at(1).ratio.hi);
+  // A higher confidence gives a wider interval.
+  const CompareResult wide = compare_reports(base, now, 0.05, "BASE", "NEW", 0.99);
+  EXPECT_LT(wide.rows.at(0).ratio.lo, one.rows.at(0).ratio.lo);
+  EXPECT_GT(wide.rows.at(0).ratio.hi, one.rows.at(0).ratio.hi);
+}
+
+TEST(CompareSamples, RowsWithoutSamplesFallBackAndSaySo) {
+  const std::vector<double> tight = quartiles(0.99, 1.0, 1.01), slower = quartiles(1.2375, 1.25, 1.2625);
+  json few = sampled({1.2, 1.25, 1.3});  // 3 samples: too few for an interval
+  const json base = report({row("none", timing(tight)), row("one_side", sampled(tight)), row("few", sampled(tight))});
+  const json now = report({row("none", timing(slower)), row("one_side", timing(slower)), row("few", few)});
+  const CompareResult c = cmp(base, now);
+  ASSERT_EQ(c.rows.size(), 3u);
+  for (const auto& r : c.rows) {
+    EXPECT_FALSE(r.by_samples) << r.variant;
+    EXPECT_EQ(r.verdict, Verdict::slow) << r.variant;  // the quartile rule still sees these
+  }
+  EXPECT_EQ(c.rows[0].note, "no samples in BASE and NEW: by the interquartile ranges");
+  EXPECT_EQ(c.rows[1].note, "no samples in NEW: by the interquartile ranges");
+  EXPECT_EQ(c.rows[2].note, "3 samples in NEW, fewer than 5: by the interquartile ranges");
+  EXPECT_EQ(c.count_by_quartiles(), 3);
+  // The verdicts carry a mark, and a footnote says what it means, in both formats.
+  std::ostringstream table, md;
+  write_compare(table, c, false);
+  write_compare(md, c, true);
+  EXPECT_TRUE(has(table.str(), "+25.0%              1.250  SLOW*    no samples in BASE and NEW")) << table.str();
+  EXPECT_TRUE(has(table.str(), "\n* 3 rows judged without samples (a report without samples_ms, or fewer than 5)"))
+      << table.str();
+  EXPECT_TRUE(has(md.str(), "| **SLOW**\\* |")) << md.str();
+  EXPECT_TRUE(has(md.str(), "\n\\* 3 rows judged without samples")) << md.str();
+  // Rows with samples have neither.
+  const CompareResult all = cmp(report({row("x", sampled(tight))}), report({row("x", sampled(slower))}));
+  std::ostringstream clean;
+  write_compare(clean, all, false);
+  EXPECT_FALSE(has(clean.str(), "*")) << clean.str();
+  EXPECT_TRUE(has(clean.str(), "1.250 (1.2")) << clean.str();
+  EXPECT_TRUE(has(clean.str(), "NEW/BASE (95% CI)")) << clean.str();
+}
+
+TEST(CompareSamples, ModeAllKeepsTheOwnModesSamplesInTiming) {
+  // report.cpp writes a row's own mode twice (timing, timings.cold) and its samples once.
+  json base = row("x", sampled(quartiles(0.99, 1.0, 1.01)));
+  base["timings"] = {{"cold", timing(quartiles(0.99, 1.0, 1.01))}, {"hot", sampled(quartiles(0.49, 0.5, 0.51), "hot")}};
+  json now = row("x", sampled(quartiles(1.2375, 1.25, 1.2625)));
+  now["timings"] = {{"cold", timing(quartiles(1.2375, 1.25, 1.2625))},
+                    {"hot", sampled(quartiles(0.49, 0.5, 0.51), "hot")}};
+  const CompareResult c = cmp(report({base}), report({now}));
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_TRUE(c.rows[0].by_samples);
+  EXPECT_EQ(c.rows[0].verdict, Verdict::slow);
+  EXPECT_TRUE(c.rows[1].by_samples);
+  EXPECT_EQ(c.rows[1].verdict, Verdict::same);
+  // Samples that cannot be the cold timing's are refused, not used.
+  now["timing"]["samples_ms"][0] = 1.0;
+  now["timing"]["samples_ms"].erase(1);
+  now["timing"]["samples"] = 19;
+  const std::string m = refusal([&] { compare_reports(report({base}), report({now}), 0.05, "b", "n.json"); });
+  EXPECT_TRUE(has(m, "n.json: error: rows[0] (case \"softmax-x\", point \"cols=1000\", variant \"x\"): "
+                     "timing.samples_ms does not belong to timings.cold"))
+      << m;
+}
+
+TEST(CompareRefuses, SamplesThatDoNotFitTheirStatistics) {
+  struct Bad {
+    std::function<void(json&)> change;
+    const char* says;
+  };
+  const std::vector<Bad> bads = {
+      {[](json& t) { t["samples_ms"] = "1,2,3"; },
+       "timing.samples_ms is the string \"1,2,3\", expected an array of times"},
+      {[](json& t) { t["samples_ms"][3] = "1.0"; }, "timing.samples_ms[3] is the string \"1.0\", expected a number"},
+      {[](json& t) { t["samples_ms"][3] = -1.0; }, "timing.samples_ms[3] is -1: not a time a kernel takes"},
+      {[](json& t) { t["samples_ms"][0] = 0.0; }, "timing.samples_ms[0] is 0: not a time a kernel takes"},
+      {[](json& t) { t["samples_ms"][0] = std::nan(""); }, "timing.samples_ms[0] is nan"},
+      {[](json& t) { t["samples_ms"].erase(0); }, "timing.samples_ms holds 19 times, but samples is 20"},
+      {[](json& t) { t["median_ms"] = 1.001; }, "timing.samples_ms has the median 1, but median_ms is 1.001"},
+  };
+  for (const Bad& b : bads) {
+    json r = good();
+    r["rows"][1]["timing"] = sampled(quartiles(0.99, 1.0, 1.01));
+    EXPECT_NO_THROW(cmp(good(), r));
+    b.change(r["rows"][1]["timing"]);
+    const std::string m = refused_as_new(r);
+    EXPECT_TRUE(has(m, std::string("new.json: error: ") + kFastRow + ": " + b.says)) << m;
+  }
+}
+
+TEST(CompareRefuses, ConfidenceOnlyFrom50To99Point9Percent) {
+  EXPECT_DOUBLE_EQ(parse_confidence("0.95"), 0.95);
+  EXPECT_DOUBLE_EQ(parse_confidence("95%"), 0.95);
+  EXPECT_DOUBLE_EQ(parse_confidence("0.5"), 0.5);
+  EXPECT_DOUBLE_EQ(parse_confidence("99.9%"), 0.999);
+  EXPECT_DOUBLE_EQ(parse_confidence(".9"), 0.9);
+  for (const char* bad : {"0", "1", "1.0", "95", "0.4", "49%", "100%", "0.9995", "-0.9", "+0.9", "nan", "inf", "1e-1",
+                          "0.95x", " 0.95", "", "%", "0.9.5", "95%%"}) {
+    const std::string m = refusal([&] { parse_confidence(bad); });
+    EXPECT_TRUE(has(m, std::string("--confidence ") + bad + ": error: expected a fraction from 0.5 to 0.999 or a "
+                                                            "percentage from 50% to 99.9%, like 0.95 or 95%"))
+        << m;
+  }
+  // The API refuses what parse_confidence would.
+  EXPECT_THROW(compare_reports(good(), good(), 0.05, "BASE", "NEW", 1.0), InputError);
+  EXPECT_THROW(compare_reports(good(), good(), 0.05, "BASE", "NEW", std::nan("")), InputError);
 }

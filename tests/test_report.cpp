@@ -37,7 +37,8 @@ ResultRow timed_row(const std::string& variant, double ms, double flops, double 
   r.trials = 1;
   r.work = {flops, bytes, Bandwidth::copy};
   Timing t;
-  t.ms = summarize({ms, ms, ms});
+  t.samples = {ms, ms, ms};
+  t.ms = summarize(t.samples);
   r.timing = t;
   return r;
 }
@@ -105,7 +106,7 @@ TEST(Report, JsonHoldsMetaRowsAndNullForInfiniteErrors) {
   EXPECT_FALSE(j["rows"][2].contains("timing"));
 }
 
-// The json report's layout, as docs/measuring.md documents it (schema 2).
+// The json report's layout, as docs/measuring.md documents it (schema 3).
 TEST(Report, JsonSchema) {
   ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
   r.command = "attnbench run cases/gemm/square.toml --set dtype=bf16 -k mma --mode all";
@@ -117,7 +118,6 @@ TEST(Report, JsonSchema) {
   derive_rates(r, DType::bf16, card());
   RunMeta m = meta("run");
   m.timing_mode = "all";
-  m.keep_samples = true;
   m.device = DeviceInfo{};
   m.device->name = "NVIDIA H200";
   m.device->driver_version = 13000;
@@ -155,8 +155,11 @@ TEST(Report, JsonSchema) {
     has(row["timing"], k, number);
   has(row["timing"], "samples", integer);
   has(row["timing"], "launches_per_sample", integer);
+  // Every sample, by default; the own mode's once, in `timing`.
   has(row["timing"], "samples_ms", {T::array});
   EXPECT_EQ(row["timing"]["samples_ms"].size(), 3u);
+  EXPECT_FALSE(row["timings"]["cold"].contains("samples_ms"));
+  EXPECT_EQ(row["timings"]["graph"]["samples_ms"].size(), 3u);
   EXPECT_EQ(row["command"], r.command);
   // Every mode measured, by name; the row's own mode is also `timing`.
   EXPECT_EQ(row["timings"]["cold"]["median_ms"], row["timing"]["median_ms"]);
@@ -176,8 +179,35 @@ TEST(Datasheet, ByDeviceName) {
   EXPECT_FALSE(datasheet_for("NVIDIA GeForce RTX 4090").has_value());
 }
 
+TEST(Report, SamplesAreKeptByDefaultAndToSevenDigits) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  // As CUDA events give them: floats, here with a double's tail that means nothing.
+  r.timing->samples = {0.012345678901234, 1.5, 2.0000000001};
+  r.timing->samples_mhz = {1980, 0, 1755};
+  r.timing->clock = summarize_clocks(r.timing->samples_mhz, 1980);
+  std::ostringstream out;
+  write_report(out, Format::json, meta("run"), {r});
+  auto t = nlohmann::json::parse(out.str())["rows"][0]["timing"];
+  EXPECT_EQ(t["samples_ms"], nlohmann::json::parse("[0.01234568, 1.5, 2.0]")) << t.dump();
+  // The clock per sample, in whole MHz, 0 where NVML gave no reading; one per sample.
+  EXPECT_EQ(t["samples_mhz"], nlohmann::json::parse("[1980, 0, 1755]")) << t.dump();
+  // --no-samples: the statistics only.
+  RunMeta m = meta("run");
+  m.keep_samples = false;
+  std::ostringstream small;
+  write_report(small, Format::json, m, {r});
+  t = nlohmann::json::parse(small.str())["rows"][0]["timing"];
+  EXPECT_FALSE(t.contains("samples_ms")) << t.dump();
+  EXPECT_FALSE(t.contains("samples_mhz")) << t.dump();
+  EXPECT_EQ(t["samples"], 3);
+}
+
 TEST(Report, CompareReadsWhatRunWrites) {
   ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  // Enough samples for the bootstrap, in every mode: --mode all keeps the cold ones in
+  // `timing` only, and compare must find them there.
+  for (int i = 0; i < 30; ++i) r.timing->samples.push_back(2.0 + 0.001 * (i % 7));
+  r.timing->ms = summarize(r.timing->samples);
   Timing hot = *r.timing;
   hot.mode = TimingMode::hot;
   r.other_modes = {hot};
@@ -188,7 +218,10 @@ TEST(Report, CompareReadsWhatRunWrites) {
   ASSERT_EQ(c.rows.size(), 2u);
   EXPECT_EQ(c.rows[0].mode, "cold");
   EXPECT_EQ(c.rows[1].mode, "hot");
-  for (const auto& x : c.rows) EXPECT_EQ(x.verdict, Verdict::same);
+  for (const auto& x : c.rows) {
+    EXPECT_EQ(x.verdict, Verdict::same);
+    EXPECT_TRUE(x.by_samples) << x.mode;
+  }
 }
 
 TEST(Report, AllModesSideBySide) {

@@ -1,5 +1,10 @@
-// Timing statistics and the stopping rule.
+// Timing statistics, the stopping rule and the bootstrap.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
 
 #include "app/clocks.hpp"
 #include "app/stats.hpp"
@@ -75,4 +80,93 @@ TEST(Clocks, WithoutNvmlOrTheDeviceTheClockIsInactive) {
   SmClock clock("ffff:ff:1f.7");
   EXPECT_FALSE(clock.active());
   EXPECT_EQ(clock.current_mhz(), 0);
+}
+
+// ---- The bootstrap compare judges by.
+
+namespace {
+
+// P(X >= k) for X ~ Binomial(n, p).
+double binomial_tail(int n, double p, int k) {
+  double sum = 0;
+  for (int j = k; j <= n; ++j)
+    sum += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) + j * std::log(p) +
+                    (n - j) * std::log1p(-p));
+  return p >= 1 ? (k <= n ? 1 : 0) : sum;
+}
+
+}  // namespace
+
+TEST(Bootstrap, ResampledMedianOfAnOddSetHasTheExactDistribution) {
+  // A resample of n = 7 values has median <= x_(k) exactly when at least 4 of its 7 draws
+  // fall on the k smallest: P = P(Binomial(7, k/7) >= 4).
+  const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7};
+  const int draws = 200000;
+  std::vector<int> seen(8, 0);
+  SplitMix rng(1);
+  for (int i = 0; i < draws; ++i) ++seen[static_cast<size_t>(resampled_median(x, rng))];
+  for (int k = 1; k <= 7; ++k) {
+    const double p = binomial_tail(7, k / 7.0, 4) - binomial_tail(7, (k - 1) / 7.0, 4);
+    const double sigma = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR(seen[static_cast<size_t>(k)] / double(draws), p, 5 * sigma + 1e-12) << "median " << k;
+  }
+}
+
+TEST(Bootstrap, ResampledMedianOfAnEvenSetMatchesResamplingByHand) {
+  // n = 6: each resample's median is the mean of its 3rd and 4th smallest. Drawn directly
+  // and by drawing 6 values with another generator, the frequencies must agree.
+  const std::vector<double> x = {1, 2, 4, 8, 16, 32};
+  const int draws = 200000;
+  std::map<double, int> direct, by_hand;
+  SplitMix rng(2);
+  std::mt19937_64 other(3);
+  std::uniform_int_distribution<size_t> pick(0, x.size() - 1);
+  for (int i = 0; i < draws; ++i) {
+    ++direct[resampled_median(x, rng)];
+    std::vector<double> r;
+    for (size_t j = 0; j < x.size(); ++j) r.push_back(x[pick(other)]);
+    ++by_hand[summarize(r).median];
+  }
+  EXPECT_EQ(direct.size(), by_hand.size());
+  for (const auto& [median, count] : by_hand) {
+    const double p = count / double(draws), sigma = std::sqrt(2 * p * (1 - p) / draws);
+    EXPECT_NEAR(direct[median] / double(draws), p, 5 * sigma + 1e-12) << "median " << median;
+  }
+}
+
+TEST(Bootstrap, IntervalCoversTheRatioAndNarrowsWithMoreSamples) {
+  // Samples spread evenly over +-20% of 1.0 and of 1.3: the ratio of medians is 1.3.
+  const auto spread = [](double center, int n) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) v.push_back(center * (0.8 + 0.4 * i / (n - 1)));
+    return v;
+  };
+  const Interval few = median_ratio_interval(spread(1.0, 15), spread(1.3, 15), 0.95);
+  const Interval many = median_ratio_interval(spread(1.0, 1500), spread(1.3, 1500), 0.95);
+  EXPECT_LT(few.lo, 1.3);
+  EXPECT_GT(few.hi, 1.3);
+  EXPECT_LT(many.lo, 1.3);
+  EXPECT_GT(many.hi, 1.3);
+  EXPECT_LT(many.hi - many.lo, (few.hi - few.lo) / 5);  // width ~ 1/sqrt(n): 10x more samples
+  // A higher confidence widens it; the same samples against themselves straddle 1.
+  const Interval wide = median_ratio_interval(spread(1.0, 15), spread(1.3, 15), 0.99);
+  EXPECT_LT(wide.lo, few.lo);
+  EXPECT_GT(wide.hi, few.hi);
+  const Interval self = median_ratio_interval(spread(1.0, 15), spread(1.0, 15), 0.95);
+  EXPECT_LT(self.lo, 1.0);
+  EXPECT_GT(self.hi, 1.0);
+}
+
+TEST(Bootstrap, TheSameSamplesGiveTheSameIntervalInAnyOrder) {
+  std::vector<double> base, now;
+  for (int i = 0; i < 50; ++i) {
+    base.push_back(1.0 + 0.01 * ((i * 17) % 50));
+    now.push_back(1.1 + 0.01 * ((i * 23) % 50));
+  }
+  const Interval a = median_ratio_interval(base, now, 0.95);
+  std::reverse(base.begin(), base.end());
+  const Interval b = median_ratio_interval(base, now, 0.95);
+  EXPECT_EQ(a.lo, b.lo);
+  EXPECT_EQ(a.hi, b.hi);
+  EXPECT_LT(a.lo, a.hi);
 }
