@@ -136,7 +136,7 @@ def check_point(d, m, args):
         for b in np.unique(b_of):
             n = context[b]
             out = sdpa_rows(q[b][:, None], kc[b, :n].transpose(0, 1), vc[b, :n].transpose(0, 1), [n - 1], scale,
-                            False, 0, slopes, softcap, dtype, device)  # [heads, 1, d]
+                            False, shape.get("window", 0), slopes, softcap, dtype, device)  # [heads, 1, d]
             for r in np.nonzero(b_of == b)[0]:
                 got[r] = out[h_of[r], 0].numpy()
     elif op == "paged":
@@ -154,7 +154,7 @@ def check_point(d, m, args):
         for b in np.unique(b_of):
             n, f = context[b], first[b]
             out = sdpa_rows(q[b][:, None], k[f:f + n].transpose(0, 1), v[f:f + n].transpose(0, 1), [n - 1], scale,
-                            False, 0, slopes, softcap, dtype, device)
+                            False, shape.get("window", 0), slopes, softcap, dtype, device)
             for r in np.nonzero(b_of == b)[0]:
                 got[r] = out[h_of[r], 0].numpy()
     else:

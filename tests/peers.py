@@ -103,6 +103,8 @@ def plan(op, dtype, s):
         flops = 4 * b * h * d * visible_pairs(sq, sk, a["causal"], 0)
         return "attention", sdpa, a, flops, e * b * d * (2 * sq * h + 2 * sk * g)
     if op in ("decode", "paged"):
+        if s.get("window"):
+            return "skip: SDPA's fused backends take no sliding window"
         if len(set(s["context"])) > 1:
             return "skip: SDPA takes one context for the whole batch; this case's contexts differ"
         b, h, g, d, ctx = s["batch"], s["heads"], s["kv_heads"], s["head_dim"], s["context"][0]

@@ -148,6 +148,10 @@ KeySpec causal_key() {
   k.bool_words = {"none", "bottom_right"};
   return k;
 }
+KeySpec decode_window_key() {
+  return int_key("window", "the query sees its last `window` keys (itself included); 0 = every key", 0, 0);
+}
+
 bool causal_of(const Shape& s) { return s.word("causal") != "none"; }
 bool top_left_of(const Shape& s) { return s.word("causal") == "top_left"; }
 

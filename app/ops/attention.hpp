@@ -22,6 +22,10 @@ KeySpec softcap_key();
 // causal = false | true | "bottom_right" | "top_left"; true means bottom_right. Read it with
 // causal_of / top_left_of.
 KeySpec causal_key();
+// decode, paged, pipeline: the query sees its last `window` keys, itself included; 0 = all.
+KeySpec decode_window_key();
+// Keys a query at the end of `context` tokens sees with `window` (0 = all of them).
+inline int64_t seen_keys(int64_t context, int64_t window) { return window > 0 && window < context ? window : context; }
 bool causal_of(const Shape& s);
 bool top_left_of(const Shape& s);
 

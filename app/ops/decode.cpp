@@ -23,6 +23,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     head_dim_ = s.num("head_dim");
     max_context_ = s.num("max_context");
     context_ = s.lengths("context");
+    window_ = s.num("window");
     add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
     for (const char* name : {"k_cache", "v_cache"})
       add_input(name, p.dtype,
@@ -35,8 +36,8 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.
   Work work() const override {
-    int64_t rows = 0;
-    for (int64_t c : context_) rows += c;
+    int64_t rows = 0;  // the keys the queries see
+    for (int64_t c : context_) rows += seen_keys(c, window_);
     const double e = dtype_bytes(point().dtype);
     return {4.0 * heads_ * static_cast<double>(rows) * head_dim_,
             e * (2.0 * rows * kv_heads_ * head_dim_ + 2.0 * batch_ * heads_ * head_dim_), Bandwidth::read};
@@ -49,6 +50,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     d.head_dim = head_dim_;
     d.max_context = max_context_;
     d.context = context_;
+    d.window = window_;
     d.alibi_slopes = scores_.reference_slopes();
     d.scale = scores_.reference_scale();
     d.softcap = scores_.softcap();
@@ -83,6 +85,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     p.head_dim = head_dim_;
     p.max_context = max_context_;
     p.longest_context = *std::max_element(context_.begin(), context_.end());
+    p.window = window_;
     p.alibi = scores_.alibi();
     p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
     p.scale = scores_.scale();
@@ -91,7 +94,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     finish_decode_params(p);
     return p;
   }
-  int64_t batch_, heads_, kv_heads_, head_dim_, max_context_;
+  int64_t batch_, heads_, kv_heads_, head_dim_, max_context_, window_;
   std::vector<int64_t> context_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
@@ -111,6 +114,7 @@ OpSpec decode_op() {
       head_dim_key(),
       lengths_key("context", "tokens in each sequence's cache: one integer for all, or one per sequence"),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context"),
+      decode_window_key(),
       alibi_key(),
       alibi_slopes_key(),
       scale_key(),

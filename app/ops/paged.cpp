@@ -36,6 +36,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     partition_size_ = s.num("partition_size");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
     context_ = s.lengths("context");
+    window_ = s.num("window");
     longest_ = *std::max_element(context_.begin(), context_.end());
     for (int64_t c : context_) {
       first_.push_back(tokens_);
@@ -55,11 +56,16 @@ class PagedProblem : public TableProblem<PagedParams> {
     slots_ = &add_buffer(8 * tokens_);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
   }
+  // The tokens the queries see (all of them without a window) and their table entries.
   Work work() const override {
     const double kv = dtype_bytes(kv_dtype_), e = dtype_bytes(point().dtype);
-    return {4.0 * heads_ * static_cast<double>(tokens_) * head_dim_,
-            kv * 2.0 * tokens_ * kv_heads_ * head_dim_ + e * 2.0 * batch_ * heads_ * head_dim_ +
-                4.0 * batch_ * max_blocks_,
+    double seen = 0, entries = 0;
+    for (int64_t c : context_) {
+      seen += static_cast<double>(seen_keys(c, window_));
+      entries += static_cast<double>(ceil_div(seen_keys(c, window_), block_size_));
+    }
+    return {4.0 * heads_ * seen * head_dim_,
+            kv * 2.0 * seen * kv_heads_ * head_dim_ + e * 2.0 * batch_ * heads_ * head_dim_ + 4.0 * entries,
             Bandwidth::read};
   }
   // The math, whatever the layout: decode over each sequence's tokens as the cache holds
@@ -74,6 +80,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     d.max_context = longest_;
     d.context = context_;
     d.first = first_;
+    d.window = window_;
     d.alibi_slopes = scores_.reference_slopes();
     d.scale = scores_.reference_scale();
     d.softcap = scores_.softcap();
@@ -202,6 +209,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.max_blocks_per_seq = max_blocks_;
     p.longest_context = longest_;
     p.partition_size = partition_size_;
+    p.window = window_;
     p.alibi = scores_.alibi();
     p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
     p.scale = scores_.scale();
@@ -214,7 +222,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     return p;
   }
 
-  int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_;
+  int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_, window_;
   DType kv_dtype_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
@@ -298,6 +306,7 @@ OpSpec paged_op() {
       int_key("partition_size", "v2: tokens per partition, a multiple of block_size", 512),
       choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
                  "dtype"),
+      decode_window_key(),
       alibi_key(),
       alibi_slopes_key(),
       scale_key(),

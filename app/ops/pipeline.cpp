@@ -33,6 +33,7 @@ class PipelineProblem : public Problem {
     head_dim_ = s.num("head_dim");
     prompt_ = s.num("prompt");
     generate_ = s.num("generate");
+    window_ = s.num("window");
     max_context_ = s.num("max_context");
     prefill_ = s.word("prefill");
     decode_ = s.word("decode");
@@ -92,7 +93,7 @@ class PipelineProblem : public Problem {
 
   // The prefill's work: the TFLOP/s and GB/s columns describe the time to first token.
   Work work() const override {
-    const AttentionMask prefill{prompt_, prompt_, true, 0};
+    const AttentionMask prefill{prompt_, prompt_, true, window_};
     const double e = dtype_bytes(point().dtype);
     return {4.0 * batch_ * heads_ * head_dim_ * static_cast<double>(prefill.pairs()),
             e * batch_ * prompt_ * head_dim_ * (2.0 * heads_ + 4.0 * kv_heads_), Bandwidth::copy};
@@ -133,6 +134,7 @@ class PipelineProblem : public Problem {
       d.head_dim = head_dim_;
       d.max_context = max_context_;
       d.context.assign(static_cast<size_t>(batch_), prompt_ + t + 1);
+      d.window = window_;
       return ref::decode(d, input(3).host.data() + t * per_step * head_dim_, k.data(), v.data(), mine);
     });
   }
@@ -203,6 +205,7 @@ class PipelineProblem : public Problem {
     p.seq_q = p.seq_k = prompt_;
     p.head_dim = head_dim_;
     p.causal = true;
+    p.window = window_;
     p.kv_batch_stride = max_context_ * kv_heads_ * head_dim_;  // read the cache in place
     p.dtype = point().dtype;
     finish_attention_params(p);
@@ -222,6 +225,7 @@ class PipelineProblem : public Problem {
     p.head_dim = head_dim_;
     p.max_context = max_context_;
     p.longest_context = prompt_ + t + 1;
+    p.window = window_;
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
@@ -251,7 +255,7 @@ class PipelineProblem : public Problem {
     launch_variant(decode_variants(), d, decode_params(t), ctx);
   }
 
-  int64_t batch_, heads_, kv_heads_, head_dim_, prompt_, generate_, max_context_;
+  int64_t batch_, heads_, kv_heads_, head_dim_, prompt_, generate_, max_context_, window_;
   std::string prefill_, decode_;
   std::vector<float> cache_after_[2];  // K, V: [batch, max_context, kv_heads, head_dim]
   DeviceBuffer *k_cache_, *v_cache_, *o_prefill_, *prompt_positions_, *step_positions_, *step_contexts_;
@@ -271,6 +275,8 @@ OpSpec pipeline_op() {
       int_key("prompt", "prompt tokens per sequence, attended by the prefill"),
       int_key("generate", "decode steps, one new token each"),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "prompt + generate"),
+      int_key("window", "every query sees its last `window` keys (itself included), in prefill and decode; 0 = all",
+              0, 0),
       variant_key("prefill", "the attention variant of the default pair; \"\" = the fastest that runs", "attention"),
       variant_key("decode", "the decode variant of the default pair; \"\" = the fastest that runs", "decode"),
   };

@@ -14,7 +14,7 @@
 //
 // The kernel parameter struct (decode's Decode, paged's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
-// context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
+// window, key_align, context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
 // parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything
 // is inline or a template, so that both families' rungs can include this header.
 #pragma once
@@ -54,11 +54,27 @@ constexpr int64_t kMaxContext = int64_t{1} << 30;
 // ---------------------------------------------------------------------------------------
 // Device helpers
 
+// Sliding window (window > 0): the query at position ctx - 1 sees keys [ctx - window, ctx).
+// Blocks walk the keys from that bound rounded down to the kernel's key step (key_align: its
+// tile, block step or cache block), so that their first step still holds a key they see, and
+// mask the keys below it: the work follows the window, not the context.
+__host__ __device__ __forceinline__ int window_first(int ctx, int window) {
+  return window > 0 && ctx > window ? ctx - window : 0;
+}
+__host__ __device__ __forceinline__ int window_base(int ctx, int window, int key_align) {
+  return window_first(ctx, window) / key_align * key_align;
+}
+
 // What one block computes: query heads [h0, h0 + nheads) of sequence b, which read kv head
-// kvh, over keys [begin, end) of its context ctx.
+// kvh, over keys [begin, end) of its context ctx, of which it sees those from `first` on.
 struct Work {
-  int b, kvh, h0, nheads, split, ctx, begin, end;
+  int b, kvh, h0, nheads, split, ctx, first, begin, end;
 };
+
+// Whether the block's query sees `key` (first <= key < end): one unsigned compare.
+__device__ __forceinline__ bool sees(const Work& w, int key) {
+  return static_cast<unsigned>(key - w.first) < static_cast<unsigned>(w.end - w.first);
+}
 
 // blockIdx.x = (b·kv_heads + kvh)·head_tiles + tile, so that the tiles of one kv head run
 // together and share its bytes through L2; blockIdx.y = split.
@@ -73,7 +89,8 @@ __device__ __forceinline__ Work block_work(const P& p) {
   w.nheads = min(kHeads, p.group - tile * kHeads);
   w.split = static_cast<int>(blockIdx.y);
   w.ctx = p.context_lens[w.b];
-  w.begin = w.split * p.chunk;
+  w.first = window_first(w.ctx, p.window);
+  w.begin = window_base(w.ctx, p.window, p.key_align) + w.split * p.chunk;
   // The last split runs to the end of the context, whatever longest_context promised.
   w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
   return w;
@@ -254,7 +271,7 @@ __global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const P p) 
   const int col = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
   // context_lens is the launch's input, not the main kernel's output: read before the wait.
   const int ctx = p.context_lens[bh / p.heads];
-  const int n = min(p.splits, (ctx + p.chunk - 1) / p.chunk);
+  const int n = min(p.splits, (ctx - window_base(ctx, p.window, p.key_align) + p.chunk - 1) / p.chunk);
   const float2* ml = p.part_ml + int64_t{bh} * p.splits;
   const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
   wait_for_primary();

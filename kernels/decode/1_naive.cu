@@ -24,8 +24,9 @@ namespace {
 constexpr int kNaiveThreads = 128;
 
 // scores: [batch, heads, max_context] fp32. Block b·heads + h owns query head h of sequence b.
-// kCap: soft-capping, its own instantiation so that the plain kernel keeps its code.
-template <class T, bool kCap>
+// kCap: soft-capping, kWindow: a sliding window; each its own instantiation so that the plain
+// kernel keeps its code.
+template <class T, bool kCap, bool kWindow>
 __global__ void __launch_bounds__(kNaiveThreads)
     naive_kernel(const Decode p, float* __restrict__ scores, int64_t max_context) {
   __shared__ float sq[256];
@@ -44,8 +45,9 @@ __global__ void __launch_bounds__(kNaiveThreads)
   // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
   const float slope = p.alibi ? p.slopes[h] : 0.f;
   const float cap = p.softcap * p.scale;  // soft-capping in score units (tanhf: exact)
+  const int first = kWindow ? window_first(ctx, p.window) : 0;  // with a window, the keys before it are skipped
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < ctx; j += kNaiveThreads) {
+  for (int j = first + static_cast<int>(threadIdx.x); j < ctx; j += kNaiveThreads) {
     const T* kj = k + j * p.row_stride;
     float dot = 0.f;
     for (int d = 0; d < p.head_dim; ++d) dot = fmaf(sq[d], to_float(kj[d]), dot);
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(kNaiveThreads)
   m = block_reduce<true, kNaiveThreads / 32>(m, red);  // finite: ctx >= 1
 
   float l = 0.f;
-  for (int j = threadIdx.x; j < ctx; j += kNaiveThreads) {
+  for (int j = first + static_cast<int>(threadIdx.x); j < ctx; j += kNaiveThreads) {
     const float e = expf(s[j] - m);
     s[j] = e;
     l += e;
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(kNaiveThreads)
   T* o = static_cast<T*>(p.o) + int64_t{bh} * p.head_dim;
   for (int d = threadIdx.x; d < p.head_dim; d += kNaiveThreads) {
     float acc = 0.f;
-    for (int j = 0; j < ctx; ++j) acc = fmaf(s[j], to_float(v[j * p.row_stride + d]), acc);
+    for (int j = first; j < ctx; ++j) acc = fmaf(s[j], to_float(v[j * p.row_stride + d]), acc);
     o[d] = from_float<T>(acc / l);
   }
 }
@@ -79,7 +81,8 @@ void naive(const DecodeParams& p, const LaunchContext& ctx) {
   const Decode d = make_decode(p);
   with_storage(p.dtype, "decode/naive", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = p.softcap > 0 ? naive_kernel<T, true> : naive_kernel<T, false>;
+    const auto kernel = p.softcap > 0 ? (p.window > 0 ? naive_kernel<T, true, true> : naive_kernel<T, true, false>)
+                                      : (p.window > 0 ? naive_kernel<T, false, true> : naive_kernel<T, false, false>);
     kernel<<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
         d, static_cast<float*>(ctx.workspace), p.max_context);
   });

@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
-        x[0][2 * r + jj] = key < w.end ? fmaf(capped<kCap>(p, s[2 * r + jj]), p.scale_log2, slope[jj] * dist) : -INFINITY;
+        x[0][2 * r + jj] = sees(w, key) ? fmaf(capped<kCap>(p, s[2 * r + jj]), p.scale_log2, slope[jj] * dist) : -INFINITY;
     }
     uint32_t pb0[1], pb1[1];
     softmax_tile<T>(x, m, l, o, pb0, pb1);
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
       for (int n = 0; n < kG; ++n)
-        s[u][n] = key < w.end ? fmaf(capped<kCap>(p, s[u][n]), p.scale_log2, slope[n] * dist) : -INFINITY;
+        s[u][n] = sees(w, key) ? fmaf(capped<kCap>(p, s[u][n]), p.scale_log2, slope[n] * dist) : -INFINITY;
     }
     // A group whose rows all lie past `end` keeps m = -inf; ms = 0 then stands in for it in
     // the exponents (exp2(-inf - 0) = 0), since -inf - -inf would be NaN.
@@ -377,6 +377,7 @@ void launch_fused(const DecodeParams& p, const LaunchContext& ctx, const Policy&
                   int heads_per_block, int step, int blocks_per_sm, int smem_bytes = 0) {
   Decode d = make_decode(p);
   d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
+  d.key_align = step;  // a window starts on a whole step: the block's first step holds a key it sees
   const int64_t units = p.batch * p.kv_heads * d.head_tiles;
   if (policy.plan)
     policy.plan(d, p, units, int64_t{sm_count(ctx, "decode: LaunchContext has no device caps")} * blocks_per_sm, step);

@@ -44,7 +44,7 @@ namespace {
 void plan_splits(Decode& d, const DecodeParams& p, int64_t units, int64_t slots, int64_t step) {
   const int64_t want = std::min(slots / units, max_splits(p));
   if (want <= 1) return;
-  const int64_t longest = longest_context(p);
+  const int64_t longest = longest_context(p, step);
   const int64_t chunk = ceil_div(ceil_div(longest, want), step) * step;
   const int64_t splits = ceil_div(longest, chunk);
   if (splits <= 1) return;

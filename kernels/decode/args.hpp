@@ -29,6 +29,8 @@ struct Decode {
   int head_tiles;  // blocks per (sequence, kv head) side by side, each taking kHeads of the group
   int splits;      // blocks along the context; 1: the block writes o itself
   int chunk;       // keys per split
+  int window;      // 0 = none
+  int key_align;   // the kernel's key step: blocks start their window on a multiple of it
   float scale, scale_log2;
   bool alibi;
   const float* slopes;         // [heads] ALiBi slopes
@@ -51,6 +53,8 @@ inline Decode make_decode(const DecodeParams& p) {
   d.head_tiles = 1;
   d.splits = 1;
   d.chunk = static_cast<int>(p.max_context);
+  d.window = static_cast<int>(std::min<int64_t>(p.window, kMaxContext));
+  d.key_align = 1;
   d.scale = p.scale;
   d.scale_log2 = p.scale_log2;
   d.alibi = p.alibi;
@@ -60,7 +64,12 @@ inline Decode make_decode(const DecodeParams& p) {
   return d;
 }
 
-inline int64_t longest_context(const DecodeParams& p) { return std::clamp<int64_t>(p.longest_context, 1, p.max_context); }
+// The most keys a sequence's blocks walk: its context, or with a window the window and
+// less than one key step (`align`) before it.
+inline int64_t longest_context(const DecodeParams& p, int64_t align = 1) {
+  const int64_t longest = std::clamp<int64_t>(p.longest_context, 1, p.max_context);
+  return p.window > 0 ? std::min(longest, p.window + align - 1) : longest;
+}
 
 inline std::string common_reason(const DecodeParams& p) {
   if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)
@@ -69,6 +78,7 @@ inline std::string common_reason(const DecodeParams& p) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.max_context < 1)
     return "batch, heads, kv_heads and max_context must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (p.window < 0) return "window must be >= 0";
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
   if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";

@@ -23,6 +23,9 @@ struct DecodeParams {
   // The longest context_lens entry, known on the host: split counts are chosen from it
   // without reading the device array.
   int64_t longest_context = 1;
+  // window > 0: the query sees only its last `window` keys, context_lens[b] - window to
+  // context_lens[b] - 1 (itself included); kernels skip the rest.
+  int64_t window = 0;
   bool alibi = false;
   const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
   float softcap = 0;

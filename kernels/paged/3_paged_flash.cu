@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int key = key0 + 16 * sub + key_of_row<Cfg::kFp8>(g + 8 * r);
-        const bool ok = key < w.end;
+        const bool ok = sees(w, key);
         const float dist = static_cast<float>(key - pos);
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj)
@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
   for (int base = w.begin; base < w.end; base += Cfg::kStep) {
     const int key = base + static_cast<int>(threadIdx.x);
     float sc[kG];
-    if (key < w.end) {
+    if (sees(w, key)) {
       const C* row = kc + int64_t{tbl.block_of(key, lbs)} * p.block_stride + (key & bmask) * Cfg::kX;
       float dot[kG] = {};
       for (int c0 = 0; c0 < nch; c0 += Cfg::kKBatch) {
@@ -606,7 +606,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
 }
 
 int64_t max_splits_by_slots(const PagedParams& p) {
-  const int64_t by_chunk = longest_context(p) / kMinChunk;
+  const int64_t by_chunk = longest_context(p, kMaxStep) / kMinChunk;
   const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
   return std::max<int64_t>(1, std::min(by_chunk, by_slots));
 }
@@ -619,14 +619,14 @@ int64_t chunk_cap(const PagedParams& p, int64_t step) {
 
 // The most splits any launch of p uses.
 int64_t max_splits(const PagedParams& p) {
-  return std::max(max_splits_by_slots(p), ceil_div(longest_context(p), chunk_cap(p, kMaxStep)));
+  return std::max(max_splits_by_slots(p), ceil_div(longest_context(p, kMaxStep), chunk_cap(p, kMaxStep)));
 }
 
 // Splits: as many as fill one round of `slots` resident blocks with `units` blocks per split
 // (decode's plan_splits), in chunks of whole `step`-key steps, and no chunk longer than
 // chunk_cap (the block-table window). One split means none: the kernel writes o.
 void plan_splits(Paged& d, const PagedParams& p, int64_t units, int64_t slots, int64_t step) {
-  const int64_t longest = longest_context(p);
+  const int64_t longest = longest_context(p, d.key_align);
   const int64_t want = std::min(slots / units, max_splits_by_slots(p));
   int64_t chunk = want > 1 ? ceil_div(ceil_div(longest, want), step) * step : ceil_div(longest, step) * step;
   chunk = std::min(chunk, chunk_cap(p, step));
@@ -644,6 +644,10 @@ void launch_fused(const PagedParams& p, const LaunchContext& ctx, Kernel kernel,
   const char* name = "paged/paged_flash";
   Paged d = make_paged(p);
   d.head_tiles = static_cast<int>(ceil_div(d.group, heads_per_block));
+  // A window starts on a whole step (a warp's tile, or the CUDA-core kernel's step): the block's
+  // first step holds a key it sees (a tile of none would give the softmax -inf - -inf). Bulk
+  // tiles are whole cache blocks, so their steps are multiples of the block size already.
+  d.key_align = step;
   const int64_t units = p.batch * p.kv_heads * d.head_tiles;
   plan_splits(d, p, units, int64_t{sm_count(ctx, "paged: LaunchContext has no device caps")} * blocks_per_sm, step);
   launch_split<T>(d, p, ctx, kernel, units, threads, name, smem_bytes);

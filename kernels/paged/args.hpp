@@ -44,6 +44,8 @@ struct Paged {
   int splits;      // paged_flash blocks along the context; 1: the block writes o itself
   int chunk;       // paged_flash keys per split
   int partition;   // v1 / v2 tokens per partition (v1: the whole context)
+  int window;      // 0 = none
+  int key_align;   // the kernel's key step (v1/v2: the block size): windows start on a multiple
   int max_parts;   // v2 partitions of the longest context
   float score_log2;  // softmax scale · log2(e) · k_scale
   float v_scale;
@@ -58,8 +60,11 @@ inline int log2_exact(int64_t x) {
   return l;
 }
 
-inline int64_t longest_context(const PagedParams& p) {
-  return std::clamp<int64_t>(p.longest_context, 1, p.max_blocks_per_seq * p.block_size);
+// The most tokens a sequence's blocks walk: its context, or with a window the window and
+// less than one key step (`align`, at least the block size) before it.
+inline int64_t longest_context(const PagedParams& p, int64_t align = 1) {
+  const int64_t longest = std::clamp<int64_t>(p.longest_context, 1, p.max_blocks_per_seq * p.block_size);
+  return p.window > 0 ? std::min(longest, p.window + std::max(align, p.block_size) - 1) : longest;
 }
 
 inline Paged make_paged(const PagedParams& p) {
@@ -84,6 +89,8 @@ inline Paged make_paged(const PagedParams& p) {
   d.chunk = static_cast<int>(kMaxContext);
   d.partition = static_cast<int>(p.max_blocks_per_seq * p.block_size);
   d.max_parts = 1;
+  d.window = static_cast<int>(std::min<int64_t>(p.window, kMaxContext));
+  d.key_align = static_cast<int>(p.block_size);
   d.score_log2 = p.scale_log2 * p.k_scale;
   d.v_scale = p.v_scale;
   d.alibi = p.alibi;
@@ -100,6 +107,7 @@ inline std::string common_reason(const PagedParams& p, const DeviceCaps& caps) {
     return std::string("kv_dtype ") + dtype_name(p.kv_dtype) + " must be the query's dtype or fp8_e4m3";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1) return "batch, heads and kv_heads must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (p.window < 0) return "window must be >= 0";
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
   if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";

@@ -32,6 +32,9 @@ struct PagedParams {
   int64_t block_size = 16, num_blocks = 1, max_blocks_per_seq = 1;
   int64_t longest_context = 1;  // the largest context_lens entry, known on the host
   int64_t partition_size = 512;  // v2: tokens per partition (a multiple of block_size)
+  // window > 0: the query sees only its last `window` tokens (itself included); kernels
+  // skip the blocks before them.
+  int64_t window = 0;
   bool alibi = false;
   const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
   float softcap = 0;
