@@ -19,6 +19,8 @@ void validate(const AttentionShape& s) {
           "attention: " + std::to_string(s.alibi_slopes.size()) + " ALiBi slopes for " + std::to_string(s.heads) +
               " heads");
   require(s.softcap >= 0, "attention: softcap must be >= 0");
+  require(!s.rope.on() || s.rope.rotary_dim % 2 == 0, "attention: rotary_dim must be even");
+  require(s.rope.rotary_dim >= 0 && s.rope.rotary_dim <= s.head_dim, "attention: rotary_dim must be in [0, head_dim]");
 }
 
 }  // namespace
@@ -35,7 +37,7 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (it == open.end() || tasks[it->second].rows == kRowsPerTask) {
       const int64_t kv_head = (b * s.seq_k * s.kv_heads + h / group) * d;  // k, v: [batch, seq_k, kv_heads, d]
       tasks.push_back({view(k + kv_head, s.seq_k, d, s.kv_heads * d), view(v + kv_head, s.seq_k, d, s.kv_heads * d),
-                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q});
+                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q, s.rope, s.rotate_keys});
       it = open.insert_or_assign(key, tasks.size() - 1).first;
     }
     KvTask& task = tasks[it->second];

@@ -16,6 +16,8 @@ struct AttentionShape {
   std::vector<double> alibi_slopes;
   double scale = 0;    // 0 = 1/sqrt(head_dim)
   double softcap = 0;  // 0 = none; else scores s = scale * q·k become softcap * tanh(s / softcap)
+  Rope rope;           // query i rotated at its position p, key j at j
+  bool rotate_keys = true;  // false: the keys are already rotated (a cache that stores them so)
 };
 
 // ALiBi's slopes for `heads` heads, as its authors compute them: for a power of two n,

@@ -43,6 +43,24 @@ void softmax_rows(Eigen::Ref<Matrix> s) {
   }
 }
 
+void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rope& rope) {
+  if (!rope.on()) return;
+  const int64_t r = rope.rotary_dim > 0 ? rope.rotary_dim : x.cols(), half = r / 2;
+  require(r % 2 == 0 && r <= x.cols(), "rope: rotary_dim must be even and at most head_dim");
+  require(static_cast<int64_t>(pos.size()) == x.rows(), "rope: one position per row");
+  const bool neox = rope.style == Rope::Style::neox;
+  for (Eigen::Index row = 0; row < x.rows(); ++row) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos[row]) * std::pow(rope.theta, -2.0 * i / r);
+      const double c = std::cos(angle), s = std::sin(angle);
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      const double x1 = x(row, a), x2 = x(row, b);
+      x(row, a) = x1 * c - x2 * s;
+      x(row, b) = x2 * c + x1 * s;
+    }
+  }
+}
+
 Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
                    const Mask& mask, double scale, double softcap) {
   Matrix s = q * k.transpose() * scale;
@@ -62,11 +80,19 @@ Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head
   for (const KvTask& t : tasks) work += 4.0 * t.rows * t.k.rows() * head_dim;
   parallel_for(tasks.size(), work, [&](int64_t n) {
     const KvTask& t = tasks[n];
-    const Matrix k = t.k.cast<double>(), v = t.v.cast<double>();
+    Matrix k = t.k.cast<double>();
+    const Matrix v = t.v.cast<double>();
+    if (t.rope.on() && t.rotate_keys) {
+      std::vector<int64_t> key_pos(static_cast<size_t>(k.rows()));
+      for (size_t j = 0; j < key_pos.size(); ++j) key_pos[j] = static_cast<int64_t>(j);
+      apply_rope(k, key_pos, t.rope);
+    }
     for (const HeadRows& h : t.heads) {
       std::vector<int64_t> pos(h.query);
       for (int64_t& p : pos) p += t.offset;
-      const Matrix oh = attend_head(h.q(h.query, Eigen::all).cast<double>(), k, v, pos, h.mask, t.scale, t.softcap);
+      Matrix q = h.q(h.query, Eigen::all).cast<double>();
+      apply_rope(q, pos, t.rope);
+      const Matrix oh = attend_head(q, k, v, pos, h.mask, t.scale, t.softcap);
       for (size_t r = 0; r < h.out.size(); ++r) o.row(h.out[r]) = oh.row(r);
     }
   });

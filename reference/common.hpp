@@ -23,6 +23,17 @@ namespace attnbench::ref {
 using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Rows = std::vector<int64_t>;
 
+// Rotary position embedding: the pairs of a row's first rotary_dim elements turned by the angle pos·θ_i,
+// θ_i = theta^(-2i / rotary_dim): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin). neox pairs element i with
+// i + rotary_dim / 2 (rotate halves), gptj elements 2i and 2i + 1 (interleaved). Elements from rotary_dim on stay.
+struct Rope {
+  enum class Style { none, neox, gptj };
+  Style style = Style::none;
+  double theta = 10000;
+  int64_t rotary_dim = 0;  // 0 = head_dim
+  bool on() const { return style != Style::none; }
+};
+
 namespace detail {
 
 // Fixed task sizes: at most this many output rows per task, and this many columns of C per GEMM task.
@@ -59,6 +70,9 @@ struct Mask {
   bool visible(int64_t p, int64_t j) const { return (!causal || j <= p) && (window == 0 || std::abs(p - j) < window); }
 };
 
+// Rotates row r of x by the angles of position pos[r], in place.
+void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rope& rope);
+
 // ------------------------------------------------------------------------------------------ the dense attention core
 // Every attention-like op (attention, GQA/MQA, decode, paged) ends here: it maps its output rows onto KvTasks over a
 // dense [seq_k, head_dim] K and V, and run_attention() computes them with attend_head().
@@ -83,6 +97,10 @@ struct KvTask {
   FloatView k, v;  // [seq_k, head_dim]
   double scale, softcap;
   int64_t offset;  // query i sits at key position i + offset (seq_k - seq_q bottom-right, 0 top-left)
+  // Queries rotated at their positions, and (rotate_keys) key j at position j: a prefill rotates both; decode's
+  // cache holds keys rotated when they were stored, so only its query is.
+  Rope rope = {};
+  bool rotate_keys = true;
   std::vector<HeadRows> heads = {};
   int64_t rows = 0;
 };

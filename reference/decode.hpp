@@ -15,6 +15,9 @@ struct DecodeShape {
   std::vector<double> alibi_slopes;  // one per query head; empty = no ALiBi
   double scale = 0;                  // 0 = 1/sqrt(head_dim)
   double softcap = 0;                // 0 = none
+  // The query rotated at its position context[b] - 1; the cache's keys are taken as already rotated (as serving
+  // engines store them: cache_append / reshape_and_cache rotate a key once, when it is written).
+  Rope rope;
 };
 
 // o_b = softmax(q_b K_bᵀ·scale + bias) V_b over the sequence's first context[b] cache rows, per head.

@@ -264,6 +264,70 @@ TEST(Attention, AlibiSlopesForEightTwelveAndFortyHeads) {
   EXPECT_EQ(alibi_slopes(1), std::vector<double>{1.0 / 256});
 }
 
+// RoPE by hand: position 1, rotary_dim 4 of head_dim 6, theta 100: angles 1 and 1/10 for the two pairs.
+TEST(Rope, HandComputedNeoxAndGptj) {
+  const double a = 1.0, b = 0.1;
+  Rope rope;
+  rope.theta = 100;
+  rope.rotary_dim = 4;
+  Matrix x(1, 6);
+  x << 1, 2, 3, 4, 5, 6;
+  rope.style = Rope::Style::neox;  // pairs (0, 2) at angle a and (1, 3) at b
+  Matrix neox = x;
+  detail::apply_rope(neox, {1}, rope);
+  Matrix want(1, 6);
+  want << 1 * std::cos(a) - 3 * std::sin(a), 2 * std::cos(b) - 4 * std::sin(b), 3 * std::cos(a) + 1 * std::sin(a),
+      4 * std::cos(b) + 2 * std::sin(b), 5, 6;
+  expect_near(neox, want, 1e-15);
+  rope.style = Rope::Style::gptj;  // pairs (0, 1) at angle a and (2, 3) at b
+  Matrix gptj = x;
+  detail::apply_rope(gptj, {1}, rope);
+  want << 1 * std::cos(a) - 2 * std::sin(a), 2 * std::cos(a) + 1 * std::sin(a), 3 * std::cos(b) - 4 * std::sin(b),
+      4 * std::cos(b) + 3 * std::sin(b), 5, 6;
+  expect_near(gptj, want, 1e-15);
+}
+
+// Scores depend on positions only through p - j: shifting every query and key by the same offset changes nothing.
+TEST(Rope, ScoresDependOnlyOnTheDistance) {
+  for (auto style : {Rope::Style::neox, Rope::Style::gptj}) {
+    Rope rope;
+    rope.style = style;
+    const std::vector<float> qf = random_values(16, 3), kf = random_values(16, 4);
+    Matrix q = detail::view(qf.data(), 1, 16, 16).cast<double>(), k = detail::view(kf.data(), 1, 16, 16).cast<double>();
+    Matrix q0 = q, k0 = k, q1 = q, k1 = k;
+    detail::apply_rope(q0, {7}, rope);
+    detail::apply_rope(k0, {3}, rope);
+    detail::apply_rope(q1, {7 + 1000}, rope);
+    detail::apply_rope(k1, {3 + 1000}, rope);
+    EXPECT_NEAR((q0 * k0.transpose())(0, 0), (q1 * k1.transpose())(0, 0), 1e-12);
+  }
+}
+
+// theta -> infinity stops every pair but the first: pair i turns by p·theta^(-2i/r), and pair 0 by p whatever theta
+// is (so "no RoPE" is not the limit). With interleaved pairs, pair 0 is elements (0, 1): a huge theta over all 16
+// dims equals RoPE over the first two alone. And a query and key both at position 0 are not turned at all.
+TEST(Rope, HugeThetaTurnsOnlyTheFirstPair) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 4, s.kv_heads = 2, s.seq_q = 9, s.seq_k = 13, s.head_dim = 16;
+  s.causal = true;
+  const AttentionInputs in(s, 100);
+  const Matrix plain = in.run(s);
+  s.rope.style = Rope::Style::gptj;
+  s.rope.theta = 1e300;
+  s.rope.rotary_dim = 16;
+  const Matrix huge = in.run(s);
+  EXPECT_GT((huge - plain).cwiseAbs().maxCoeff(), 1e-3);
+  s.rope.theta = 10000;
+  s.rope.rotary_dim = 2;
+  expect_near(in.run(s), huge, 1e-12);
+
+  s.seq_q = s.seq_k = 1;
+  const AttentionInputs one(s, 101);
+  const Matrix at_zero = one.run(s);
+  s.rope.style = Rope::Style::none;
+  expect_near(one.run(s), at_zero, 1e-15);
+}
+
 TEST(Attention, TopLeftEqualsBottomRightWhenSeqQEqualsSeqK) {
   AttentionShape s;
   s.batch = 2, s.heads = 3, s.seq_q = 9, s.seq_k = 9, s.head_dim = 8;
@@ -422,6 +486,30 @@ TEST(Decode, EqualsLastRowOfCausalAttention) {
       expect_near(o.middleRows(b * s.heads, s.heads), expected, 1e-15);
     }
   }
+}
+
+// Decode's cache holds keys rotated when they were stored: decode with RoPE equals the last row of a causal prefill
+// whose keys were rotated beforehand at their positions and whose query is rotated at context - 1.
+TEST(Rope, DecodeRotatesOnlyItsQuery) {
+  DecodeInputs in(4, 2, 16, {5, 9}, false);
+  in.s.rope.style = Rope::Style::neox;
+  in.s.rope.rotary_dim = 8;
+  const DecodeShape& s = in.s;
+  const Matrix o = in.run(all_rows(s.batch * s.heads));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    AttentionShape a;
+    a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = 1, a.seq_k = s.context[b], a.head_dim = s.head_dim;
+    a.rope = s.rope;
+    a.rotate_keys = false;  // the same cache, read as stored
+    const int64_t cache = b * s.max_context * s.kv_heads * s.head_dim;
+    Rows heads(s.heads);
+    std::iota(heads.begin(), heads.end(), 0);
+    const Matrix want = attention(a, in.q.data() + b * s.heads * s.head_dim, in.k.data() + cache, in.v.data() + cache,
+                                  heads);
+    expect_near(o.middleRows(b * s.heads, s.heads), want, 1e-15);
+  }
+  DecodeInputs plain(4, 2, 16, {5, 9}, false);  // and the rotation does something
+  EXPECT_GT((plain.run(all_rows(s.batch * s.heads)) - o).cwiseAbs().maxCoeff(), 1e-3);
 }
 
 // ---------------------------------------------------------------------------------------------------------- paged
