@@ -59,6 +59,9 @@ for (c, p), v in sorted(rows.items(), key=lambda kv: -sum(kv[1]))[:25]:
     print("%9.1f s  inputs %8.1f  reference %8.1f  checks %8.1f  %s %s" % (sum(v) / 1e3, v[0] / 1e3, v[1] / 1e3, v[2] / 1e3, c, p))
 PY
   cat "$OUT/verify-time.txt" | head -8
+  # Every report the card wrote must match docs/report.schema.json (exit 77: no jsonschema here).
+  python3 tests/check_schema.py "$OUT"/verify/*.json > "$OUT/schema.txt" 2>&1
+  echo "schema check of the verify reports: exit $? ($(tail -1 "$OUT/schema.txt"))"
   rm -rf "$OUT/verify"
   grep -E "FAILED|ERROR" "$OUT/verify.txt"
   awk '/ passed, / { p += $1; f += $3 } END { print "verify all: " p " passed, " f " failed" }' "$OUT/verify.txt"
