@@ -22,6 +22,7 @@
 #include "app/problem.hpp"
 #include "app/report.hpp"
 #include "app/runner.hpp"
+#include "app/timing.hpp"
 
 namespace attnbench {
 namespace {
@@ -37,6 +38,7 @@ struct Options {
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
   int64_t max_points = kDefaultMaxPoints;
   std::string mode;
+  bool profile = false;
   bool keep_samples = false;
   std::string flush = "read";
   std::string dump, dump_failures;
@@ -127,6 +129,7 @@ std::vector<Case> load_cases(const Options& o) {
 }
 
 int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
+  const bool baseline = timed && !o.profile;  // the speedup column's: a profile has none
   for (const auto& c : cases) {
     for (const auto& p : c.points) {
       std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " "
@@ -138,12 +141,15 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
       const auto defaults = problem->default_variants(assumed_caps());
       // Each variant that would run, and for each that would not, why.
-      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, timed, defaults)) {
+      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, baseline, defaults)) {
         const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
                              return v.name == n;
                            })->skip;
         std::cout << " " << n << (skip.empty() ? "" : " (skipped: " + skip + ")");
       }
+      if (o.profile)
+        std::cout << "; --profile: one launch per variant (after a warm-up) in NVTX ranges "
+                  << shell_quote(ncu_nvtx_include(nvtx_ranges(c.name, p.label, "VARIANT")));
       std::cout << "\n";
     }
   }
@@ -176,6 +182,7 @@ int run_or_verify(const Options& o, bool timed) {
   if (o.mode == "graph") ro.mode = TimingMode::graph;
   if (o.mode == "all") ro.mode = TimingMode::cold;  // the row's own mode; hot and graph beside it
   ro.all_modes = o.mode == "all";
+  ro.profile = o.profile;
   ro.program = o.program;
   ro.sets = o.sets;
   ro.device = o.device;
@@ -192,11 +199,11 @@ int run_or_verify(const Options& o, bool timed) {
   meta.command_line = o.command_line;
   meta.date = now_iso();
   meta.mode = timed ? "run" : "verify";
-  meta.timing_mode = o.mode;
+  meta.timing_mode = o.profile ? "profile" : o.mode;
   meta.keep_samples = o.keep_samples;
   meta.load_ms = load_ms;
   meta.device = gpu.info();
-  if (timed) {
+  if (timed && !o.profile) {  // a profile has no rates, and its ceiling kernels would only slow a profiler down
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
   }
@@ -381,13 +388,21 @@ int run_cli(int argc, char** argv) {
       "or a CUDA error.");
   auto* run = app.add_subcommand("run", "verify and time the cases; print timings, TFLOP/s, GB/s, % of ceiling");
   add_case_options(run, o);
-  run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
-      ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
-  run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
-  run->add_option("--flush", o.flush,
-                  "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as Triton's "
-                  "do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
-      ->check(CLI::IsMember({"read", "write"}));
+  auto* mode = run->add_option("--mode", o.mode,
+                               "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
+                   ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
+  auto* keep = run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
+  auto* flush = run->add_option("--flush", o.flush,
+                                "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as "
+                                "Triton's do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
+                    ->check(CLI::IsMember({"read", "write"}));
+  // Timing flags mean nothing without timing: refused rather than silently ignored.
+  run->add_flag("--profile", o.profile,
+                "for Nsight Compute / Systems: verify, then one warm-up and one launch per variant inside NVTX "
+                "ranges case/point/variant; no timing, hold or flush (docs/profiling.md)")
+      ->excludes(mode)
+      ->excludes(keep)
+      ->excludes(flush);
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");

@@ -796,7 +796,7 @@ class Generator {
         case 6: in.args.push_back({"-o"}); in.args.push_back({rng.pick(std::vector<std::string>{"out.json", "out.csv", "", "/nonexistent/x.json", "."})}); break;
         case 7: in.args.push_back({"--mode"}); in.args.push_back({rng.pick(std::vector<std::string>{"cold", "all", "tepid", ""})}); break;
         case 8: in.args.push_back({"--flush"}); in.args.push_back({rng.pick(std::vector<std::string>{"read", "write", "dirty"})}); break;
-        case 9: in.args.push_back({"--keep-samples"}); break;
+        case 9: in.args.push_back({rng.chance(50) ? "--keep-samples" : "--profile"}); break;
         case 10: in.args.push_back({rng.chance(50) ? "--dump" : "--dump-failures"}); in.args.push_back({rng.chance(50) ? "dump" : ""}); break;
         case 11: in.args.push_back({"--set"}); in.args.push_back({rng.chance(50) ? "shape.rows=" + number_junk(rng) : number_junk(rng)}); break;
         case 12: in.args.push_back({rng.pick(std::vector<std::string>{"--bogus", "-", "--", "-kk", "--seed", "--device", "-k", "--set", "--dry-run=1", "--dry-run=junk", "---", "-\xff"})}); break;
