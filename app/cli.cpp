@@ -21,6 +21,7 @@
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "app/report.hpp"
+#include "app/results.hpp"
 #include "app/runner.hpp"
 #include "app/timing.hpp"
 
@@ -48,6 +49,7 @@ struct Options {
   bool remeasure = false;
   std::string list_what = "all";
   std::string base_report, new_report, threshold = "5";
+  std::string run_report, peers, plot_script;  // report
   std::string command_line, program = "attnbench";
 };
 
@@ -325,6 +327,32 @@ int compare(const Options& o) {
   return r.exit_code();
 }
 
+// DIR/Results.md from a json report, with the plot script's PNGs beside it when it can run.
+// The page is written either way; without plots it says why, and so does stderr.
+int report(const Options& o) {
+  check_output_dir(o.output, "-o");
+  const nlohmann::json run = read_report(o.run_report);
+  std::optional<CompareResult> compared;
+  if (!o.base_report.empty())
+    compared = compare_reports(read_report(o.base_report), run, parse_threshold(o.threshold), o.base_report,
+                               o.run_report);
+  // The peers file's contents are the plot script's to read; that it is there is checked here.
+  if (!o.peers.empty() && (!std::filesystem::is_regular_file(o.peers) || !std::ifstream(o.peers)))
+    throw InputError(clipped(o.peers, 200) + ": error: cannot read the peers file");
+  std::filesystem::create_directories(o.output);
+  const Plots plots = draw_plots(plot_tool(o.plot_script), o.run_report, o.base_report, o.peers, o.output);
+  const std::string page = (std::filesystem::path(o.output) / "Results.md").string();
+  write_file(page, [&](std::ostream& out) {
+    write_results_page(out, run, o.run_report, compared, o.base_report, plots, o.command_line);
+  });
+  if (!plots.missing.empty()) std::cerr << "attnbench: warning: no plots: " << one_line(plots.missing) << "\n";
+  if (compared && !compared->warning.empty()) std::cerr << "attnbench: warning: " << compared->warning << "\n";
+  const size_t images = plots.throughput.size() + !plots.compare.empty();
+  std::cout << "wrote " << page << (plots.missing.empty() ? " and " + std::to_string(images) + " plot(s)" : "")
+            << "\n";
+  return kExitOk;
+}
+
 // The one place an exception becomes an exit code and one line on stderr: whatever
 // was thrown, attnbench never ends in std::terminate.
 int report_exception(const std::exception_ptr& error) {
@@ -416,6 +444,15 @@ int run_cli(int argc, char** argv) {
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));
   cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
+  auto* rep = app.add_subcommand("report", "write DIR/Results.md: a run's tables and plots, optionally against a base run "
+                                            "(needs no GPU)");
+  rep->add_option("run", o.run_report, "the run's json report")->required();
+  rep->add_option("--compare", o.base_report, "a json report to compare the run with: a table and a plot");
+  rep->add_option("--threshold", o.threshold, "with --compare: smallest change in % called FAST or SLOW (default 5)");
+  rep->add_option("--peers", o.peers, "rows to plot beside the run's: an attnbench json report, or tests/peers.py --json");
+  rep->add_option("-o,--output", o.output, "the directory for Results.md and the plots (made if its parent exists)")->required();
+  rep->add_option("--plot-script", o.plot_script,
+                  "the plot script (default: $ATTNBENCH_PLOT_SCRIPT, else app/plot/attnbench_plot.py of the source tree)");
   auto* inf = app.add_subcommand("info", "the card, and the ceilings attnbench measures on it");
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");
@@ -439,6 +476,7 @@ int run_cli(int argc, char** argv) {
     if (*lst) return list(o);
     if (*inf) return info(o);
     if (*cmp) return compare(o);
+    if (*rep) return report(o);
   } catch (...) {
     return report_exception(std::current_exception());
   }

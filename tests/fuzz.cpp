@@ -6,7 +6,7 @@
 //            long strings, deep nesting, truncation, splices, big sweeps, odd names
 //   set      --set strings on shipped cases: registry key paths with mutated values
 //   flags    command lines: --seed, --device, -k, --cases-dir ... with junk values
-//   compare  mutated json reports (tests/compare/*.json) for `compare`
+//   compare  mutated json reports (tests/compare/*.json) for `compare` and `report`
 //
 // and holds it to the contract for hostile input: exit 0 (accepted) or 2 (bad input;
 // compare may also say 1, SLOW), at most 3 lines of output for bad input, no line over
@@ -951,6 +951,13 @@ class Generator {
     in.files.push_back({"base.json", which != 1 ? mutate_json(rng, a_text, in.how) : a_text});
     in.files.push_back({"new.json", which != 0 ? mutate_json(rng, b_text, in.how) : b_text});
     in.args = {{"compare"}, {"", 0}, {"", 1}};
+    if (rng.chance(25)) {  // the same reports through `report`'s reader and page, without the plot script
+      in.allowed = {0, 2};
+      in.args = {{"report"}, {"", 1}, {"-o"}, {"page"}, {"--plot-script"}, {"none"}};
+      if (rng.chance(50)) in.args.insert(in.args.end(), {{"--compare"}, {"", 0}});
+      in.how += " report";
+      return in;
+    }
     if (rng.chance(25)) {
       in.args.push_back({"--threshold"});
       in.args.push_back({rng.chance(50) ? number_junk(rng) : std::to_string(rng.below(200)) + "%"});
