@@ -334,8 +334,8 @@ int report(const Options& o) {
   const nlohmann::json run = read_report(o.run_report);
   std::optional<CompareResult> compared;
   if (!o.base_report.empty())
-    compared = compare_reports(read_report(o.base_report), run, parse_threshold(o.threshold), o.base_report,
-                               o.run_report);
+    compared =
+        compare_reports(read_report(o.base_report), run, parse_threshold(o.threshold), o.base_report, o.run_report);
   // The peers file's contents are the plot script's to read; that it is there is checked here.
   if (!o.peers.empty() && (!std::filesystem::is_regular_file(o.peers) || !std::ifstream(o.peers)))
     throw InputError(clipped(o.peers, 200) + ": error: cannot read the peers file");
@@ -348,8 +348,7 @@ int report(const Options& o) {
   if (!plots.missing.empty()) std::cerr << "attnbench: warning: no plots: " << one_line(plots.missing) << "\n";
   if (compared && !compared->warning.empty()) std::cerr << "attnbench: warning: " << compared->warning << "\n";
   const size_t images = plots.throughput.size() + !plots.compare.empty();
-  std::cout << "wrote " << page << (plots.missing.empty() ? " and " + std::to_string(images) + " plot(s)" : "")
-            << "\n";
+  std::cout << "wrote " << page << (plots.missing.empty() ? " and " + std::to_string(images) + " plot(s)" : "") << "\n";
   return kExitOk;
 }
 
@@ -419,11 +418,13 @@ int run_cli(int argc, char** argv) {
   auto* mode = run->add_option("--mode", o.mode,
                                "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
                    ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
-  auto* keep = run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
-  auto* flush = run->add_option("--flush", o.flush,
-                                "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as "
-                                "Triton's do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
-                    ->check(CLI::IsMember({"read", "write"}));
+  auto* keep =
+      run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample, not only the statistics");
+  auto* flush =
+      run->add_option("--flush", o.flush,
+                      "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as "
+                      "Triton's do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
+          ->check(CLI::IsMember({"read", "write"}));
   // Timing flags mean nothing without timing: refused rather than silently ignored.
   run->add_flag("--profile", o.profile,
                 "for Nsight Compute / Systems: verify, then one warm-up and one launch per variant inside NVTX "
@@ -444,15 +445,19 @@ int run_cli(int argc, char** argv) {
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));
   cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
-  auto* rep = app.add_subcommand("report", "write DIR/Results.md: a run's tables and plots, optionally against a base run "
-                                            "(needs no GPU)");
+  auto* rep = app.add_subcommand("report",
+                                 "write DIR/Results.md: a run's tables and plots, optionally against a base run "
+                                 "(needs no GPU)");
   rep->add_option("run", o.run_report, "the run's json report")->required();
   rep->add_option("--compare", o.base_report, "a json report to compare the run with: a table and a plot");
   rep->add_option("--threshold", o.threshold, "with --compare: smallest change in % called FAST or SLOW (default 5)");
-  rep->add_option("--peers", o.peers, "rows to plot beside the run's: an attnbench json report, or tests/peers.py --json");
-  rep->add_option("-o,--output", o.output, "the directory for Results.md and the plots (made if its parent exists)")->required();
-  rep->add_option("--plot-script", o.plot_script,
-                  "the plot script (default: $ATTNBENCH_PLOT_SCRIPT, else app/plot/attnbench_plot.py of the source tree)");
+  rep->add_option("--peers", o.peers,
+                  "rows to plot beside the run's: an attnbench json report, or tests/peers.py --json");
+  rep->add_option("-o,--output", o.output, "the directory for Results.md and the plots (made if its parent exists)")
+      ->required();
+  rep->add_option(
+      "--plot-script", o.plot_script,
+      "the plot script (default: $ATTNBENCH_PLOT_SCRIPT, else app/plot/attnbench_plot.py of the source tree)");
   auto* inf = app.add_subcommand("info", "the card, and the ceilings attnbench measures on it");
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");

@@ -74,7 +74,8 @@ Timing timing_of(const json& t) {
   out.ms.noise = number(t, "noise");
   out.ms.samples = integer(t, "samples");
   out.elapsed_ms = number(t, "elapsed_ms");
-  out.launches_per_sample = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(integer(t, "launches_per_sample"), 1 << 30)));
+  out.launches_per_sample =
+      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(integer(t, "launches_per_sample"), 1 << 30)));
   out.hold_timeouts = integer(t, "hold_timeouts");
   if (const json* c = object_at(t, "clock")) {
     out.clock.mean_mhz = number(*c, "mean_mhz");
@@ -219,9 +220,9 @@ PlotTool plot_tool(const std::string& script_flag) {
   const char* python = std::getenv("ATTNBENCH_PYTHON");
   t.python = python && *python ? python : "python3";
   const char* script = std::getenv("ATTNBENCH_PLOT_SCRIPT");
-  t.script = !script_flag.empty()            ? script_flag
-             : script && *script             ? std::string(script)
-                                             : std::string(ATTNBENCH_SOURCE_DIR) + "/app/plot/attnbench_plot.py";
+  t.script = !script_flag.empty() ? script_flag
+             : script && *script  ? std::string(script)
+                                  : std::string(ATTNBENCH_SOURCE_DIR) + "/app/plot/attnbench_plot.py";
   return t;
 }
 
@@ -312,8 +313,8 @@ Plots draw_plots(const PlotTool& tool, const std::string& run, const std::string
   // File names only, inside DIR: the page links them as they are.
   const auto plain = [](const json& f) {
     return f.is_string() && !f.get<std::string>().empty() &&
-           f.get<std::string>().find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=.,_-") ==
-               std::string::npos;
+           f.get<std::string>().find_first_not_of(
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=.,_-") == std::string::npos;
   };
   if (const json* t = object_at(m, "throughput"))
     for (const auto& [name, file] : t->items())
@@ -323,8 +324,8 @@ Plots draw_plots(const PlotTool& tool, const std::string& run, const std::string
 }
 
 void write_results_page(std::ostream& out, const nlohmann::json& run, const std::string& run_name,
-                        const std::optional<CompareResult>& compared, const std::string& base_name,
-                        const Plots& plots, const std::string& redo) {
+                        const std::optional<CompareResult>& compared, const std::string& base_name, const Plots& plots,
+                        const std::string& redo) {
   write_header(out, run, run_name);
   if (!plots.missing.empty())
     out << "\n> No plots: " << md_text(plots.missing) << ". The tables are complete without them; to add them, "

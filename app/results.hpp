@@ -6,11 +6,10 @@
 #pragma once
 #include <iosfwd>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "app/compare.hpp"
 #include "app/report.hpp"
@@ -49,7 +48,7 @@ Plots draw_plots(const PlotTool& tool, const std::string& run, const std::string
 // `base_name` (the reports' paths) and `redo` (the command that writes the page again) are
 // for the page's text.
 void write_results_page(std::ostream& out, const nlohmann::json& run, const std::string& run_name,
-                        const std::optional<CompareResult>& compared, const std::string& base_name,
-                        const Plots& plots, const std::string& redo);
+                        const std::optional<CompareResult>& compared, const std::string& base_name, const Plots& plots,
+                        const std::string& redo);
 
 }  // namespace attnbench

@@ -211,8 +211,8 @@ TEST(Results, PageWithACompareSection) {
   Plots plots;
   plots.compare = "compare.png";
   std::ostringstream out;
-  write_results_page(out, run, "run.json", compare_reports(run, run, 0.05, "base.json", "run.json"), "base.json",
-                     plots, "x");
+  write_results_page(out, run, "run.json", compare_reports(run, run, 0.05, "base.json", "run.json"), "base.json", plots,
+                     "x");
   const std::string s = out.str();
   const size_t section = s.find("\n## Compared with base.json\n");
   ASSERT_NE(section, std::string::npos) << s;
@@ -240,7 +240,8 @@ TEST(Results, PlotScriptReadsTheNewestSchema) {
   std::smatch m;
   const std::string s = text.str();
   ASSERT_TRUE(std::regex_search(s, m, std::regex(R"(\nOLDEST_SCHEMA, NEWEST_SCHEMA = (\d+), (\d+)\n)")));
-  EXPECT_EQ(std::stoi(m[2]), kJsonSchema) << "app/plot/attnbench_plot.py: check what it reads, then raise NEWEST_SCHEMA";
+  EXPECT_EQ(std::stoi(m[2]), kJsonSchema)
+      << "app/plot/attnbench_plot.py: check what it reads, then raise NEWEST_SCHEMA";
 }
 
 TEST(Results, PlotToolFlagThenEnvironmentThenSourceTree) {
@@ -303,8 +304,8 @@ TEST_F(PlotScript, FailureAndMissingManifest) {
 }
 
 TEST_F(PlotScript, MissingScriptOrInterpreter) {
-  EXPECT_NE(draw_plots({"sh", (dir_ / "nope.py").string()}, "r", "", "", dir_.string()).missing.find(
-                "the plot script is not at"),
+  EXPECT_NE(draw_plots({"sh", (dir_ / "nope.py").string()}, "r", "", "", dir_.string())
+                .missing.find("the plot script is not at"),
             std::string::npos);
   std::ofstream(dir_ / "plot.py") << "";
   EXPECT_NE(draw_plots({(dir_ / "no-python").string(), (dir_ / "plot.py").string()}, "r", "", "", dir_.string())
