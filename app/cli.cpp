@@ -21,7 +21,9 @@
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "app/report.hpp"
+#include "app/results.hpp"
 #include "app/runner.hpp"
+#include "app/timing.hpp"
 
 namespace attnbench {
 namespace {
@@ -38,6 +40,7 @@ struct Options {
   int64_t max_points = kDefaultMaxPoints;
   std::string mode;
   bool no_samples = false, keep_samples = false;  // --keep-samples: the default since schema 3, still accepted
+  bool profile = false;
   std::string flush = "read";
   std::string dump, dump_failures;
   int device = 0;
@@ -47,6 +50,7 @@ struct Options {
   std::string list_what = "all";
   std::string base_report, new_report, threshold = "5", confidence = "0.95";
   bool fail_on_unsure = false;
+  std::string run_report, peers, plot_script;  // report
   std::string command_line, program = "attnbench";
 };
 
@@ -128,6 +132,7 @@ std::vector<Case> load_cases(const Options& o) {
 }
 
 int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
+  const bool baseline = timed && !o.profile;  // the speedup column's: a profile has none
   for (const auto& c : cases) {
     for (const auto& p : c.points) {
       std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " "
@@ -139,12 +144,15 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
       const auto defaults = problem->default_variants(assumed_caps());
       // Each variant that would run, and for each that would not, why.
-      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, timed, defaults)) {
+      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, baseline, defaults)) {
         const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
                              return v.name == n;
                            })->skip;
         std::cout << " " << n << (skip.empty() ? "" : " (skipped: " + skip + ")");
       }
+      if (o.profile)
+        std::cout << "; --profile: one launch per variant (after a warm-up) in NVTX ranges "
+                  << shell_quote(ncu_nvtx_include(nvtx_ranges(c.name, p.label, "VARIANT")));
       std::cout << "\n";
     }
   }
@@ -177,6 +185,7 @@ int run_or_verify(const Options& o, bool timed) {
   if (o.mode == "graph") ro.mode = TimingMode::graph;
   if (o.mode == "all") ro.mode = TimingMode::cold;  // the row's own mode; hot and graph beside it
   ro.all_modes = o.mode == "all";
+  ro.profile = o.profile;
   ro.program = o.program;
   ro.sets = o.sets;
   ro.device = o.device;
@@ -193,11 +202,11 @@ int run_or_verify(const Options& o, bool timed) {
   meta.command_line = o.command_line;
   meta.date = now_iso();
   meta.mode = timed ? "run" : "verify";
-  meta.timing_mode = o.mode;
-  meta.keep_samples = !o.no_samples;
+  meta.timing_mode = o.profile ? "profile" : o.mode;
+  meta.keep_samples = !o.no_samples && !o.profile;
   meta.load_ms = load_ms;
   meta.device = gpu.info();
-  if (timed) {
+  if (timed && !o.profile) {  // a profile has no rates, and its ceiling kernels would only slow a profiler down
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
   }
@@ -321,6 +330,31 @@ int compare(const Options& o) {
   return r.exit_code(o.fail_on_unsure);
 }
 
+// DIR/Results.md from a json report, with the plot script's PNGs beside it when it can run.
+// The page is written either way; without plots it says why, and so does stderr.
+int report(const Options& o) {
+  check_output_dir(o.output, "-o");
+  const nlohmann::json run = read_report(o.run_report);
+  std::optional<CompareResult> compared;
+  if (!o.base_report.empty())
+    compared =
+        compare_reports(read_report(o.base_report), run, parse_threshold(o.threshold), o.base_report, o.run_report);
+  // The peers file's contents are the plot script's to read; that it is there is checked here.
+  if (!o.peers.empty() && (!std::filesystem::is_regular_file(o.peers) || !std::ifstream(o.peers)))
+    throw InputError(clipped(o.peers, 200) + ": error: cannot read the peers file");
+  std::filesystem::create_directories(o.output);
+  const Plots plots = draw_plots(plot_tool(o.plot_script), o.run_report, o.base_report, o.peers, o.output);
+  const std::string page = (std::filesystem::path(o.output) / "Results.md").string();
+  write_file(page, [&](std::ostream& out) {
+    write_results_page(out, run, o.run_report, compared, o.base_report, plots, o.command_line);
+  });
+  if (!plots.missing.empty()) std::cerr << "attnbench: warning: no plots: " << one_line(plots.missing) << "\n";
+  if (compared && !compared->warning.empty()) std::cerr << "attnbench: warning: " << compared->warning << "\n";
+  const size_t images = plots.throughput.size() + !plots.compare.empty();
+  std::cout << "wrote " << page << (plots.missing.empty() ? " and " + std::to_string(images) + " plot(s)" : "") << "\n";
+  return kExitOk;
+}
+
 // The one place an exception becomes an exit code and one line on stderr: whatever
 // was thrown, attnbench never ends in std::terminate.
 int report_exception(const std::exception_ptr& error) {
@@ -384,16 +418,28 @@ int run_cli(int argc, char** argv) {
       "or a CUDA error.");
   auto* run = app.add_subcommand("run", "verify and time the cases; print timings, TFLOP/s, GB/s, % of ceiling");
   add_case_options(run, o);
-  run->add_option("--mode", o.mode, "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
-      ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
-  run->add_flag("--no-samples", o.no_samples,
-                "json: leave the timing samples out (smaller; compare then judges by the quartiles alone)");
-  run->add_flag("--keep-samples", o.keep_samples, "json: keep every timing sample (the default; kept for old scripts)")
-      ->excludes("--no-samples");
-  run->add_option("--flush", o.flush,
-                  "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as Triton's "
-                  "do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
-      ->check(CLI::IsMember({"read", "write"}));
+  auto* mode = run->add_option("--mode", o.mode,
+                               "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
+                   ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
+  auto* no_samples = run->add_flag("--no-samples", o.no_samples,
+                                   "json: leave the timing samples out (smaller; compare then judges by the quartiles "
+                                   "alone)");
+  auto* keep = run->add_flag("--keep-samples", o.keep_samples,
+                             "json: keep every timing sample (the default; kept for old scripts)")
+                   ->excludes("--no-samples");
+  auto* flush =
+      run->add_option("--flush", o.flush,
+                      "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as "
+                      "Triton's do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
+          ->check(CLI::IsMember({"read", "write"}));
+  // Timing flags mean nothing without timing: refused rather than silently ignored.
+  run->add_flag("--profile", o.profile,
+                "for Nsight Compute / Systems: verify, then one warm-up and one launch per variant inside NVTX "
+                "ranges case/point/variant; no timing, hold or flush (docs/profiling.md)")
+      ->excludes(mode)
+      ->excludes(keep)
+      ->excludes(no_samples)
+      ->excludes(flush);
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");
@@ -412,6 +458,19 @@ int run_cli(int argc, char** argv) {
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));
   cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
+  auto* rep = app.add_subcommand("report",
+                                 "write DIR/Results.md: a run's tables and plots, optionally against a base run "
+                                 "(needs no GPU)");
+  rep->add_option("run", o.run_report, "the run's json report")->required();
+  rep->add_option("--compare", o.base_report, "a json report to compare the run with: a table and a plot");
+  rep->add_option("--threshold", o.threshold, "with --compare: smallest change in % called FAST or SLOW (default 5)");
+  rep->add_option("--peers", o.peers,
+                  "rows to plot beside the run's: an attnbench json report, or tests/peers.py --json");
+  rep->add_option("-o,--output", o.output, "the directory for Results.md and the plots (made if its parent exists)")
+      ->required();
+  rep->add_option(
+      "--plot-script", o.plot_script,
+      "the plot script (default: $ATTNBENCH_PLOT_SCRIPT, else app/plot/attnbench_plot.py of the source tree)");
   auto* inf = app.add_subcommand("info", "the card, and the ceilings attnbench measures on it");
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");
@@ -435,6 +494,7 @@ int run_cli(int argc, char** argv) {
     if (*lst) return list(o);
     if (*inf) return info(o);
     if (*cmp) return compare(o);
+    if (*rep) return report(o);
   } catch (...) {
     return report_exception(std::current_exception());
   }

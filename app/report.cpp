@@ -10,6 +10,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "app/runner.hpp"
+
 namespace attnbench {
 
 const char* status_name(Status s) {
@@ -76,6 +78,7 @@ namespace {
 std::string detail(const ResultRow& r) {
   std::ostringstream s;
   if (r.status == Status::skipped || r.status == Status::error) return r.reason;
+  if (!r.profiled.empty() && r.status == Status::verified) return "profiled: --nvtx-include " + shell_quote(r.profiled);
   if (r.timing && r.timing->clock.low_samples) {
     const ClockStats& c = r.timing->clock;
     s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
@@ -111,6 +114,8 @@ std::string mode_median(const ResultRow& r, TimingMode m) {
   return "-";
 }
 
+std::vector<std::string> headers(bool timed, bool all_modes);
+
 // One row as the strings the table and markdown formats print, point first.
 std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
   const bool checked = r.cmp.has_value();
@@ -121,6 +126,11 @@ std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
     c.push_back(checked ? std::to_string(r.cmp->rows_checked / std::max(r.trials, 1)) + "/" +
                               std::to_string(r.cmp->rows_total)
                         : "-");
+    return c;
+  }
+  if (!r.profiled.empty()) {  // --profile: launched once for a profiler, whose figures are the only ones
+    c.push_back("profiled");
+    c.resize(headers(timed, all_modes).size(), "-");
     return c;
   }
   const bool t = r.timing.has_value();
@@ -217,6 +227,13 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
     out << "**" << m.device->name << "**, " << m.device->caps.sm_count << " SMs, driver "
         << cuda_version_string(m.device->driver_version) << ", attnbench " << m.version << "\n\n";
   }
+  write_markdown_table(out, rows, timed);
+  write_markdown_legend(out, rows, timed);
+}
+
+}  // namespace
+
+void write_markdown_table(std::ostream& out, const std::vector<ResultRow>& rows, bool timed) {
   const bool all_modes = any_other_modes(rows);
   auto h = headers(timed, all_modes);
   h.insert(h.begin(), "case");
@@ -237,11 +254,21 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
     }
     out << "\n";
   }
-  if (timed)
-    out << "\n`*` baseline; floor: the least time the card's measured ceilings allow; % floor: floor over the median, "
-           "C = compute-bound, M = memory-bound; MHz: mean SM clock while timing, `!` = some samples below 90% of "
-           "its maximum.\n";
 }
+
+void write_markdown_legend(std::ostream& out, const std::vector<ResultRow>& rows, bool timed) {
+  if (!timed) return;
+  if (std::any_of(rows.begin(), rows.end(), [](const ResultRow& r) { return !r.profiled.empty(); })) {
+    out << "\n`*` baseline; profiled: launched once under `run --profile` for a profiler, not timed (the note "
+           "gives its NVTX ranges for `ncu --nvtx --nvtx-include`).\n";
+    return;
+  }
+  out << "\n`*` baseline; floor: the least time the card's measured ceilings allow; % floor: floor over the median, "
+         "C = compute-bound, M = memory-bound; MHz: mean SM clock while timing, `!` = some samples below 90% of "
+         "its maximum.\n";
+}
+
+namespace {
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -370,6 +397,7 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
     j["pct_of_floor"] = r.pct_of_floor;
   }
   if (r.speedup) j["speedup"] = *r.speedup;
+  if (!r.profiled.empty()) j["profiled"] = r.profiled;
   for (const StageTiming& st : r.stages)
     j["stages"].push_back({{"name", st.name}, {"what", st.what}, {"mean_ms", st.ms.mean}, {"p50_ms", st.ms.median},
                            {"p99_ms", st.p99}, {"min_ms", st.ms.min}, {"max_ms", st.ms.max}, {"runs", st.runs}});

@@ -43,6 +43,9 @@ struct ResultRow {
   double pct_of_floor = 0;  // floor / median: 100% = as fast as the card allows
   std::string bound;        // which term of the floor is larger: "compute" or "memory"
   std::optional<double> speedup;            // baseline median / this median
+  // `run --profile`: the NVTX ranges of its one profiled launch, as `ncu --nvtx-include`
+  // takes them ("case/point/variant/"); empty when not profiled. Such a row has no timing.
+  std::string profiled;
 };
 
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.
@@ -88,6 +91,11 @@ class TableWriter {
 };
 
 void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows);
+
+// The markdown format's table alone (a `case` column first, a `note` last), and the legend
+// it prints under it: `attnbench report` prints one table per case and the legend once.
+void write_markdown_table(std::ostream& out, const std::vector<ResultRow>& rows, bool timed);
+void write_markdown_legend(std::ostream& out, const std::vector<ResultRow>& rows, bool timed);
 
 // "1.23e-04" style for small errors; "-" for absent values.
 std::string fmt_sci(double v);

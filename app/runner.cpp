@@ -79,7 +79,9 @@ std::string reproduce_command(const RunOptions& o, const std::string& case_file,
   for (const auto& s : o.sets) cmd += " --set " + shell_quote(s);
   for (const auto& s : p.pins) cmd += " --set " + shell_quote(s);
   cmd += " -k " + shell_quote(variant);
-  if (o.timed) cmd += std::string(" --mode ") + (o.all_modes ? "all" : mode_name(o.mode.value_or(p.bench.mode)));
+  if (o.timed && o.profile) cmd += " --profile";
+  if (o.timed && !o.profile)
+    cmd += std::string(" --mode ") + (o.all_modes ? "all" : mode_name(o.mode.value_or(p.bench.mode)));
   if (o.seed) cmd += " --seed " + std::to_string(*o.seed);
   if (o.device) cmd += " --device " + std::to_string(o.device);
   return cmd;
@@ -161,8 +163,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   const std::vector<VariantChoice> choices = problem->variants(gpu_.info().caps);
   std::vector<std::string> names;
   for (const auto& v : choices) names.push_back(v.name);
-  const std::vector<std::string> selected =
-      select_variants(names, p, opts_.kernels, opts_.timed, problem->default_variants(gpu_.info().caps));
+  // A profile has no speedup column: the baseline runs only when asked for.
+  const std::vector<std::string> selected = select_variants(names, p, opts_.kernels, opts_.timed && !opts_.profile,
+                                                            problem->default_variants(gpu_.info().caps));
   if (selected.empty()) return;
 
   // Rows are filled in table order; `runnable` indexes into them.
@@ -297,7 +300,34 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
 
     if (dump) dump_dirs_.insert(dump_dirs_.end(), dump->dirs().begin(), dump->dirs().end());
 
-    if (opts_.timed) {
+    // The output of a launch after verification: poisoned before it, it must verify again,
+    // so a timed or profiled launch that skips work (a cached result, work done only while
+    // being checked) fails instead of yielding a speed or a profile.
+    const auto check_again = [&](ResultRow& r, const std::string& which) {
+      gpu_.synchronize();
+      const Comparison after = problem->check(last_rows, last_want, r.tol);
+      if (after.passed() || r.status != Status::verified) return;
+      r.status = Status::failed;
+      r.reason = "verified, but the output of its " + which + " is wrong: " + std::to_string(after.mismatches) +
+                 " of " + std::to_string(after.elements_checked) + " checked elements off, " +
+                 std::to_string(after.nonfinite) + " NaN/Inf" +
+                 (after.also_wrong.empty() ? "" : ", " + after.also_wrong);
+    };
+    const auto poison = [&] { problem->poison_output(gpu_.stream()); };
+
+    if (opts_.profile) {
+      for (size_t i : runnable) {
+        ResultRow& r = rows[i];
+        if (r.status != Status::verified) continue;  // a profile of a wrong answer explains nothing
+        gpu_.reset_persisting_l2();
+        variant_ = r.variant;
+        progress("profiling " + r.variant);
+        const std::vector<std::string> ranges = nvtx_ranges(c.name, p.label, r.variant);
+        profile_stages(gpu_, problem->stages(r.variant, ctx), ranges, poison);
+        r.profiled = ncu_nvtx_include(ranges);
+        check_again(r, "profiled launch");
+      }
+    } else if (opts_.timed) {
       BenchSpec spec = p.bench;
       if (opts_.mode) spec.mode = *opts_.mode;
       std::vector<TimingMode> modes = {spec.mode};
@@ -310,13 +340,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         if (r.status != Status::verified && !r.baseline) continue;
         if (r.status == Status::error) continue;
         gpu_.reset_persisting_l2();
-        std::vector<std::string> nvtx = {c.name, r.variant};
-        if (!p.label.empty()) nvtx.insert(nvtx.begin() + 1, p.label);
+        const std::vector<std::string> nvtx = nvtx_ranges(c.name, p.label, r.variant);
         const std::vector<Stage> stages = problem->stages(r.variant, ctx);
         variant_ = r.variant;
-        // The last timed launch starts from a poisoned output and must verify: a kernel
-        // that works only when checked, or reuses an earlier launch's result, fails.
-        const auto poison = [&] { problem->poison_output(gpu_.stream()); };
         // The first mode is the row's: its median makes the rates, the floor and the speedup.
         for (TimingMode m : modes) {
           // Later stages are timed run by run, which a graph replay cannot do.
@@ -324,17 +350,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           spec.mode = m;
           progress("timing " + r.variant + " (" + mode_name(m) + ")");
           std::vector<StageTiming> stage_times;
+          // The last timed launch starts from a poisoned output and must verify.
           Timing t = time_stages(gpu_, stages, spec, nvtx, r.timing ? nullptr : &stage_times, poison);
-          gpu_.synchronize();
-          const Comparison after = problem->check(last_rows, last_want, r.tol);
-          if (!after.passed() && r.status == Status::verified) {
-            r.status = Status::failed;
-            r.reason = std::string("verified, but the output of its last timed launch (") + mode_name(m) +
-                       ") is wrong: " + std::to_string(after.mismatches) + " of " +
-                       std::to_string(after.elements_checked) + " checked elements off, " +
-                       std::to_string(after.nonfinite) + " NaN/Inf" +
-                       (after.also_wrong.empty() ? "" : ", " + after.also_wrong);
-          }
+          check_again(r, std::string("last timed launch (") + mode_name(m) + ")");
           if (r.timing) {
             r.other_modes.push_back(std::move(t));
           } else {

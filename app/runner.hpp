@@ -30,6 +30,9 @@ struct RunOptions {
   std::optional<uint64_t> seed;      // --seed: overrides [verify].seed
   std::optional<TimingMode> mode;    // --mode: overrides [bench].mode
   bool all_modes = false;            // --mode all: cold, hot and graph, side by side
+  // --profile (with timed): after verification, one warm-up and one launch per variant inside
+  // its NVTX ranges, for Nsight Compute or Nsight Systems; nothing is timed, no baseline added.
+  bool profile = false;
   bool progress = false;             // a progress line on stderr
   std::string dump_dir;              // --dump: inputs, outputs and reference as .npy (app/dump.hpp)
   bool dump_failures_only = false;   // --dump-failures: only variants that failed

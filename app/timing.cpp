@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string_view>
 
 #include "kernels/harness/ceilings.hpp"
 
@@ -129,6 +130,14 @@ class NvtxRanges {
   size_t n_;
 };
 
+// A stage's ranges: the variant's, then the stage's name when the op has several.
+std::vector<std::string> stage_ranges(const std::vector<std::string>& ranges, const std::vector<Stage>& stages,
+                                      const Stage& st) {
+  std::vector<std::string> r = ranges;
+  if (stages.size() > 1) r.push_back(st.name);
+  return r;
+}
+
 // Estimates one launch's time so that a graph holds about 1 ms of work.
 double rough_launch_ms(Gpu& gpu, const std::function<void()>& launch) {
   EventPair ev;
@@ -139,6 +148,41 @@ double rough_launch_ms(Gpu& gpu, const std::function<void()>& launch) {
 }
 
 }  // namespace
+
+std::vector<std::string> nvtx_ranges(const std::string& case_name, const std::string& point,
+                                     const std::string& variant) {
+  std::vector<std::string> r = {case_name};
+  if (!point.empty()) r.push_back(point);
+  r.push_back(variant);
+  return r;
+}
+
+std::string ncu_nvtx_include(const std::vector<std::string>& ranges) {
+  std::string s;
+  for (const auto& range : ranges) {
+    for (char c : range) {
+      if (std::string_view("/[]+*@\\").find(c) != std::string_view::npos) s += '\\';
+      s += c;
+    }
+    s += '/';
+  }
+  return s;
+}
+
+void profile_stages(Gpu& gpu, const std::vector<Stage>& stages, const std::vector<std::string>& nvtx_ranges,
+                    const std::function<void()>& before_profiled) {
+  const auto pass = [&](bool ranged) {
+    for (const Stage& st : stages)
+      for (int64_t i = 0; i < st.runs; ++i) {
+        const NvtxRanges ranges(ranged ? stage_ranges(nvtx_ranges, stages, st) : std::vector<std::string>{});
+        st.run(i);
+      }
+    gpu.synchronize();
+  };
+  pass(false);
+  if (before_profiled) before_profiled();
+  pass(true);
+}
 
 struct SampleTimer::Impl {
   Gpu& gpu;
@@ -239,11 +283,7 @@ Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& 
                    const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
                    const std::function<void()>& before_last) {
   std::vector<StageTiming> discarded;  // later stages still run: the last one's output is verified
-  const auto with_stage = [&](const Stage& st) {
-    std::vector<std::string> ranges = nvtx_ranges;
-    if (stages.size() > 1) ranges.push_back(st.name);
-    return ranges;
-  };
+  const auto with_stage = [&](const Stage& st) { return stage_ranges(nvtx_ranges, stages, st); };
   const Stage& first = stages.front();
   if (stages.size() == 1) return time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first), before_last);
   Timing t = time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first));

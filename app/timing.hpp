@@ -33,6 +33,16 @@ struct Timing {
   int64_t hold_timeouts = 0;   // samples whose stream hold gave up before the launches were queued
 };
 
+// The NVTX ranges around a variant's timed or profiled launches, outermost first: the
+// case, the sweep point's label when the case has a sweep (`point` not empty), the variant.
+std::vector<std::string> nvtx_ranges(const std::string& case_name, const std::string& point,
+                                     const std::string& variant);
+// Those ranges as Nsight Compute's `--nvtx-include` names push/pop ranges: joined by '/',
+// ending in '/', with the characters ncu's syntax gives a meaning ('/', '[', ']', '+', '*',
+// '@' and the backslash) escaped by a backslash, so that a point "context=[1,7]" or a
+// pipeline pair "flash_mma+split_kv" matches itself.
+std::string ncu_nvtx_include(const std::vector<std::string>& ranges);
+
 // `launch` enqueues one run of the kernel on gpu.stream(). `nvtx_ranges` are pushed,
 // outermost first, around the timed launches only (never the flush or the hold):
 // {case, point, variant} lets `ncu --nvtx-include "case/variant/"` find one variant.
@@ -73,6 +83,15 @@ constexpr int kStagePasses = 3;
 Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
                    const std::function<void()>& before_last = nullptr);
+
+// `run --profile` (docs/profiling.md): every stage once, untimed and outside any range (the
+// warm-up: clocks up, caches and lazy loading as a timed sample finds them), then
+// `before_profiled` (the caller poisons the output), then every stage once more, each run
+// inside its NVTX ranges as time_stages names them. No stream hold, no L2 flush and no
+// events: a profiler that serializes launches (Nsight Compute) finds nothing to wait out,
+// and the ranges hold the variant's own kernels alone.
+void profile_stages(Gpu& gpu, const std::vector<Stage>& stages, const std::vector<std::string>& nvtx_ranges,
+                    const std::function<void()>& before_profiled);
 
 // Single timed runs of different work, one at a time, each taken as time_launch takes a
 // sample: behind the stream hold, after an L2 flush when `cold`, inside its NVTX ranges,

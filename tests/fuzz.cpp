@@ -6,7 +6,7 @@
 //            long strings, deep nesting, truncation, splices, big sweeps, odd names
 //   set      --set strings on shipped cases: registry key paths with mutated values
 //   flags    command lines: --seed, --device, -k, --cases-dir ... with junk values
-//   compare  mutated json reports (tests/compare/*.json) for `compare`
+//   compare  mutated json reports (tests/compare/*.json) for `compare` and `report`
 //
 // and holds it to the contract for hostile input: exit 0 (accepted) or 2 (bad input;
 // compare may also say 1, SLOW), at most 3 lines of output for bad input, no line over
@@ -796,7 +796,7 @@ class Generator {
         case 6: in.args.push_back({"-o"}); in.args.push_back({rng.pick(std::vector<std::string>{"out.json", "out.csv", "", "/nonexistent/x.json", "."})}); break;
         case 7: in.args.push_back({"--mode"}); in.args.push_back({rng.pick(std::vector<std::string>{"cold", "all", "tepid", ""})}); break;
         case 8: in.args.push_back({"--flush"}); in.args.push_back({rng.pick(std::vector<std::string>{"read", "write", "dirty"})}); break;
-        case 9: in.args.push_back({rng.pick(std::vector<std::string>{"--keep-samples", "--no-samples"})}); break;
+        case 9: in.args.push_back({rng.pick(std::vector<std::string>{"--keep-samples", "--no-samples", "--profile"})}); break;
         case 10: in.args.push_back({rng.chance(50) ? "--dump" : "--dump-failures"}); in.args.push_back({rng.chance(50) ? "dump" : ""}); break;
         case 11: in.args.push_back({"--set"}); in.args.push_back({rng.chance(50) ? "shape.rows=" + number_junk(rng) : number_junk(rng)}); break;
         case 12: in.args.push_back({rng.pick(std::vector<std::string>{"--bogus", "-", "--", "-kk", "--seed", "--device", "-k", "--set", "--dry-run=1", "--dry-run=junk", "---", "-\xff"})}); break;
@@ -951,6 +951,13 @@ class Generator {
     in.files.push_back({"base.json", which != 1 ? mutate_json(rng, a_text, in.how) : a_text});
     in.files.push_back({"new.json", which != 0 ? mutate_json(rng, b_text, in.how) : b_text});
     in.args = {{"compare"}, {"", 0}, {"", 1}};
+    if (rng.chance(25)) {  // the same reports through `report`'s reader and page, without the plot script
+      in.allowed = {0, 2};
+      in.args = {{"report"}, {"", 1}, {"-o"}, {"page"}, {"--plot-script"}, {"none"}};
+      if (rng.chance(50)) in.args.insert(in.args.end(), {{"--compare"}, {"", 0}});
+      in.how += " report";
+      return in;
+    }
     if (rng.chance(25)) {
       in.args.push_back({"--threshold"});
       in.args.push_back({rng.chance(50) ? number_junk(rng) : std::to_string(rng.below(200)) + "%"});

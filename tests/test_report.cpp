@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "app/compare.hpp"
+#include "app/errors.hpp"
 #include "app/report.hpp"
 #include "app/runner.hpp"
 
@@ -382,4 +384,59 @@ TEST(Report, StagesUnderTheRowAndInJson) {
   EXPECT_DOUBLE_EQ(j["rows"][0]["stages"][1]["p99_ms"].get<double>(), 0.03);
   EXPECT_DOUBLE_EQ(j["rows"][0]["verify_time"]["reference_ms"].get<double>(), 12);
   EXPECT_FALSE(j["rows"][0].contains("pipeline"));
+}
+
+// `run --profile`: a profiled row has no time to show, so it shows none: "profiled" where the
+// median would be, "-" for every rate and speedup, and the NVTX ranges to hand to ncu.
+TEST(Report, ProfiledRowsShowNoTimings) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  r.timing.reset();
+  r.profiled = ncu_nvtx_include(nvtx_ranges(r.case_name, r.point, r.variant));
+  std::ostringstream table;
+  TableWriter(table, true).row(r);
+  const std::string t = table.str();
+  // After the errors: "profiled", then a "-" for each of noise, TFLOP/s, GB/s, floor, %, speedup and MHz.
+  EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +profiled( +-){7}\n)"))) << t;
+  EXPECT_NE(t.find("\n      profiled: --nvtx-include 'gemm-case/layout=nt dtype=bf16/mma/'\n"), std::string::npos) << t;
+
+  std::ostringstream md;
+  RunMeta m = meta("run");
+  m.timing_mode = "profile";
+  write_report(md, Format::markdown, m, {r});
+  EXPECT_NE(md.str().find("| verified | 0.00e+00 | 0.00e+00 | profiled | - | - | - | - | - | - | - |"),
+            std::string::npos)
+      << md.str();
+  EXPECT_NE(md.str().find("launched once under `run --profile`"), std::string::npos);
+  EXPECT_EQ(md.str().find("% floor: floor over the median"), std::string::npos) << "the timing legend in a profile";
+
+  std::ostringstream js;
+  write_report(js, Format::json, m, {r});
+  const auto j = nlohmann::json::parse(js.str());
+  EXPECT_EQ(j["attnbench"]["timing_mode"], "profile");
+  EXPECT_EQ(j["rows"][0]["profiled"], "gemm-case/layout=nt dtype=bf16/mma/");
+  EXPECT_FALSE(j["rows"][0].contains("timing"));
+  EXPECT_FALSE(j["rows"][0].contains("speedup"));
+  // Nothing in a profile is a timing compare could judge.
+  EXPECT_THROW(compare_reports(j, j, 0.05), InputError);
+}
+
+TEST(Profile, NvtxRangesAsNsightComputeNamesThem) {
+  EXPECT_EQ(nvtx_ranges("softmax", "", "naive"), (std::vector<std::string>{"softmax", "naive"}));
+  EXPECT_EQ(nvtx_ranges("gqa", "seq_q=1024", "flash_mma"),
+            (std::vector<std::string>{"gqa", "seq_q=1024", "flash_mma"}));
+  EXPECT_EQ(ncu_nvtx_include({"gqa", "seq_q=1024", "flash_mma"}), "gqa/seq_q=1024/flash_mma/");
+  // ncu's quantifiers in a name are escaped, so that the name matches itself.
+  EXPECT_EQ(ncu_nvtx_include(nvtx_ranges("paged", "context=[1,7] dtype=bf16", "flash_mma+split_kv")),
+            "paged/context=\\[1,7\\] dtype=bf16/flash_mma\\+split_kv/");
+  EXPECT_EQ(ncu_nvtx_include({"a/b*c@d\\e"}), "a\\/b\\*c\\@d\\\\e/");
+}
+
+TEST(ReproduceCommand, ProfileInsteadOfAMode) {
+  RunOptions o;
+  o.program = "attnbench";
+  o.profile = true;
+  CasePoint p;
+  p.pins = {"shape.cols=1000"};
+  EXPECT_EQ(reproduce_command(o, "cases/smoke/softmax.toml", p, "warp_online"),
+            "attnbench run cases/smoke/softmax.toml --set shape.cols=1000 -k warp_online --profile");
 }

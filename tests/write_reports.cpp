@@ -196,5 +196,14 @@ int main(int argc, char** argv) {
     r.bound.clear();
   }
   ok &= write(dir + "/verify.json", meta("verify", "NVIDIA H200", true), checked);
+  // run --profile: verified rows, each with the NVTX ranges of its one launch, no timing, no ceilings.
+  RunMeta profile = meta("run", "NVIDIA H100 80GB HBM3", true);
+  profile.timing_mode = "profile";
+  profile.keep_samples = false;
+  profile.ceilings.reset();
+  std::vector<ResultRow> profiled = checked;
+  for (ResultRow& r : profiled)
+    if (r.status == Status::verified) r.profiled = r.case_name + "/" + r.point + "/" + r.variant + "/";
+  ok &= write(dir + "/run-profile.json", profile, profiled);
   return ok ? 0 : 1;
 }
