@@ -389,6 +389,16 @@ void judge_row(CompareRow& row, double threshold, double confidence) {
 
 namespace {
 
+// A row of the comparison, named after a report's entry and one of its modes.
+CompareRow row_for(const Entry& e, const std::string& mode) {
+  CompareRow row;
+  row.case_name = e.case_name;
+  row.point = e.point;
+  row.variant = e.variant;
+  row.mode = mode;
+  return row;
+}
+
 CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& now, double threshold,
                               const std::string& base_name, const std::string& now_name, double confidence) {
   if (!(threshold >= 0 && threshold <= 10))
@@ -427,11 +437,7 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
     const auto it = by_key.find(key);
     const Entry* m = it == by_key.end() ? nullptr : it->second;
     for (const auto& mode : e.modes) {
-      CompareRow row;
-      row.case_name = e.case_name;
-      row.point = e.point;
-      row.variant = e.variant;
-      row.mode = mode;
+      CompareRow row = row_for(e, mode);
       row.base = e.timings.at(mode);
       row.now_status = m ? m->status : "";
       if (!m) {
@@ -458,11 +464,7 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
   for (const auto& e : n) {
     for (const auto& mode : e.modes) {
       if (in_base.count({{e.case_name, e.point, e.variant}, mode})) continue;
-      CompareRow row;
-      row.case_name = e.case_name;
-      row.point = e.point;
-      row.variant = e.variant;
-      row.mode = mode;
+      CompareRow row = row_for(e, mode);
       row.now = e.timings.at(mode);
       row.now_status = e.status;
       row.verdict = Verdict::added;

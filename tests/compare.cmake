@@ -10,6 +10,21 @@ function(compare_refuses name regex)
   set_tests_properties(cli_${name}_short PROPERTIES LABELS "cpu;cli")
 endfunction()
 
+# compare_refuses_values(FLAG REGEX REPORT "id:value"...): compare REPORT with itself and
+# --FLAG=value for each pair; every one must be refused with REGEX (test compare_FLAG_id).
+function(compare_refuses_values flag regex report)
+  foreach(pair ${ARGN})
+    string(REPLACE ":" ";" pair "${pair}")
+    list(GET pair 0 id)
+    list(LENGTH pair n)
+    set(bad "")
+    if(n GREATER 1)
+      list(GET pair 1 bad)
+    endif()
+    compare_refuses(compare_${flag}_${id} "${regex}" ${report} ${report} "--${flag}=${bad}")
+  endforeach()
+endfunction()
+
 set(ROW "rows\\[1\\] \\(case \"softmax\", point \"cols=1000\", variant \"warp_online\", mode \"cold\"\\)")
 set(NAIVE "rows\\[0\\] \\(case \"softmax\", point \"cols=1000\", variant \"naive\", mode \"cold\"\\)")
 
@@ -64,17 +79,9 @@ compare_refuses(compare_missing_file_short "nope.json: error: cannot read the re
 compare_refuses(compare_not_a_report_short "not-a-report.json: error: not an attnbench json report" ${CMP}/not-a-report.json ${CMP}/base.json)
 
 # 5. --threshold: a plain percentage from 0 to 1000.
-foreach(pair "nan:nan" "inf:inf" "negative:-5" "over_1000:1001" "junk:5x" "exponent:1e1" "space: 5" "two_percent:5%%")
-  string(REPLACE ":" ";" pair "${pair}")
-  list(GET pair 0 id)
-  list(LENGTH pair n)
-  set(bad "")
-  if(n GREATER 1)
-    list(GET pair 1 bad)
-  endif()
-  compare_refuses(compare_threshold_${id} "--threshold .*: error: expected a percentage from 0 to 1000"
-                  ${CMP}/base.json ${CMP}/base.json "--threshold=${bad}")
-endforeach()
+compare_refuses_values(threshold "--threshold .*: error: expected a percentage from 0 to 1000" ${CMP}/base.json
+                       "nan:nan" "inf:inf" "negative:-5" "over_1000:1001" "junk:5x" "exponent:1e1" "space: 5"
+                       "two_percent:5%%")
 cli_test(compare_threshold_1000 0 "threshold 1000%" compare ${CMP}/base.json ${CMP}/base.json --threshold 1000)
 
 # 6. Verdicts from the samples (tests/compare/make-samples.py wrote the fixtures): the
@@ -113,15 +120,7 @@ cli_test(compare_without_samples_markdown 1 "^\\\\\\* 2 rows judged without samp
          compare ${CMP}/base.json ${CMP}/slow.json --format markdown)
 
 # 7. --confidence: a fraction from 0.5 to 0.999, or 50% to 99.9%.
-foreach(pair "zero:0" "one:1" "over_one:1.5" "percent_without_sign:95" "below_half:0.4" "word:high" "nan:nan"
-             "negative:-0.9" "hundred_percent:100%" "exponent:9.5e-1")
-  string(REPLACE ":" ";" pair "${pair}")
-  list(GET pair 0 id)
-  list(LENGTH pair n)
-  set(bad "")
-  if(n GREATER 1)
-    list(GET pair 1 bad)
-  endif()
-  compare_refuses(compare_confidence_${id} "--confidence .*: error: expected a fraction from 0\\.5 to 0\\.999 or a percentage from 50% to 99\\.9%"
-                  ${SB} ${SB} "--confidence=${bad}")
-endforeach()
+compare_refuses_values(confidence
+                       "--confidence .*: error: expected a fraction from 0\\.5 to 0\\.999 or a percentage from 50% to 99\\.9%"
+                       ${SB} "zero:0" "one:1" "over_one:1.5" "percent_without_sign:95" "below_half:0.4" "word:high"
+                       "nan:nan" "negative:-0.9" "hundred_percent:100%" "exponent:9.5e-1")

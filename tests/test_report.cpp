@@ -9,20 +9,11 @@
 #include "app/errors.hpp"
 #include "app/report.hpp"
 #include "app/runner.hpp"
+#include "tests/test_card.hpp"
 
 using namespace attnbench;
 
 namespace {
-
-Ceilings card() {
-  Ceilings c;
-  c.copy_gbps = 3000;
-  c.read_gbps = 3300;
-  c.fp32_tflops = 50;
-  c.fp16_tflops = 700;
-  c.bf16_tflops = 700;
-  return c;
-}
 
 ResultRow timed_row(const std::string& variant, double ms, double flops, double bytes) {
   ResultRow r;
@@ -51,7 +42,7 @@ RunMeta meta(const std::string& mode) {
   m.command_line = "attnbench run x";
   m.date = "2026-11-26T00:00:00Z";
   m.mode = mode;
-  m.ceilings = card();
+  m.ceilings = test_card();
   return m;
 }
 
@@ -60,7 +51,7 @@ RunMeta meta(const std::string& mode) {
 TEST(DeriveRates, ComputeBoundGemm) {
   // 1.4 TFLOP in 4 ms = 350 TFLOP/s; floor = 1.4e12 / 700e12 s = 2 ms -> 50%.
   ResultRow r = timed_row("mma", 4.0, 1.4e12, 1e9);
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   EXPECT_NEAR(r.tflops, 350, 1e-9);
   EXPECT_NEAR(r.gbps, 250, 1e-9);
   EXPECT_NEAR(r.floor_ms, 2.0, 1e-12);
@@ -70,18 +61,18 @@ TEST(DeriveRates, ComputeBoundGemm) {
 
 TEST(DeriveRates, MemoryBoundUsesTheOpsBandwidth) {
   ResultRow r = timed_row("warp_online", 1.0, 0, 3e9);  // 3 GB in 1 ms
-  derive_rates(r, DType::fp32, card());
+  derive_rates(r, DType::fp32, test_card());
   EXPECT_EQ(r.bound, "memory");
   EXPECT_NEAR(r.pct_of_floor, 100, 1e-9);  // copy ceiling 3000 GB/s
   r.work.bandwidth = Bandwidth::read;
-  derive_rates(r, DType::fp32, card());
+  derive_rates(r, DType::fp32, test_card());
   EXPECT_NEAR(r.pct_of_floor, 100 * 3000.0 / 3300.0, 1e-9);
 }
 
 TEST(Report, JsonHoldsMetaRowsAndNullForInfiniteErrors) {
   ResultRow ok = timed_row("mma", 2.0, 1e12, 1e9);
   ok.speedup = 1.5;
-  derive_rates(ok, DType::bf16, card());
+  derive_rates(ok, DType::bf16, test_card());
   ResultRow bad = ok;
   bad.variant = "naive";
   bad.status = Status::failed;
@@ -117,7 +108,7 @@ TEST(Report, JsonSchema) {
   graph.mode = TimingMode::graph;
   graph.launches_per_sample = 50;
   r.other_modes = {graph};
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   RunMeta m = meta("run");
   m.timing_mode = "all";
   m.device = DeviceInfo{};
@@ -232,7 +223,7 @@ TEST(Report, AllModesSideBySide) {
   graph.mode = TimingMode::graph;
   graph.ms = summarize({1.5, 1.5});
   r.other_modes = {graph};
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   std::ostringstream out;
   TableWriter t(out, true, true);
   t.row(r);
@@ -246,7 +237,7 @@ TEST(Report, AllModesSideBySide) {
 
 TEST(Report, ClockColumnAndThrottleNote) {
   ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   std::ostringstream none;
   TableWriter(none, true).row(r);
   EXPECT_NE(none.str().find("MHz"), std::string::npos);
@@ -368,7 +359,7 @@ TEST(Report, StagesUnderTheRowAndInJson) {
   r.stages = {{"TTFT", "prompt's cache writes + prefill", summarize({0.25, 0.25}), 0.25, 2},
               {"TBT", "cache append + decode", summarize({0.02, 0.02, 0.03}), 0.03, 3}};
   r.verify_time.reference_ms = 12;
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   std::ostringstream out;
   TableWriter(out, true).row(r);
   EXPECT_NE(out.str().find("TTFT mean 0.2500 ms"), std::string::npos) << out.str();

@@ -11,21 +11,12 @@
 #include <sstream>
 
 #include "app/results.hpp"
+#include "tests/test_card.hpp"
 
 using namespace attnbench;
 namespace fs = std::filesystem;
 
 namespace {
-
-Ceilings card() {
-  Ceilings c;
-  c.copy_gbps = 3000;
-  c.read_gbps = 3300;
-  c.fp32_tflops = 50;
-  c.fp16_tflops = 700;
-  c.bf16_tflops = 700;
-  return c;
-}
 
 ResultRow row(const std::string& case_name, const std::string& point, const std::string& variant, double ms) {
   ResultRow r;
@@ -48,7 +39,7 @@ ResultRow row(const std::string& case_name, const std::string& point, const std:
   t.ms = summarize({ms, ms * 1.01, ms * 0.99, ms * 1.02});
   t.clock = summarize_clocks({1980, 1500}, 1980);
   r.timing = t;
-  derive_rates(r, DType::bf16, card());
+  derive_rates(r, DType::bf16, test_card());
   return r;
 }
 
@@ -92,7 +83,7 @@ nlohmann::json as_json(const std::vector<ResultRow>& rows) {
   m.version = "0.1.0";
   m.mode = "run";
   m.date = "2026-11-26T00:00:00Z";
-  m.ceilings = card();
+  m.ceilings = test_card();
   m.device = DeviceInfo{};
   m.device->name = "NVIDIA H100 80GB HBM3";
   m.device->caps.sm_count = 132;

@@ -14,7 +14,7 @@
 //
 // The kernel parameter struct (decode's Decode, paged's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
-// window, key_align, context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
+// window, key_align, alibi, slopes, context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
 // parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything
 // is inline or a template, so that both families' rungs can include this header.
 #pragma once
@@ -70,6 +70,13 @@ __host__ __device__ __forceinline__ int window_base(int ctx, int window, int key
 struct Work {
   int b, kvh, h0, nheads, split, ctx, first, begin, end;
 };
+
+// Query head h's ALiBi slope in exp2 units; 0 without ALiBi and for the padding heads past
+// the last (h >= heads), whose outputs are dropped.
+template <class P>
+__device__ __forceinline__ float head_slope_log2(const P& p, int h) {
+  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
+}
 
 // Whether the block's query sees `key` (first <= key < end): one unsigned compare.
 __device__ __forceinline__ bool sees(const Work& w, int key) {

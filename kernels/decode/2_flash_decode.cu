@@ -41,12 +41,6 @@
 namespace attnbench::decode_impl {
 namespace {
 
-// Query head h's ALiBi slope in exp2 units; 0 without ALiBi and for the padding heads past
-// the last (h >= heads), whose outputs are dropped.
-__device__ __forceinline__ float head_slope_log2(const Decode& p, int h) {
-  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
-}
-
 // A raw score q·k soft-capped when the kernel is built with kCap (softcap > 0): the other
 // instantiations keep the loop they had without soft-capping.
 template <bool kCap>

@@ -51,12 +51,6 @@
 namespace attnbench::paged_impl {
 namespace {
 
-// Query head h's ALiBi slope in exp2 units; 0 without ALiBi and for the padding heads past
-// the last (h >= heads), whose outputs are dropped.
-__device__ __forceinline__ float head_slope_log2(const Paged& p, int h) {
-  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
-}
-
 // A loaded code's q·k soft-capped (a uniform branch: off unless the case sets softcap).
 __device__ __forceinline__ float capped(const Paged& p, float s) {
   return p.softcap > 0.f ? soft_cap(s, p.softcap, p.inv_softcap) : s;
