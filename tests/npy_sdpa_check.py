@@ -14,7 +14,11 @@ query i sits at p = i + seq_k - seq_q (bottom right, causal = true or
 keeps p - j < w (and j - p < w when not causal); ALiBi adds -slope(h) * |p - j|
 with ALiBi's slopes (alibi_slopes below) or the case's alibi_slopes; softcap c
 turns a score s = scale * q.k into c * tanh(s / c) before bias and masks (computed
-explicitly: SDPA has no soft-capping); a query that sees no key outputs 0. It also
+explicitly: SDPA has no soft-capping); RoPE (rope = "neox" rotates halves, "gptj"
+interleaved pairs, of the first rotary_dim elements, pair i by position *
+rope_theta^(-2i/rotary_dim)) turns attention's queries at p and keys at j, and
+decode's and paged's query at context - 1 (their caches hold rotated keys), written
+out here in fp64; a query that sees no key outputs 0. It also
 reports how far each dumped variant's output is from SDPA.
 
 Exit status: 0 every point agrees, 1 a mismatch, 2 nothing to check or bad input.
@@ -77,6 +81,24 @@ def bias_and_visible(pos, seq_k, heads, causal, window, slopes):
     return bias, visible.any(dim=1)
 
 
+def rope(x, pos, shape):
+    """x [..., n, d] with row r turned to position pos[r] (fp64, explicit)."""
+    style = shape.get("rope", "none")
+    if style == "none":
+        return x
+    r = shape.get("rotary_dim") or x.shape[-1]
+    inv_freq = float(shape.get("rope_theta", 10000.0)) ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
+    angle = torch.as_tensor(np.asarray(pos), dtype=torch.float64)[:, None] * inv_freq[None, :]  # [n, r/2]
+    cos, sin = angle.cos(), angle.sin()
+    first = torch.arange(r // 2) if style == "neox" else torch.arange(0, r, 2)
+    second = first + r // 2 if style == "neox" else first + 1
+    x = x.clone()
+    a, b = x[..., first].clone(), x[..., second].clone()
+    x[..., first] = a * cos - b * sin
+    x[..., second] = b * cos + a * sin
+    return x
+
+
 def sdpa_rows(q, k, v, pos, scale, causal, window, slopes, softcap, dtype, device):
     """Attention for the queries q [heads, n, d] at positions `pos` over k, v [kv_heads, seq_k, d]: PyTorch's
     SDPA, or the same math written out when soft-capping (which SDPA does not have)."""
@@ -123,9 +145,10 @@ def check_point(d, m, args):
         for b in np.unique(b_of):
             sel = np.nonzero(b_of == b)[0]
             queries = np.unique(i_of[sel])  # only the queries the reference covers
-            out = sdpa_rows(q[b, queries].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1),
-                            queries if top_left else queries + seq_k - seq_q, scale, causal, shape["window"],
-                            slopes, softcap, dtype, device)  # [heads, len(queries), d]
+            pos = queries if top_left else queries + seq_k - seq_q
+            out = sdpa_rows(rope(q[b, queries].transpose(0, 1), pos, shape),
+                            rope(k[b].transpose(0, 1), np.arange(seq_k), shape), v[b].transpose(0, 1),
+                            pos, scale, causal, shape["window"], slopes, softcap, dtype, device)  # [heads, n, d]
             where = {int(i): n for n, i in enumerate(queries)}
             for r in sel:
                 got[r] = out[h_of[r], where[int(i_of[r])]].numpy()
@@ -135,7 +158,7 @@ def check_point(d, m, args):
         b_of, h_of = rows // heads, rows % heads
         for b in np.unique(b_of):
             n = context[b]
-            out = sdpa_rows(q[b][:, None], kc[b, :n].transpose(0, 1), vc[b, :n].transpose(0, 1), [n - 1], scale,
+            out = sdpa_rows(rope(q[b][:, None], [n - 1], shape), kc[b, :n].transpose(0, 1), vc[b, :n].transpose(0, 1), [n - 1], scale,
                             False, shape.get("window", 0), slopes, softcap, dtype, device)  # [heads, 1, d]
             for r in np.nonzero(b_of == b)[0]:
                 got[r] = out[h_of[r], 0].numpy()
@@ -153,7 +176,7 @@ def check_point(d, m, args):
         b_of, h_of = rows // heads, rows % heads
         for b in np.unique(b_of):
             n, f = context[b], first[b]
-            out = sdpa_rows(q[b][:, None], k[f:f + n].transpose(0, 1), v[f:f + n].transpose(0, 1), [n - 1], scale,
+            out = sdpa_rows(rope(q[b][:, None], [n - 1], shape), k[f:f + n].transpose(0, 1), v[f:f + n].transpose(0, 1), [n - 1], scale,
                             False, shape.get("window", 0), slopes, softcap, dtype, device)
             for r in np.nonzero(b_of == b)[0]:
                 got[r] = out[h_of[r], 0].numpy()

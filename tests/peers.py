@@ -88,6 +88,8 @@ def plan(op, dtype, s):
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
     if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":
         return "skip: SDPA's fused backends take no soft-capping, ALiBi slopes or top-left alignment here"
+    if s.get("rope", "none") != "none":
+        return "skip: SDPA takes no RoPE (the point without it is the peer's yardstick)"
     if op == "softmax":
         return "softmax", ["torch.softmax"], s, 0, 2 * e * s["rows"] * s["cols"]
     if op == "gemm":

@@ -98,8 +98,9 @@ TEST(CaseDefaults, Gemm) {
   EXPECT_EQ(s.num("n"), 32);
   EXPECT_EQ(s.num("k"), 16);
   EXPECT_EQ(c.points[0].baseline, "cublas");
-  EXPECT_EQ(parse("op = \"gemm\"\n[shape]\nlayout = \"nn\"\nbatch = 3\nm = 1\nn = 1\nk = 1\n").points[0].shape.word("layout"),
-            "nn");
+  EXPECT_EQ(
+      parse("op = \"gemm\"\n[shape]\nlayout = \"nn\"\nbatch = 3\nm = 1\nn = 1\nk = 1\n").points[0].shape.word("layout"),
+      "nn");
 }
 
 TEST(CaseDefaults, Attention) {
@@ -132,8 +133,9 @@ TEST(CaseDefaults, ScoreOptions) {
   EXPECT_EQ(s.real("softcap"), 0.0);
   EXPECT_FALSE(s.has("scale"));
   EXPECT_TRUE(s.reals("alibi_slopes").empty());
-  const Shape g = parse(std::string(kAttention) + "causal = \"top_left\"\nsoftcap = 30\nscale = 0.5\n"
-                                                  "kv_heads = 1\nalibi_slopes = [0.25, 1, 1, 1, 1, 1, 1, 1]\n")
+  const Shape g = parse(std::string(kAttention) +
+                        "causal = \"top_left\"\nsoftcap = 30\nscale = 0.5\n"
+                        "kv_heads = 1\nalibi_slopes = [0.25, 1, 1, 1, 1, 1, 1, 1]\n")
                       .points.at(0)
                       .shape;
   EXPECT_EQ(g.word("causal"), "top_left");
@@ -148,6 +150,25 @@ TEST(CaseDefaults, ScoreOptions) {
   const Case two = parse(kAttention, {"shape.heads=1", "shape.kv_heads=1", "shape.alibi_slopes=[[0.5], [2]]"});
   ASSERT_EQ(two.points.size(), 2u);
   EXPECT_EQ(two.points[1].shape.reals("alibi_slopes"), (std::vector<double>{2.0}));
+}
+
+// RoPE: off by default, rotary_dim = head_dim, theta 10000; partial rotary; the errors.
+TEST(CaseDefaults, Rope) {
+  for (const char* op : {kAttention, kDecode, kPaged}) {
+    const Shape s = parse(op).points.at(0).shape;
+    EXPECT_EQ(s.word("rope"), "none");
+    EXPECT_EQ(s.real("rope_theta"), 10000.0);
+    EXPECT_EQ(s.num("rotary_dim"), 64);
+    const Shape g =
+        parse(std::string(op) + "rope = \"gptj\"\nrotary_dim = 32\nrope_theta = 500000\n").points.at(0).shape;
+    EXPECT_EQ(g.word("rope"), "gptj");
+    EXPECT_EQ(g.num("rotary_dim"), 32);
+    EXPECT_EQ(g.real("rope_theta"), 500000.0);
+    expect_has(error_of(std::string(op) + "rope = \"neox\"\nrotary_dim = 33\n"), {"rotary_dim", "even", "33"});
+    expect_has(error_of(std::string(op) + "rope = \"neox\"\nrotary_dim = 80\n"), {"rotary_dim", "at most head_dim"});
+    expect_has(error_of(std::string(op) + "rotary_dim = 32\n"), {"rotary_dim", "rope"});
+    expect_has(error_of(std::string(op) + "rope = \"yes\"\n"), {"rope", "neox", "gptj"});
+  }
 }
 
 TEST(CaseDefaults, DecodeIntContextRepeatsPerSequence) {
@@ -287,8 +308,8 @@ TEST(CaseErrors, MissingAndUnknownOp) {
   expect_has(error_of("[shape]\nrows = 1\n"), {"cases/t.toml: error: missing key op", "softmax, gemm"});
   expect_has(error_of("op = \"atention\"\n"),
              {"cases/t.toml:1:6: error: unknown op 'atention' (did you mean attention?)"});
-  expect_has(error_of("op = \"banana\"\n"),
-             {"unknown op 'banana' (expected softmax, gemm, attention, decode, paged, pipeline, cache_append or reshape_and_cache)"});
+  expect_has(error_of("op = \"banana\"\n"), {"unknown op 'banana' (expected softmax, gemm, attention, decode, paged, "
+                                             "pipeline, cache_append or reshape_and_cache)"});
   expect_has(error_of("op = 3\n"), {"1:6", "op must be a string, got integer"});
 }
 
@@ -453,12 +474,14 @@ TEST(CaseErrors, PipelineLimitsAndVariantNames) {
   expect_has(error_of(base + "prefill = \"flash_mm\"\n"),
              {"8:11", "unknown kernel 'flash_mm' for op attention (did you mean flash_mma?)"});
   expect_has(error_of(base + "decode = \"flash_mma\"\n"),
-             {"unknown kernel 'flash_mma' for op decode (known: naive, flash_decode, split_kv)"});
+             {"unknown kernel 'flash_mma' for op decode (known: naive, flash_decode, split_kv, split_kv_rope_first)"});
 }
 
 TEST(CaseErrors, KernelNames) {
   expect_has(error_of(std::string("kernels = [\"naive\", \"flash\"]\n") + kAttention),
-             {"1:21", "unknown kernel 'flash' for op attention (known: naive, cublas, flash_fp32, flash_mma, flash_wgmma)"});
+             {"1:21",
+              "unknown kernel 'flash' for op attention (known: naive, cublas, flash_fp32, flash_mma, "
+              "flash_mma_rope_first, flash_wgmma)"});
   expect_has(error_of(std::string("kernels = [\"cublsa\"]\n") + kAttention), {"did you mean cublas?"});
   expect_has(error_of(std::string("baseline = \"fast\"\n") + kAttention),
              {"1:12", "unknown kernel 'fast' for op attention"});
@@ -527,13 +550,13 @@ TEST(CaseErrors, SweepsAreCappedBeforeTheyAreBuilt) {
                            "\nseq_q = " + values + "\nseq_k = " + values + "\n";
   expect_has(error_of(text), {"the sweep makes more than 10000 points (1000 x 1000 x 1000)", "--max-points"});
   // The cap is the caller's to raise.
-  EXPECT_EQ(parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml", {},
-                       1000)
-                .points.size(),
-            1000u);
-  EXPECT_THROW(parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml",
-                          {}, 999),
-               InputError);
+  EXPECT_EQ(
+      parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml", {}, 1000)
+          .points.size(),
+      1000u);
+  EXPECT_THROW(
+      parse_case("op = \"softmax\"\n[shape]\nrows = 2\n[sweep]\ncols = " + values + "\n", "cases/t.toml", {}, 999),
+      InputError);
 }
 
 TEST(CaseSweeps, RangesExpandToTheirValues) {
@@ -668,8 +691,8 @@ TEST(CaseSweep, PinsReproduceEachPoint) {
   const Case c = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\nblock_size = [16, 32]\n");
   ASSERT_EQ(c.points.size(), 4u);
   EXPECT_EQ(c.points[3].pins, (std::vector<std::string>{"dtype=bf16", "shape.block_size=32"}));
-  const Case one = parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\nblock_size = [16, 32]\n",
-                         c.points[3].pins);
+  const Case one =
+      parse(std::string(kPaged) + "[sweep]\ndtype = [\"fp16\", \"bf16\"]\nblock_size = [16, 32]\n", c.points[3].pins);
   ASSERT_EQ(one.points.size(), 1u);
   EXPECT_EQ(one.points[0].dtype, DType::bf16);
   EXPECT_EQ(one.points[0].shape.num("block_size"), 32);

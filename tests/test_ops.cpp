@@ -3,6 +3,7 @@
 // promises every op: keys the loader can read, variants, a problem for every case.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "app/case.hpp"
@@ -96,12 +97,39 @@ TEST(Work, MustCheckRowsAreTheBlindQueries) {
   for (int64_t r : rows) EXPECT_LT(r / 3 % 6, 4) << r;  // i = row / heads % seq_q
 }
 
+// The kernels' RoPE table: (cos, sin) of position·theta^(-2i/rotary_dim) in fp32, row 0 at
+// position `first` (negative for bottom-right queries before the first key).
+TEST(Rope, TableHoldsTheAnglesOfItsPositions) {
+  const CasePoint p = point(
+      "op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 4\nhead_dim = 8\nrope = \"neox\"\n"
+      "rotary_dim = 4\nrope_theta = 100\n");
+  const RopeOptions rope(p.shape);
+  ASSERT_TRUE(rope.on());
+  EXPECT_EQ(rope.reference().rotary_dim, 4);
+  const std::vector<float> t = rope.table(-2, 3);  // positions -2, -1, 0; pairs 0 (freq 1) and 1 (freq 1/10)
+  ASSERT_EQ(t.size(), 3u * 2 * 2);
+  const double freq[2] = {1.0, 0.1};
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(t[(r * 2 + i) * 2], static_cast<float>(std::cos((r - 2) * freq[i]))) << r << " " << i;
+      EXPECT_EQ(t[(r * 2 + i) * 2 + 1], static_cast<float>(std::sin((r - 2) * freq[i]))) << r << " " << i;
+    }
+  const RopeTable d = rope.device(t.data(), -2, 3);
+  EXPECT_EQ(d.style, RopeTable::neox);
+  EXPECT_EQ(d.first, -2);
+  EXPECT_EQ(d.rows, 3);
+  EXPECT_FALSE(RopeOptions(point("op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 4\nhead_dim = 8\n").shape)
+                   .device(t.data(), 0, 3)
+                   .on());
+}
+
 TEST(Work, GemmAndSoftmax) {
-  const Work w = make_problem(point("op = \"gemm\"\ndtype = \"fp16\"\n[shape]\nbatch = 3\nm = 10\nn = 20\nk = 30\n"))
-                     ->work();
+  const Work w =
+      make_problem(point("op = \"gemm\"\ndtype = \"fp16\"\n[shape]\nbatch = 3\nm = 10\nn = 20\nk = 30\n"))->work();
   EXPECT_DOUBLE_EQ(w.flops, 2.0 * 3 * 10 * 20 * 30);
   EXPECT_DOUBLE_EQ(w.bytes, 2.0 * 3 * (10 * 30 + 30 * 20 + 10 * 20));
-  EXPECT_DOUBLE_EQ(make_problem(point("op = \"softmax\"\n[shape]\nrows = 7\ncols = 9\n"))->work().bytes, 2.0 * 4 * 7 * 9);
+  EXPECT_DOUBLE_EQ(make_problem(point("op = \"softmax\"\n[shape]\nrows = 7\ncols = 9\n"))->work().bytes,
+                   2.0 * 4 * 7 * 9);
 }
 
 TEST(Work, GemmLayoutShapesB) {

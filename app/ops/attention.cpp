@@ -3,6 +3,7 @@
 #include "app/ops/attention.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "app/op.hpp"
 #include "app/problem.hpp"
@@ -33,7 +34,7 @@ namespace {
 class AttentionProblem : public TableProblem<AttentionParams> {
  public:
   explicit AttentionProblem(const CasePoint& p)
-      : TableProblem(p, attention_variants()), scores_(p.shape, p.shape.num("heads")) {
+      : TableProblem(p, attention_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -46,11 +47,16 @@ class AttentionProblem : public TableProblem<AttentionParams> {
       add_input(name, p.dtype,
                 {{"batch", batch_}, {"seq_k", mask_.seq_k}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}}, 1.f,
                 true);
-    add_output("o", p.dtype,
-               {{"batch", batch_, 'b'}, {"seq_q", mask_.seq_q, 'i'}, {"heads", heads_, 'h'},
-                {"head_dim", head_dim_, 'd'}},
-               3);
+    add_output(
+        "o", p.dtype,
+        {{"batch", batch_, 'b'}, {"seq_q", mask_.seq_q, 'i'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 3);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    // RoPE positions: queries at i + offset (negative before the first key, bottom-right with
+    // seq_q > seq_k), keys at j.
+    const int64_t offset = mask_.position(0);
+    rope_first_ = std::min<int64_t>(0, offset);
+    rope_rows_ = std::max(mask_.seq_k, mask_.seq_q + offset) - rope_first_;
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table(rope_first_, rope_rows_));
   }
   Work work() const override {
     const double e = dtype_bytes(point().dtype);
@@ -84,6 +90,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     a.alibi_slopes = scores_.reference_slopes();
     a.scale = scores_.reference_scale();
     a.softcap = scores_.softcap();
+    a.rope = rope_.reference();
     return ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -107,6 +114,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
     p.scale = scores_.scale();
     p.softcap = scores_.softcap();
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, rope_first_, rope_rows_);
     p.dtype = point().dtype;
     finish_attention_params(p);
     return p;
@@ -115,6 +123,9 @@ class AttentionProblem : public TableProblem<AttentionParams> {
   AttentionMask mask_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
+  RopeOptions rope_;
+  int64_t rope_first_ = 0, rope_rows_ = 0;  // the positions the RoPE table covers
+  DeviceBuffer* rope_table_ = nullptr;      // the RoPE table on the device
 };
 
 }  // namespace
@@ -152,6 +163,66 @@ KeySpec decode_window_key() {
   return int_key("window", "the query sees its last `window` keys (itself included); 0 = every key", 0, 0);
 }
 
+KeySpec rope_key() {
+  return choice_key("rope", "rotary position embedding of q and k: neox rotates halves, gptj interleaved pairs",
+                    {"none", "neox", "gptj"}, "none");
+}
+KeySpec rope_theta_key() {
+  return number_key("rope_theta", "RoPE base: pair i turns by position·rope_theta^(-2i/rotary_dim)", 10000.0, 1.0,
+                    1e30);
+}
+KeySpec rotary_dim_key() {
+  return derived_int_key("rotary_dim", "the leading elements of a head that RoPE turns (partial rotary below head_dim)",
+                         "head_dim", 2, 256);
+}
+
+void finish_rope(ShapeCheck& c) {
+  Shape& s = c.shape;
+  if (!c.given("rotary_dim")) s.set("rotary_dim", s.num("head_dim"));
+  const int64_t r = s.num("rotary_dim");
+  if (r % 2 != 0 || r > s.num("head_dim"))
+    c.fail("rotary_dim", "shape.rotary_dim must be even and at most head_dim (" + std::to_string(s.num("head_dim")) +
+                             "), got " + std::to_string(r));
+  if (s.word("rope") == "none" && (c.given("rotary_dim") || c.given("rope_theta")))
+    c.fail(c.given("rotary_dim") ? "rotary_dim" : "rope_theta",
+           "shape.rotary_dim and shape.rope_theta need shape.rope = \"neox\" or \"gptj\"");
+}
+
+RopeOptions::RopeOptions(const Shape& s) {
+  const std::string& style = s.word("rope");
+  rope_.style = style == "neox"   ? ref::Rope::Style::neox
+                : style == "gptj" ? ref::Rope::Style::gptj
+                                  : ref::Rope::Style::none;
+  rope_.theta = s.real("rope_theta");
+  rope_.rotary_dim = s.num("rotary_dim");
+}
+
+// The same angles as the reference (ref::detail::apply_rope), rounded once to fp32.
+std::vector<float> RopeOptions::table(int64_t first, int64_t rows) const {
+  const int64_t half = rope_.rotary_dim / 2;
+  std::vector<float> t(static_cast<size_t>(2 * rows * half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(rope_.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_.rotary_dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      const double angle = static_cast<double>(first + r) * freq;
+      t[static_cast<size_t>(2 * (r * half + i))] = static_cast<float>(std::cos(angle));
+      t[static_cast<size_t>(2 * (r * half + i) + 1)] = static_cast<float>(std::sin(angle));
+    }
+  }
+  return t;
+}
+
+RopeTable RopeOptions::device(const void* table, int64_t first, int64_t rows) const {
+  RopeTable t;
+  if (!on()) return t;
+  t.style = rope_.style == ref::Rope::Style::neox ? RopeTable::neox : RopeTable::gptj;
+  t.rotary_dim = static_cast<int>(rope_.rotary_dim);
+  t.first = static_cast<int>(first);
+  t.rows = static_cast<int>(rows);
+  t.cos_sin = static_cast<const float2*>(table);
+  return t;
+}
+
 bool causal_of(const Shape& s) { return s.word("causal") != "none"; }
 bool top_left_of(const Shape& s) { return s.word("causal") == "top_left"; }
 
@@ -186,8 +257,8 @@ void finish_heads(ShapeCheck& c) {
     c.fail("kv_heads", "heads (" + std::to_string(s.num("heads")) + ") must be a multiple of kv_heads (" +
                            std::to_string(s.num("kv_heads")) + ")");
   if (s.num("head_dim") % 8 != 0 || s.num("head_dim") > 256)
-    c.fail("head_dim", "shape.head_dim must be a multiple of 8 and at most 256, got " +
-                           std::to_string(s.num("head_dim")));
+    c.fail("head_dim",
+           "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(s.num("head_dim")));
 }
 
 OpSpec attention_op() {
@@ -207,10 +278,14 @@ OpSpec attention_op() {
       alibi_slopes_key(),
       scale_key(),
       softcap_key(),
+      rope_key(),
+      rope_theta_key(),
+      rotary_dim_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);
+    finish_rope(c);
     if (!c.given("seq_k")) c.shape.set("seq_k", c.shape.num("seq_q"));
   };
   op.variants = [] { return variant_infos(attention_variants()); };

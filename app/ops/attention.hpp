@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "app/op.hpp"
+#include "kernels/common/rope.hpp"
+#include "reference/common.hpp"
 
 namespace attnbench {
 
@@ -26,6 +28,10 @@ KeySpec causal_key();
 KeySpec decode_window_key();
 // Keys a query at the end of `context` tokens sees with `window` (0 = all of them).
 inline int64_t seen_keys(int64_t context, int64_t window) { return window > 0 && window < context ? window : context; }
+// RoPE: rope = "none" | "neox" | "gptj", rope_theta, rotary_dim (defaults to head_dim).
+KeySpec rope_key();
+KeySpec rope_theta_key();
+KeySpec rotary_dim_key();
 bool causal_of(const Shape& s);
 bool top_left_of(const Shape& s);
 
@@ -35,6 +41,23 @@ void finish_heads(ShapeCheck& check);
 // alibi_slopes: one per query head, and it turns ALiBi on (alibi = false beside it is a
 // contradiction). For the ops with the score keys, after finish_heads.
 void finish_scores(ShapeCheck& check);
+// rotary_dim defaults to head_dim; it must be even and at most head_dim. After finish_heads.
+void finish_rope(ShapeCheck& check);
+
+// What the RoPE keys ask of one point: the reference's Rope, and the (cos, sin) table the
+// kernels read (fp64 angles, stored in fp32), for positions [first, first + rows).
+class RopeOptions {
+ public:
+  explicit RopeOptions(const Shape& s);
+  bool on() const { return rope_.on(); }
+  const ref::Rope& reference() const { return rope_; }
+  std::vector<float> table(int64_t first, int64_t rows) const;  // [rows][rotary_dim / 2][cos, sin]
+  // The kernels' view of a table uploaded from table(first, rows); none when off.
+  RopeTable device(const void* table, int64_t first, int64_t rows) const;
+
+ private:
+  ref::Rope rope_;
+};
 
 // What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
 // given to the kernels' params and the fp64 reference alike: the reference sees the slopes

@@ -1,13 +1,14 @@
 // Decode: one new query per sequence attends to its whole KV cache,
 // o = softmax(q·Kᵀ·scale + bias)·V over the first context[b] cache rows. The step
 // that dominates generation; bound by reading the cache.
+#include "kernels/decode/decode.hpp"
+
 #include <algorithm>
 #include <cmath>
 
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
 #include "app/problem.hpp"
-#include "kernels/decode/decode.hpp"
 
 namespace attnbench {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 class DecodeProblem : public TableProblem<DecodeParams> {
  public:
   explicit DecodeProblem(const CasePoint& p)
-      : TableProblem(p, decode_variants()), scores_(p.shape, p.shape.num("heads")) {
+      : TableProblem(p, decode_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -32,6 +33,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table(0, max_context_));
   }
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.
@@ -54,6 +56,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     d.alibi_slopes = scores_.reference_slopes();
     d.scale = scores_.reference_scale();
     d.softcap = scores_.softcap();
+    d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -90,6 +93,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
     p.scale = scores_.scale();
     p.softcap = scores_.softcap();
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, max_context_);
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
@@ -98,6 +102,8 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   std::vector<int64_t> context_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
+  RopeOptions rope_;
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device, positions [0, max_context)
   DeviceBuffer* context_lens_;
 };
 
@@ -119,10 +125,14 @@ OpSpec decode_op() {
       alibi_slopes_key(),
       scale_key(),
       softcap_key(),
+      rope_key(),
+      rope_theta_key(),
+      rotary_dim_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);
+    finish_rope(c);
     const auto& context = c.shape.lengths("context");
     if (!c.given("max_context")) c.shape.set("max_context", *std::max_element(context.begin(), context.end()));
     const int64_t max_context = c.shape.num("max_context");

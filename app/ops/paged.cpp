@@ -2,6 +2,8 @@
 // a shared pool, found through per-sequence block tables, optionally stored as fp8
 // e4m3 with a per-tensor scale. The cache is written by the reshape_and_cache op's
 // kernel; its check is reported as a row of its own.
+#include "app/ops/paged.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,7 +11,6 @@
 #include "app/numeric.hpp"
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
-#include "app/ops/paged.hpp"
 #include "app/problem.hpp"
 #include "kernels/common/random.hpp"
 #include "kernels/paged/paged.hpp"
@@ -25,7 +26,7 @@ namespace {
 class PagedProblem : public TableProblem<PagedParams> {
  public:
   explicit PagedProblem(const CasePoint& p)
-      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")) {
+      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -55,6 +56,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     slots_ = &add_buffer(8 * tokens_);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table(0, longest_));
   }
   // The tokens the queries see (all of them without a window) and their table entries.
   Work work() const override {
@@ -84,6 +86,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     d.alibi_slopes = scores_.reference_slopes();
     d.scale = scores_.reference_scale();
     d.softcap = scores_.softcap();
+    d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), cached(0).data(), cached(1).data(), rows);
   }
 
@@ -120,8 +123,9 @@ class PagedProblem : public TableProblem<PagedParams> {
 
  private:
   int64_t cache_elements() const {
-    return count_elements("k_cache", {{"num_blocks", num_blocks_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_},
-                                      {"block_size", block_size_}});
+    return count_elements(
+        "k_cache",
+        {{"num_blocks", num_blocks_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}, {"block_size", block_size_}});
   }
 
   // The tokens' values as the cache holds them: the stored codes (times the scale for
@@ -149,39 +153,40 @@ class PagedProblem : public TableProblem<PagedParams> {
       std::vector<Comparison> parts(static_cast<size_t>((tokens_ + kTokens - 1) / kTokens));
       parallel_for(static_cast<int64_t>(parts.size()), static_cast<double>(tokens_) * kv_heads_ * head_dim_,
                    [&](int64_t task) {
-        // Tallies stay local until the end: tasks' Comparisons share cache lines, and
-        // counting into them element by element cost 40 ns an element on 16 cores.
-        int64_t checked = 0, mismatches = 0;
-        double max_abs = 0;
-        std::vector<float> row(static_cast<size_t>(head_dim_));
-        std::vector<uint8_t> want(static_cast<size_t>(head_dim_) * e);
-        for (int64_t t = task * kTokens; t < std::min(tokens_, (task + 1) * kTokens); ++t) {
-          const int64_t block = slots[t] / block_size_, offset = slots[t] % block_size_;
-          for (int64_t h = 0; h < kv_heads_; ++h) {
-            const int64_t first = (t * kv_heads_ + h) * head_dim_;
-            for (int64_t j = 0; j < head_dim_; ++j) row[j] = fp8 ? tokens[first + j] / scale : tokens[first + j];
-            encode_range(kv_dtype_, row.data(), head_dim_, want.data());  // rounds to kv_dtype
-            if (keep) {
-              decode_range(kv_dtype_, want.data(), head_dim_, &stored[first]);
-              if (fp8)
-                for (int64_t j = 0; j < head_dim_; ++j) stored[first + j] *= scale;
-            }
-            checked += head_dim_;
-            for (int64_t j = 0; j < head_dim_; ++j) {
-              const int64_t at = which ? layout.v(block, h, j, offset) : layout.k(block, h, j, offset);
-              if (std::memcmp(got.get() + at * e, &want[j * e], e) == 0) continue;
-              ++mismatches;
-              const double have = decode_element(kv_dtype_, got.get(), at);
-              const double should = decode_element(kv_dtype_, want.data(), j);
-              max_abs = std::isfinite(have) ? std::max(max_abs, std::fabs(have - should)) : INFINITY;
-            }
-          }
-        }
-        Comparison& part = parts[static_cast<size_t>(task)];
-        part.elements_checked = checked;
-        part.mismatches = mismatches;
-        part.max_abs = max_abs;
-      });
+                     // Tallies stay local until the end: tasks' Comparisons share cache lines, and
+                     // counting into them element by element cost 40 ns an element on 16 cores.
+                     int64_t checked = 0, mismatches = 0;
+                     double max_abs = 0;
+                     std::vector<float> row(static_cast<size_t>(head_dim_));
+                     std::vector<uint8_t> want(static_cast<size_t>(head_dim_) * e);
+                     for (int64_t t = task * kTokens; t < std::min(tokens_, (task + 1) * kTokens); ++t) {
+                       const int64_t block = slots[t] / block_size_, offset = slots[t] % block_size_;
+                       for (int64_t h = 0; h < kv_heads_; ++h) {
+                         const int64_t first = (t * kv_heads_ + h) * head_dim_;
+                         for (int64_t j = 0; j < head_dim_; ++j)
+                           row[j] = fp8 ? tokens[first + j] / scale : tokens[first + j];
+                         encode_range(kv_dtype_, row.data(), head_dim_, want.data());  // rounds to kv_dtype
+                         if (keep) {
+                           decode_range(kv_dtype_, want.data(), head_dim_, &stored[first]);
+                           if (fp8)
+                             for (int64_t j = 0; j < head_dim_; ++j) stored[first + j] *= scale;
+                         }
+                         checked += head_dim_;
+                         for (int64_t j = 0; j < head_dim_; ++j) {
+                           const int64_t at = which ? layout.v(block, h, j, offset) : layout.k(block, h, j, offset);
+                           if (std::memcmp(got.get() + at * e, &want[j * e], e) == 0) continue;
+                           ++mismatches;
+                           const double have = decode_element(kv_dtype_, got.get(), at);
+                           const double should = decode_element(kv_dtype_, want.data(), j);
+                           max_abs = std::isfinite(have) ? std::max(max_abs, std::fabs(have - should)) : INFINITY;
+                         }
+                       }
+                     }
+                     Comparison& part = parts[static_cast<size_t>(task)];
+                     part.elements_checked = checked;
+                     part.mismatches = mismatches;
+                     part.max_abs = max_abs;
+                   });
       for (const Comparison& part : parts) {
         c.elements_checked += part.elements_checked;
         c.mismatches += part.mismatches;
@@ -214,6 +219,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
     p.scale = scores_.scale();
     p.softcap = scores_.softcap();
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, longest_);
     p.dtype = point().dtype;
     p.kv_dtype = kv_dtype_;
     p.k_scale = k_scale_;
@@ -226,6 +232,8 @@ class PagedProblem : public TableProblem<PagedParams> {
   DType kv_dtype_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
+  RopeOptions rope_;
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device, positions [0, longest context)
   std::vector<int64_t> context_;
   int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
   std::vector<int32_t> table_;
@@ -304,17 +312,20 @@ OpSpec paged_op() {
       derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
                       "needed + needed / 4 + 1"),
       int_key("partition_size", "v2: tokens per partition, a multiple of block_size", 512),
-      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
-                 "dtype"),
+      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt, "dtype"),
       decode_window_key(),
       alibi_key(),
       alibi_slopes_key(),
       scale_key(),
       softcap_key(),
+      rope_key(),
+      rope_theta_key(),
+      rotary_dim_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);
+    finish_rope(c);
     finish_paged_pool(c);
     const int64_t partition = c.shape.num("partition_size"), block = c.shape.num("block_size");
     if (partition % block != 0)

@@ -58,6 +58,7 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 
@@ -125,10 +126,11 @@ __device__ __forceinline__ int key_hi(const Args& a, int pos) { return min(pos +
 __device__ __forceinline__ int key_lo(const Args& a, int pos) { return max(pos - a.lo_reach, 0); }
 
 // MASKED: causal, window, ALiBi or soft-capping (the general path); without it the only mask is the seq_k
-// tail of the last key tile. The arguments are __grid_constant__, read in place from the
-// constant bank where they are used: as a plain by-value parameter (128 bytes) the compiler
-// loads every field at entry, and the 256-row d128 loop comes out 31 instructions longer.
-template <class T, class Cfg, bool MASKED>
+// tail of the last key tile. ROPE: the Q tile is rotated in shared memory once it lands (one
+// extra barrier per block); the plain kernels carry none of it. The arguments are __grid_constant__, read in place from
+// the constant bank where they are used: as a plain by-value parameter (128 bytes) the compiler loads every field at
+// entry, and the 256-row d128 loop comes out 31 instructions longer.
+template <class T, class Cfg, bool MASKED, bool ROPE>
 __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kernel(const __grid_constant__ Args a) {
   constexpr int Br = Cfg::Br, Bc = Cfg::Bc, WM = Cfg::WM, MT = Cfg::MT, NT = Cfg::NT, DT = Cfg::DT;
   constexpr int KS = Cfg::KS, PK = Cfg::PK, CH = Cfg::CH, RB = Cfg::PITCH, LD_ROWS = Cfg::LD_ROWS;
@@ -230,6 +232,16 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
     load_kv(0, n_max - 1);
   }
   cp_async_commit();
+  if constexpr (ROPE) {
+    // RoPE on the queries in the load path: once Q has landed the block turns it in place (row
+    // r at position m0 + r + shift), before the accumulators hold registers; the key loop's
+    // first barrier publishes it. The keys arrive turned (flash_mma's launch turns K once).
+    if (n_max > n_min) {
+      cp_async_wait<0>();
+      __syncthreads();
+      rope_shared_tile<T, Br, Cfg::THREADS, RB, 4>(sQ, a.seq_q - m0, m0 + shift, a.rope, sreg_tid());
+    }
+  }
 
   float acc_o[MT][DT][4];
 #pragma unroll
@@ -258,7 +270,6 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
     if (n > n_min) load_kv(stage ^ 1, n - 1);
     cp_async_commit();
     const uint32_t sK = sKV + stage * Cfg::STAGE_BYTES, sV = sK + Cfg::KV_BYTES;
-
     // S = Q Kᵀ (raw scores, fp32).
     float acc_s[MT][NT][4];
 #pragma unroll
@@ -490,33 +501,40 @@ using Tiles256 = Tiles<Config<256, 128, 64, 8, 1>, Config<256, 128, 64, 8, 1>>;
 template <int D>
 using TilesFor = std::conditional_t<D == 64, Tiles64, std::conditional_t<D == 128, Tiles128, Tiles256>>;
 
-template <class T, class Cfg, bool MASKED>
+template <class T, class Cfg, bool MASKED, bool ROPE>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED>;
+  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED, ROPE>;
+  constexpr int smem = Cfg::SMEM_BYTES;
   // More than 48 KB of dynamic shared memory needs an opt-in, once per kernel; the carveout
   // asks for the shared-memory-heavy split so two blocks fit per SM.
   static const cudaError_t opt_in = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     return e != cudaSuccess ? e
                             : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                    cudaSharedmemCarveoutMaxShared);
   }();
   check_cuda(opt_in, "flash_mma");
-  launch_per_batch_chunk(p, kernel, make_args(p), Cfg::Br, Cfg::THREADS, Cfg::SMEM_BYTES, ctx, "flash_mma");
+  launch_per_batch_chunk(p, kernel, make_args(p), Cfg::Br, Cfg::THREADS, smem, ctx, "flash_mma");
 }
 
-// The one switch on dtype and mask kind; each head-dim class has a tile config per mask kind.
-template <class Tl>
-void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
+// The switches on mask kind and RoPE; each head-dim class has a tile config per mask kind.
+template <class T, class Tl>
+void launch_type(const AttentionParams& p, const LaunchContext& ctx) {
   using Plain = typename Tl::plain;
   using Masked = typename Tl::masked;
-  const bool masked = is_masked(p);
+  if (p.rope.on())
+    return is_masked(p) ? launch_kernel<T, Masked, true, true>(p, ctx) : launch_kernel<T, Plain, false, true>(p, ctx);
+  return is_masked(p) ? launch_kernel<T, Masked, true, false>(p, ctx) : launch_kernel<T, Plain, false, false>(p, ctx);
+}
+
+// The one switch on dtype.
+template <class Tl>
+void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
   switch (p.dtype) {
     case DType::fp16:
-      return masked ? launch_kernel<__half, Masked, true>(p, ctx) : launch_kernel<__half, Plain, false>(p, ctx);
+      return launch_type<__half, Tl>(p, ctx);
     case DType::bf16:
-      return masked ? launch_kernel<__nv_bfloat16, Masked, true>(p, ctx)
-                    : launch_kernel<__nv_bfloat16, Plain, false>(p, ctx);
+      return launch_type<__nv_bfloat16, Tl>(p, ctx);
     default:
       throw std::invalid_argument(std::string("attention/flash_mma: no ") + dtype_name(p.dtype) + " path");
   }
@@ -525,8 +543,24 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 // The one switch on the head-dim class.
 }  // namespace
 
+// RoPE: the keys are turned once, by a pass into the workspace (rope_rows), and the kernel
+// turns its queries as it loads them. Turning each K tile in the load path instead costs
+// every query block the same work again (16 to 32 times over at seq 4096): measured at
+// 0.47-0.69x the kernel without RoPE, against 0.9x for this split (cases/perf/BENCH_NOTES.md,
+// run 55).
 void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
-  with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) { launch_dtype<TilesFor<decltype(d)::value>>(p, ctx); });
+  AttentionParams r = p;
+  if (p.rope.on()) {
+    RopeRows k{p.k, ctx.workspace, p.dtype, p.batch, p.seq_k, p.kv_heads, p.head_dim};
+    rope_rows(k, p.rope, ctx.stream);
+    check_launch("attention/flash_mma (rope_rows of k)");
+    r.k = ctx.workspace;
+  }
+  with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) { launch_dtype<TilesFor<decltype(d)::value>>(r, ctx); });
+}
+
+std::size_t flash_mma_workspace(const AttentionParams& p) {
+  return p.rope.on() ? static_cast<std::size_t>(p.batch * p.seq_k * p.kv_heads * p.head_dim) * dtype_bytes(p.dtype) : 0;
 }
 
 // Shared memory per block of the config launch_dtype picks.
@@ -560,8 +594,15 @@ std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps)
     return "batch strides must be multiples of 8 elements (16-byte rows)";
   if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
     return "q, k, v and o must be 16-byte aligned (cp.async and 16-byte stores)";
+  if (p.rope.on() && p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
+    return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
+  if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
+    return "neox RoPE in the Q load turns whole 16-byte chunks with their partners: rotary_dim must be a multiple of "
+           "16";
+  if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
+    return "gptj RoPE in the Q load turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
   return with_head_dim_class<64, 128, 256>(p.head_dim,
-                                          [&](auto d) { return shape_reason<TilesFor<decltype(d)::value>>(p, caps); });
+                                           [&](auto d) { return shape_reason<TilesFor<decltype(d)::value>>(p, caps); });
 }
 
 }  // namespace attnbench::attention_impl

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/rope.hpp"
 
 namespace attnbench {
 
@@ -35,6 +36,9 @@ struct AttentionParams {
   float scale = 0;       // softmax scale, 1/sqrt(head_dim) when 0
   float scale_log2 = 0;  // scale * log2(e): kernels use exp2
   int64_t q_offset = 0;  // p - i: seq_k - seq_q, or 0 with top_left (finish_attention_params)
+  // RoPE: query i rotated at its position p, key j at j, before the scores. The table covers
+  // positions [min(0, q_offset), max(seq_k, seq_q + q_offset)).
+  RopeTable rope;
   DType dtype = DType::fp32;
 };
 

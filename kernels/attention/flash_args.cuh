@@ -32,11 +32,12 @@ struct Args {
   int lo_reach, hi_reach;
   int q_offset;  // query i sits at key position i + q_offset (AttentionParams::q_offset)
   bool alibi;
-  const float* alibi_slopes;  // [heads]
-  float alibi_scale;     // 1 / scale: the bias is added to raw scores, before the scale
+  const float* alibi_slopes;   // [heads]
+  float alibi_scale;           // 1 / scale: the bias is added to raw scores, before the scale
   float softcap, inv_softcap;  // in raw score units (softcap / scale); 0, 0 = none
-  float scale_log2;      // scale * log2(e)
-  float inv_scale_log2;  // 1 / scale_log2: the lazy threshold in raw score units
+  float scale_log2;            // scale * log2(e)
+  float inv_scale_log2;        // 1 / scale_log2: the lazy threshold in raw score units
+  RopeTable rope;              // fused RoPE (the ROPE kernels only)
 };
 
 // Causal, window, ALiBi or soft-capping: the kernel's MASKED path, and the tiles of
@@ -73,6 +74,7 @@ inline Args make_args(const AttentionParams& p) {
   a.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
   a.scale_log2 = p.scale_log2;
   a.inv_scale_log2 = 1.f / p.scale_log2;
+  a.rope = p.rope;
   a.batch_offset = 0;
   return a;
 }

@@ -18,6 +18,7 @@ void flash_fp32(const AttentionParams& p, const LaunchContext& ctx);  // 3_flash
 std::string flash_fp32_supports(const AttentionParams& p, const DeviceCaps& caps);
 void flash_mma(const AttentionParams& p, const LaunchContext& ctx);  // 4_flash_mma.cu
 std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps);
+std::size_t flash_mma_workspace(const AttentionParams& p);
 void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx);  // 5_flash_wgmma.cu
 std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps);
 

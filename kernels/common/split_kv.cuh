@@ -9,14 +9,14 @@
 // Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
 // block_work), the device helpers both families' kernels use beyond the common library (the
 // online-softmax tile of the mma kernels, the warp partials, PDL), the (m, l, o) merges (of a
-// block's slices, merge_and_store; of the splits, the combine kernel), and the host side (resident blocks per SM; the partials' workspace size and
-// placement, the combine block shape, the main + combine launch).
+// block's slices, merge_and_store; of the splits, the combine kernel), and the host side (resident blocks per SM; the
+// partials' workspace size and placement, the combine block shape, the main + combine launch).
 //
 // The kernel parameter struct (decode's Decode, paged's Paged) is a template parameter P:
 // it must have the fields heads, kv_heads, group, head_dim, head_tiles, splits, chunk,
-// window, key_align, alibi, slopes, context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The host
-// parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything
-// is inline or a template, so that both families' rungs can include this header.
+// window, key_align, alibi, slopes, context_lens, o, part_o and part_ml (and v_scale for merge_and_store<T, true>). The
+// host parameters (DecodeParams, PagedParams) likewise need batch, heads and head_dim. Everything is inline or a
+// template, so that both families' rungs can include this header.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -32,6 +32,7 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/kernels.hpp"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 
@@ -115,7 +116,6 @@ __device__ __forceinline__ void wait_for_primary() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
-
 
 // The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
 // end of the kernel (merge_and_store). o rows are padded by 4 floats so that the

@@ -41,10 +41,14 @@ __global__ void __launch_bounds__(kNaiveThreads)
   float* s = scores + int64_t{bh} * max_context;
   for (int d = threadIdx.x; d < p.head_dim; d += kNaiveThreads) sq[d] = to_float(q[d]);
   __syncthreads();
+  if (p.rope.on()) {  // the query at its position, ctx - 1
+    rope_shared_floats(sq, ctx - 1, p.rope, threadIdx.x, kNaiveThreads);
+    __syncthreads();
+  }
 
   // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
   const float slope = p.alibi ? p.slopes[h] : 0.f;
-  const float cap = p.softcap * p.scale;  // soft-capping in score units (tanhf: exact)
+  const float cap = p.softcap * p.scale;                        // soft-capping in score units (tanhf: exact)
   const int first = kWindow ? window_first(ctx, p.window) : 0;  // with a window, the keys before it are skipped
   float m = -INFINITY;
   for (int j = first + static_cast<int>(threadIdx.x); j < ctx; j += kNaiveThreads) {

@@ -60,15 +60,15 @@ struct MmaCfg {
   static constexpr int kWarps = 2;
   static constexpr int kStages = 3;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kKeys = 16;                    // keys per tile: M of Sᵀ, K of Oᵀ
-  static constexpr int kHeads = 8;                    // query heads per block: N of both products
-  static constexpr int kSteps = kD / 16;              // k16 steps of Sᵀ = m16 tiles of Oᵀ
-  static constexpr int kChunks = kD / 8;              // 16-byte chunks of a K/V row
-  static constexpr int kTileBytes = kKeys * kD * 2;   // K (or V) of one tile
-  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kKeys = 16;                      // keys per tile: M of Sᵀ, K of Oᵀ
+  static constexpr int kHeads = 8;                      // query heads per block: N of both products
+  static constexpr int kSteps = kD / 16;                // k16 steps of Sᵀ = m16 tiles of Oᵀ
+  static constexpr int kChunks = kD / 8;                // 16-byte chunks of a K/V row
+  static constexpr int kTileBytes = kKeys * kD * 2;     // K (or V) of one tile
+  static constexpr int kStageBytes = 2 * kTileBytes;    // K then V
   static constexpr int kCopies = kTileBytes / 16 / 32;  // 16-byte copies per lane for K, and for V
-  static constexpr int kRowsPerCopy = 32 / kChunks;   // keys one copy instruction of the warp covers
-  static constexpr int kQWords = kD / 2;              // 32-bit words of a Q row
+  static constexpr int kRowsPerCopy = 32 / kChunks;     // keys one copy instruction of the warp covers
+  static constexpr int kQWords = kD / 2;                // 32-bit words of a Q row
   static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
   static constexpr int kSmemBytes = kRingBytes + kHeads * kQWords * 4;
 };
@@ -110,9 +110,16 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
   for (int i = threadIdx.x; i < C::kHeads * C::kChunks; i += C::kThreads) {
     const int n = i / C::kChunks, c = i % C::kChunks;
     uint4 x = make_uint4(0, 0, 0, 0);
-    if (n < w.nheads && c < nq)
-      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
-                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
+    if (n < w.nheads && c < nq) {
+      const T* row = static_cast<const T*>(p.q) + (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim;
+      x = *reinterpret_cast<const uint4*>(row + 8 * c);
+      if (p.rope.on()) {  // the query at its position, context - 1
+        float f[8];
+        unpack<T>(x, f);
+        rope_row_part<T, 8>(row, 8 * c, f, w.ctx - 1, p.rope);
+        x = pack<T>(f);
+      }
+    }
     reinterpret_cast<uint4*>(sq)[i] = x;
   }
   __syncthreads();
@@ -188,7 +195,8 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
       const float dist = static_cast<float>(key - pos);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
-        x[0][2 * r + jj] = sees(w, key) ? fmaf(capped<kCap>(p, s[2 * r + jj]), p.scale_log2, slope[jj] * dist) : -INFINITY;
+        x[0][2 * r + jj] =
+            sees(w, key) ? fmaf(capped<kCap>(p, s[2 * r + jj]), p.scale_log2, slope[jj] * dist) : -INFINITY;
     }
     uint32_t pb0[1], pb1[1];
     softmax_tile<T>(x, m, l, o, pb0, pb1);
@@ -253,6 +261,8 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
       uint4 x = make_uint4(0, 0, 0, 0);
       if (n < w.nheads && chunk_ok[c]) x = *reinterpret_cast<const uint4*>(qn + (li + C::kLanes * c) * C::kVec);
       unpack<T>(x, &q[n][c * C::kVec]);
+      if (p.rope.on() && n < w.nheads && chunk_ok[c])  // the query at its position, context - 1
+        rope_row_part<T, C::kVec>(qn, (li + C::kLanes * c) * C::kVec, &q[n][c * C::kVec], w.ctx - 1, p.rope);
     }
     slope[n] = head_slope_log2(p, w.h0 + n);
   }
@@ -410,18 +420,19 @@ void launch_class(const DecodeParams& p, const LaunchContext& ctx, const Policy&
 void launch_fused_variant(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
   with_storage(p.dtype, policy.name, [&](auto tag) {
     using T = decltype(tag);
-    with_head_dim_class<64, 128, 256>(p.head_dim,
-                                      [&](auto d) {
-                                        constexpr int kD = decltype(d)::value;
-                                        if (p.softcap > 0)
-                                          launch_class<T, kD, true>(p, ctx, policy);
-                                        else
-                                          launch_class<T, kD, false>(p, ctx, policy);
-                                      });
+    with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) {
+      constexpr int kD = decltype(d)::value;
+      if (p.softcap > 0)
+        launch_class<T, kD, true>(p, ctx, policy);
+      else
+        launch_class<T, kD, false>(p, ctx, policy);
+    });
   });
 }
 
-void flash_decode(const DecodeParams& p, const LaunchContext& ctx) { launch_fused_variant(p, ctx, {"decode/flash_decode", nullptr}); }
+void flash_decode(const DecodeParams& p, const LaunchContext& ctx) {
+  launch_fused_variant(p, ctx, {"decode/flash_decode", nullptr});
+}
 
 std::string fused_supports(const DecodeParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);

@@ -35,6 +35,7 @@ struct Decode {
   bool alibi;
   const float* slopes;         // [heads] ALiBi slopes
   float softcap, inv_softcap;  // soft-capping in raw q·k units (softcap / scale); 0 = none
+  RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
 };
 
 inline Decode make_decode(const DecodeParams& p) {
@@ -61,6 +62,7 @@ inline Decode make_decode(const DecodeParams& p) {
   d.slopes = p.alibi_slopes;
   d.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
   d.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
+  d.rope = p.rope;
   return d;
 }
 

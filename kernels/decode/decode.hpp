@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/rope.hpp"
 
 namespace attnbench {
 
@@ -31,6 +32,9 @@ struct DecodeParams {
   float softcap = 0;
   float scale = 0;       // 1/sqrt(head_dim)
   float scale_log2 = 0;  // scale * log2(e)
+  // RoPE: the query is rotated at its position (context_lens[b] - 1) in the kernel; the cache
+  // holds keys rotated when they were stored. The table covers positions [0, max context).
+  RopeTable rope;
   DType dtype = DType::fp32;
 };
 

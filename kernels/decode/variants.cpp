@@ -6,6 +6,7 @@
 // 1_naive.cu, 2_flash_decode.cu, 3_split_kv.cu.
 #include <vector>
 
+#include "kernels/common/rope_first.hpp"
 #include "kernels/decode/decode.hpp"
 #include "kernels/decode/rungs.hpp"
 
@@ -14,13 +15,16 @@ namespace attnbench {
 const std::vector<Variant<DecodeParams>>& decode_variants() {
   using namespace decode_impl;
   static const std::vector<Variant<DecodeParams>> table = {
-      {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V", naive,
-       naive_supports, naive_workspace},
+      {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V", naive, naive_supports,
+       naive_workspace},
       {"flash_decode",
        "one pass, online softmax, one block per (sequence, kv head) for its whole GQA group; mma.sync for fp16/bf16",
        flash_decode, fused_supports, nullptr},
       {"split_kv", "Flash-Decoding: flash_decode with the context split to fill the SMs, fp32 partials, combine",
        split_kv, fused_supports, split_workspace},
+      {"split_kv_rope_first", "split_kv after a separate RoPE pass over the queries (the unfused baseline)",
+       rope_first::launch<DecodeParams, split_kv, split_workspace>, rope_first::supports<DecodeParams, fused_supports>,
+       rope_first::workspace<DecodeParams, split_workspace>},
   };
   return table;
 }

@@ -94,20 +94,20 @@ struct PagedMmaCfg {
   static constexpr int kWarps = 2;
   static constexpr int kStages = 3;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kSub = kFp8 ? 2 : 1;           // 16-key Sᵀ tiles per tile (k16 steps of Oᵀ)
-  static constexpr int kKeys = 16 * kSub;             // keys per tile
-  static constexpr int kHalf = kKeys / 2;             // tokens per 16-byte V copy
-  static constexpr int kHeads = 8;                    // query heads per block: N of both products
+  static constexpr int kSub = kFp8 ? 2 : 1;                    // 16-key Sᵀ tiles per tile (k16 steps of Oᵀ)
+  static constexpr int kKeys = 16 * kSub;                      // keys per tile
+  static constexpr int kHalf = kKeys / 2;                      // tokens per 16-byte V copy
+  static constexpr int kHeads = 8;                             // query heads per block: N of both products
   static constexpr int kX = 16 / static_cast<int>(sizeof(C));  // dims per 16-byte K chunk
-  static constexpr int kSteps = kD / 16;              // k16 steps of Sᵀ = m16 tiles of Oᵀ
+  static constexpr int kSteps = kD / 16;                       // k16 steps of Sᵀ = m16 tiles of Oᵀ
   static constexpr int kTileBytes = kKeys * kD * static_cast<int>(sizeof(C));  // K (or V) of a tile
-  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kStageBytes = 2 * kTileBytes;                           // K then V
   static constexpr int kCopies = kTileBytes / 16 / 32;  // 16-byte copies per lane for K, and for V
-  static constexpr int kQWords = kD / 2;              // 32-bit words of a Q row (fp16/bf16)
+  static constexpr int kQWords = kD / 2;                // 32-bit words of a Q row (fp16/bf16)
   static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
   // Bulk copies (see mma_paged_kernel): the ring holds K and V region by region, 2 cache blocks
   // of kHalf tokens per tile, so a chunk (K) or a dim (V) of a block is 16 bytes, ...
-  static constexpr int kRegion = kD * 16;                   // ... and a block's K (or V) kD x 16 B
+  static constexpr int kRegion = kD * 16;                           // ... and a block's K (or V) kD x 16 B
   static constexpr int kChunkBytes = (kBulk ? kHalf : kKeys) * 16;  // between K chunks in the ring
   static constexpr int kBarOffset = kRingBytes + kHeads * kQWords * 4 + kTable * 4;
   static constexpr int kSmemBytes = kBarOffset + kWarps * kStages * 8;  // + an mbarrier per stage
@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Table tbl = load_table(stbl, p, w);
-  const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Cfg::kBarOffset)) + warp * Cfg::kStages * 8;
+  const uint32_t bars =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem + Cfg::kBarOffset)) + warp * Cfg::kStages * 8;
   if constexpr (kBulk) {
     // The copies fill the first head_dim x 16 bytes of a region: the rest stays 0 throughout.
     if (p.head_dim < kD)
@@ -194,12 +195,13 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
     const int n = i / (kD / 8), c = i % (kD / 8);
     uint4 x = make_uint4(0, 0, 0, 0);
     if (n < w.nheads && c < nq) {
-      x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) +
-                                          (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim + 8 * c);
-      if constexpr (!std::is_same_v<M, T>) {
+      const T* row = static_cast<const T*>(p.q) + (int64_t{w.b} * p.heads + w.h0 + n) * p.head_dim;
+      x = *reinterpret_cast<const uint4*>(row + 8 * c);
+      if (!std::is_same_v<M, T> || p.rope.on()) {
         const uint32_t wv[4] = {x.x, x.y, x.z, x.w};
         float f[8];
         to_floats<T, 4>(wv, f);
+        if (p.rope.on()) rope_row_part<T, 8>(row, 8 * c, f, w.ctx - 1, p.rope);  // at position context - 1
         x = make_uint4(pack2<M>(f[0], f[1]), pack2<M>(f[2], f[3]), pack2<M>(f[4], f[5]), pack2<M>(f[6], f[7]));
       }
     }
@@ -221,9 +223,9 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
   const C* vh = static_cast<const C*>(p.v) + int64_t{w.kvh} * p.head_stride;
   const int kk = lane % Cfg::kKeys, kc0 = lane / Cfg::kKeys;  // K copies: key kk, chunks kc0 + (32 / kKeys) j
   constexpr int kChunkStep = 32 / Cfg::kKeys;
-  const int kchunks = p.head_dim / Cfg::kX;                   // K chunks within head_dim
+  const int kchunks = p.head_dim / Cfg::kX;  // K chunks within head_dim
   const uint32_t k_dst = (kc0 * Cfg::kKeys + k_slot<Cfg::kFp8>(kk)) * 16;
-  const int vd0 = lane >> 1, vhalf = lane & 1;                // V copies: dims vd0 + 16j, half vhalf
+  const int vd0 = lane >> 1, vhalf = lane & 1;  // V copies: dims vd0 + 16j, half vhalf
   const uint32_t v_dst = Cfg::kTileBytes + (2 * vd0 + (vhalf ^ ((vd0 >> 2) & 1))) * 16;
   const bool v_split = Cfg::kFp8 && p.block_size < Cfg::kHalf;  // fp8, block 8: two 8-byte copies
   const uint32_t ring0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -261,9 +263,9 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
       for (int j = 0; j < Cfg::kCopies; ++j) {
         const bool ok = kok && kc0 + kChunkStep * j < kchunks;
         cp_async_16(st + k_dst + j * kChunkStep * Cfg::kKeys * 16, ok ? ks + ((kChunkStep * j) << lbs) * Cfg::kX : kh,
-                     ok ? 16 : 0);
+                    ok ? 16 : 0);
       }
-      const int tok = key0 + Cfg::kHalf * vhalf;  // whole 8-token runs lie in one cache block
+      const int tok = key0 + Cfg::kHalf * vhalf;    // whole 8-token runs lie in one cache block
       const int nv = min(Cfg::kHalf, w.end - tok);  // tokens within `end`; the rest read as 0
       if (!v_split) {
         const C* vs = vh;
@@ -272,7 +274,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
         for (int j = 0; j < Cfg::kCopies; ++j) {
           const bool ok = nv > 0 && vd0 + 16 * j < p.head_dim;
           cp_async_16(st + v_dst + j * 512, ok ? vs + ((16 * j) << lbs) : vh,
-                       ok ? nv * static_cast<int>(sizeof(C)) : 0);
+                      ok ? nv * static_cast<int>(sizeof(C)) : 0);
         }
       } else {
 #pragma unroll
@@ -284,7 +286,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
           for (int j = 0; j < Cfg::kCopies; ++j) {
             const bool ok = n8 > 0 && vd0 + 16 * j < p.head_dim;
             cp_async_8(st + v_dst + j * 512 + 8 * h, ok ? vs + ((16 * j) << lbs) : vh,
-                        ok ? n8 * static_cast<int>(sizeof(C)) : 0);
+                       ok ? n8 * static_cast<int>(sizeof(C)) : 0);
           }
         }
       }
@@ -302,11 +304,11 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
   // of the m tile, half lane / 16 (swizzled).
   // Bulk copies: K as [block][chunk][key] and V as [block = half][dim], unswizzled.
   const int krow = (lane & 7) + 8 * ((lane >> 3) & 1), kkey = key_of_row<Cfg::kFp8>(krow);
-  const uint32_t k_lane =
-      kBulk ? (kkey / Cfg::kHalf) * Cfg::kRegion + ((lane >> 4) * Cfg::kHalf + kkey % Cfg::kHalf) * 16
-            : ((lane >> 4) * Cfg::kKeys + k_slot<Cfg::kFp8>(kkey)) * 16;
-  const uint32_t v_lane = Cfg::kTileBytes + (kBulk ? ((lane >> 4) * kD + krow) * 16
-                                                   : (krow * 2 + ((lane >> 4) ^ ((lane >> 2) & 1))) * 16);
+  const uint32_t k_lane = kBulk
+                              ? (kkey / Cfg::kHalf) * Cfg::kRegion + ((lane >> 4) * Cfg::kHalf + kkey % Cfg::kHalf) * 16
+                              : ((lane >> 4) * Cfg::kKeys + k_slot<Cfg::kFp8>(kkey)) * 16;
+  const uint32_t v_lane =
+      Cfg::kTileBytes + (kBulk ? ((lane >> 4) * kD + krow) * 16 : (krow * 2 + ((lane >> 4) ^ ((lane >> 2) & 1))) * 16);
 
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 1; ++s) issue(s);
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
             mma_16816<M>(s[sub], a[0], a[1], a[2], a[3], qf[k][0], qf[k][1]);
           }
         } else {
-          constexpr int kSubBytes = kBulk ? Cfg::kRegion : 16 * 16;  // between Sᵀ sub-tiles
+          constexpr int kSubBytes = kBulk ? Cfg::kRegion : 16 * 16;           // between Sᵀ sub-tiles
           ldsm_x4(a, st + k_lane + ks * Cfg::kChunkBytes + sub * kSubBytes);  // chunks ks, ks + 1
           uint32_t lo[4], hi[4];
 #pragma unroll
@@ -449,6 +451,10 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
     sq[n][d] = x;
   }
   __syncthreads();
+  if (p.rope.on()) {  // the queries at their position, context - 1
+    for (int n = 0; n < kG; ++n) rope_shared_floats(sq[n], w.ctx - 1, p.rope, threadIdx.x, Cfg::kThreads);
+    __syncthreads();
+  }
 
   const int lbs = p.log2_bs, bmask = p.block_size - 1;
   const C* kc = static_cast<const C*>(p.k) + int64_t{w.kvh} * p.head_stride;
@@ -671,8 +677,8 @@ void paged_flash(const PagedParams& p, const LaunchContext& ctx) {
     if constexpr (!std::is_same_v<T, float>) {
       // A cache block of a kv head whose rows are 16 bytes (fp8 at block 16, 16-bit at 8) is one
       // region of head_dim x 16 bytes, which sm_90 copies whole (see mma_paged_kernel).
-      const bool bulk = ctx.caps != nullptr && ctx.caps->arch() >= 90 &&
-                        p.block_size * static_cast<int64_t>(sizeof(C)) == 16;
+      const bool bulk =
+          ctx.caps != nullptr && ctx.caps->arch() >= 90 && p.block_size * static_cast<int64_t>(sizeof(C)) == 16;
       if (p.head_dim <= 64) return bulk ? launch_mma<T, C, 64, true>(p, ctx) : launch_mma<T, C, 64, false>(p, ctx);
       if (p.head_dim <= 128) return bulk ? launch_mma<T, C, 128, true>(p, ctx) : launch_mma<T, C, 128, false>(p, ctx);
     }

@@ -40,18 +40,19 @@ struct Paged {
   int64_t block_stride;  // cache elements between pool blocks: kv_heads·head_dim·block_size
   int head_stride;       // cache elements between kv heads of a block: head_dim·block_size
   int heads, kv_heads, group, head_dim, block_size, log2_bs, max_blocks;
-  int head_tiles;  // paged_flash blocks per (sequence, kv head) side by side
-  int splits;      // paged_flash blocks along the context; 1: the block writes o itself
-  int chunk;       // paged_flash keys per split
-  int partition;   // v1 / v2 tokens per partition (v1: the whole context)
-  int window;      // 0 = none
-  int key_align;   // the kernel's key step (v1/v2: the block size): windows start on a multiple
-  int max_parts;   // v2 partitions of the longest context
+  int head_tiles;    // paged_flash blocks per (sequence, kv head) side by side
+  int splits;        // paged_flash blocks along the context; 1: the block writes o itself
+  int chunk;         // paged_flash keys per split
+  int partition;     // v1 / v2 tokens per partition (v1: the whole context)
+  int window;        // 0 = none
+  int key_align;     // the kernel's key step (v1/v2: the block size): windows start on a multiple
+  int max_parts;     // v2 partitions of the longest context
   float score_log2;  // softmax scale · log2(e) · k_scale
   float v_scale;
   bool alibi;
   const float* slopes;         // [heads] ALiBi slopes
   float softcap, inv_softcap;  // soft-capping in the units of a loaded code's q·k (softcap / (scale · k_scale))
+  RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
 };
 
 inline int log2_exact(int64_t x) {
@@ -97,6 +98,7 @@ inline Paged make_paged(const PagedParams& p) {
   d.slopes = p.alibi_slopes;
   d.softcap = p.softcap > 0 ? p.softcap / (p.scale * p.k_scale) : 0.f;
   d.inv_softcap = p.softcap > 0 ? p.scale * p.k_scale / p.softcap : 0.f;
+  d.rope = p.rope;
   return d;
 }
 
@@ -119,8 +121,8 @@ inline std::string common_reason(const PagedParams& p, const DeviceCaps& caps) {
     return "longest_context must be in [1, max_blocks_per_seq * block_size]";
   if (p.max_blocks_per_seq * p.block_size >= kMaxContext) return "max_blocks_per_seq * block_size must be < 2^30";
   if (p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
-  if (p.kv_dtype == DType::fp8_e4m3 && !(p.k_scale > 0 && p.v_scale > 0 && std::isfinite(p.k_scale) &&
-                                         std::isfinite(p.v_scale)))
+  if (p.kv_dtype == DType::fp8_e4m3 &&
+      !(p.k_scale > 0 && p.v_scale > 0 && std::isfinite(p.k_scale) && std::isfinite(p.v_scale)))
     return "k_scale and v_scale must be positive and finite";
   if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+";
   if (caps.cc_major != 0 && p.kv_dtype == DType::fp8_e4m3 && caps.arch() < 89)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/rope.hpp"
 
 namespace attnbench {
 
@@ -22,15 +23,15 @@ inline int64_t paged_x(DType kv_dtype) { return 16 / static_cast<int64_t>(dtype_
 // v_scale. Table entries past a sequence's last block, and every pool slot no
 // sequence owns, point at NaN: a kernel that reads beyond a context fails.
 struct PagedParams {
-  const void* q = nullptr;      // [batch, heads, head_dim], dtype
-  const void* k_cache = nullptr;  // [num_blocks, kv_heads, head_dim / x, block_size, x], kv_dtype
-  const void* v_cache = nullptr;  // [num_blocks, kv_heads, head_dim, block_size], kv_dtype
-  void* o = nullptr;            // [batch, heads, head_dim], dtype
+  const void* q = nullptr;                // [batch, heads, head_dim], dtype
+  const void* k_cache = nullptr;          // [num_blocks, kv_heads, head_dim / x, block_size, x], kv_dtype
+  const void* v_cache = nullptr;          // [num_blocks, kv_heads, head_dim, block_size], kv_dtype
+  void* o = nullptr;                      // [batch, heads, head_dim], dtype
   const int32_t* block_tables = nullptr;  // [batch, max_blocks_per_seq], on the device
   const int32_t* context_lens = nullptr;  // [batch], on the device; every entry >= 1
   int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 64;
   int64_t block_size = 16, num_blocks = 1, max_blocks_per_seq = 1;
-  int64_t longest_context = 1;  // the largest context_lens entry, known on the host
+  int64_t longest_context = 1;   // the largest context_lens entry, known on the host
   int64_t partition_size = 512;  // v2: tokens per partition (a multiple of block_size)
   // window > 0: the query sees only its last `window` tokens (itself included); kernels
   // skip the blocks before them.
@@ -39,9 +40,12 @@ struct PagedParams {
   const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
   float softcap = 0;
   float scale = 0, scale_log2 = 0;  // softmax scale 1/sqrt(head_dim), and scale * log2(e)
-  DType dtype = DType::fp32;        // q and o
-  DType kv_dtype = DType::fp32;     // the cache: dtype, or fp8_e4m3
-  float k_scale = 1, v_scale = 1;   // fp8 dequantisation scales (1 otherwise)
+  // RoPE: the query is rotated at its position (context_lens[b] - 1) in the kernel; the cache
+  // holds keys rotated when they were stored. The table covers positions [0, max context).
+  RopeTable rope;
+  DType dtype = DType::fp32;       // q and o
+  DType kv_dtype = DType::fp32;    // the cache: dtype, or fp8_e4m3
+  float k_scale = 1, v_scale = 1;  // fp8 dequantisation scales (1 otherwise)
 };
 
 inline void finish_paged_params(PagedParams& p) {

@@ -10,6 +10,7 @@
 // flight. One rung per file: 1_v1.cu, 2_v2.cu, 3_paged_flash.cu.
 #include <vector>
 
+#include "kernels/common/rope_first.hpp"
 #include "kernels/paged/paged.hpp"
 #include "kernels/paged/rungs.hpp"
 
@@ -19,14 +20,21 @@ const std::vector<Variant<PagedParams>>& paged_variants() {
   using namespace paged_impl;
   static const std::vector<Variant<PagedParams>> table = {
       {"v1",
-       "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory",
-       v1, v1_supports, nullptr},
-      {"v2", "vLLM PagedAttention v2: v1 over partition_size-token partitions, fp32 partials, reduce kernel", v2,
-       v2_supports, v2_workspace},
+       "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory; RoPE: a "
+       "pass first, as vLLM's rotary kernel",
+       rope_first::launch<PagedParams, v1, nullptr>, rope_first::passthrough_supports<PagedParams, v1_supports>,
+       rope_first::workspace<PagedParams, nullptr>},
+      {"v2", "vLLM PagedAttention v2: v1 over partition_size-token partitions, fp32 partials, reduce kernel",
+       rope_first::launch<PagedParams, v2, v2_workspace>, rope_first::passthrough_supports<PagedParams, v2_supports>,
+       rope_first::workspace<PagedParams, v2_workspace>},
       {"paged_flash",
        "one block per (sequence, kv head, split) for its whole GQA group, online softmax, mma.sync for 16-bit q, "
        "block table in shared memory, combine",
        paged_flash, paged_flash_supports, paged_flash_workspace},
+      {"paged_flash_rope_first", "paged_flash after a separate RoPE pass over the queries (the unfused baseline)",
+       rope_first::launch<PagedParams, paged_flash, paged_flash_workspace>,
+       rope_first::supports<PagedParams, paged_flash_supports>,
+       rope_first::workspace<PagedParams, paged_flash_workspace>},
   };
   return table;
 }
