@@ -25,6 +25,9 @@ Matrix cache_append(const CacheAppendShape& s, const float* cache_before, const 
   for (size_t n = 0; n < rows.size(); ++n) {
     const int64_t b = rows[n] / s.max_context, p = rows[n] % s.max_context, t = p - s.context[b];
     after.row(n) = (0 <= t && t < s.tokens ? added.row(b * s.tokens + t) : before.row(rows[n])).cast<double>();
+    if (s.rope.on() && 0 <= t && t < s.tokens)  // each head of the new row, at position p
+      for (int64_t h = 0; h < s.kv_heads; ++h)
+        apply_rope(after.block(static_cast<Eigen::Index>(n), h * s.head_dim, 1, s.head_dim), {p}, s.rope);
   }
   return after;
 }

@@ -1,7 +1,10 @@
 // reshape_and_cache (vLLM): tokens' K/V rows scattered into their slots of a paged KV
 // cache, cache[slot / block_size, h, ..., slot % block_size] = value (quantised to fp8
 // e4m3 with a per-tensor scale when the cache is fp8); every slot no token owns keeps
-// its contents. The write that fills the paged op's cache.
+// its contents. The write that fills the paged op's cache. With RoPE each key is turned at
+// its position in its sequence before it is stored.
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -10,14 +13,13 @@
 #include "app/ops/attention.hpp"
 #include "app/ops/paged.hpp"
 #include "app/problem.hpp"
-#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
 
 namespace attnbench {
 namespace {
 
 class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
  public:
-  explicit ReshapeAndCacheProblem(const CasePoint& p) : TableProblem(p, reshape_and_cache_variants()) {
+  explicit ReshapeAndCacheProblem(const CasePoint& p) : TableProblem(p, reshape_and_cache_variants()), rope_(p.shape) {
     const Shape& s = p.shape;
     context_ = s.lengths("context");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
@@ -34,11 +36,24 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
                 "every sequence's tokens, one after another");
     // Both caches in their memory order: K [blocks, kv_heads, head_dim / x, block_size, x],
     // V [blocks, kv_heads, head_dim, block_size]; a row is one (block, head).
-    const std::vector<Dim> caches = {
-        {"k|v", 2}, {"num_blocks", shape_.num_blocks, 'b'}, {"kv_heads", g, 'h'}, {"head_dim*block_size", d * shape_.block_size, 'd'}};
+    const std::vector<Dim> caches = {{"k|v", 2},
+                                     {"num_blocks", shape_.num_blocks, 'b'},
+                                     {"kv_heads", g, 'h'},
+                                     {"head_dim*block_size", d * shape_.block_size, 'd'}};
     add_input("cache", kv_dtype_, caches, 1.f, true, "the caches before the write, in vLLM's layouts");
     add_output("cache_after", kv_dtype_, caches, 3, "vLLM's layouts");
     slots_ = &add_buffer(8 * shape_.tokens);
+    if (rope_.on()) {
+      int64_t longest = 0;
+      std::vector<int32_t> positions;  // each token's index in its sequence
+      for (int64_t c : context_) {
+        longest = std::max(longest, c);
+        for (int64_t i = 0; i < c; ++i) positions.push_back(static_cast<int32_t>(i));
+      }
+      positions_ = &add_constant(positions);
+      rope_rows_ = longest;
+      rope_table_ = &add_constant(rope_.table(0, longest));
+    }
   }
   Work work() const override {
     // The tokens read at dtype and written at kv_dtype, K and V, and the slot mapping.
@@ -46,7 +61,9 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     return {0, elems * (dtype_bytes(point().dtype) + dtype_bytes(kv_dtype_)) + 8.0 * shape_.tokens, Bandwidth::copy};
   }
   // A copy (or a quantisation done the same way on both sides) is right or wrong: bit for bit.
-  Tolerance tolerance() const override { return {0, 0}; }
+  // Keys turned by RoPE are computed (fp32 on the device, fp64 here) before they are rounded:
+  // the cache dtype's tolerance, on the codes.
+  Tolerance tolerance() const override { return rope_.on() ? default_tolerance(kv_dtype_) : Tolerance{0, 0}; }
   // Every (block, head) row of the first and the last sequence, K and V.
   ref::Rows must_check_rows() const override {
     ref::Rows rows;
@@ -72,8 +89,8 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
   // The output starts as the caches before the write: slots the kernel must not touch
   // keep them, and a slot it forgot keeps an old value that fails.
   void poison_output(cudaStream_t stream) override {
-    check_cuda(cudaMemcpyAsync(output().device.get(), input(2).device.get(), output().bytes(),
-                               cudaMemcpyDeviceToDevice, stream),
+    check_cuda(cudaMemcpyAsync(output().device.get(), input(2).device.get(), output().bytes(), cudaMemcpyDeviceToDevice,
+                               stream),
                "restore the cache");
   }
 
@@ -84,7 +101,8 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     slots_->upload(pool_.slots.data(), 8 * pool_.slots.size());
     // What the cache stores: the value rounded to kv_dtype, or for fp8 value / scale.
     for (int which = 0; which < 2; ++which) {
-      const HostValues& v = input(which).host;
+      HostValues v = input(which).host;
+      if (which == 0 && rope_.on()) turn_keys(v);
       scale_[which] = kv_dtype_ == DType::fp8_e4m3 ? fp8_scale(v.data(), static_cast<int64_t>(v.size())) : 1.f;
       codes_[which].resize(v.size());
       for (size_t i = 0; i < v.size(); ++i) codes_[which][i] = round_to(kv_dtype_, v[i] / scale_[which]);
@@ -105,7 +123,22 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     p.kv_dtype = kv_dtype_;
     p.k_scale = scale_[0];
     p.v_scale = scale_[1];
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, rope_rows_);
+    p.positions = positions_ ? static_cast<const int32_t*>(positions_->get()) : nullptr;
     return p;
+  }
+  // The keys as RoPE turns them (fp64, rounded to float): token i of a sequence at position i.
+  void turn_keys(HostValues& k) const {
+    const int64_t d = shape_.head_dim, g = shape_.kv_heads;
+    int64_t token = 0;
+    for (int64_t c : context_)
+      for (int64_t i = 0; i < c; ++i, ++token)
+        for (int64_t h = 0; h < g; ++h) {
+          float* row = k.data() + (token * g + h) * d;
+          ref::Matrix x = Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>>(row, d).cast<double>();
+          ref::detail::apply_rope(x, {i}, rope_.reference());
+          for (int64_t e = 0; e < d; ++e) row[e] = static_cast<float>(x(0, e));
+        }
   }
   ref::ReshapeAndCacheShape shape_;
   std::vector<int64_t> context_;
@@ -114,6 +147,9 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
   std::vector<float> codes_[2];
   float scale_[2] = {1, 1};
   DeviceBuffer* slots_;
+  RopeOptions rope_;
+  int64_t rope_rows_ = 0;                                      // positions the RoPE table covers
+  DeviceBuffer *rope_table_ = nullptr, *positions_ = nullptr;  // with RoPE
 };
 
 }  // namespace
@@ -130,19 +166,20 @@ OpSpec reshape_and_cache_op() {
       int_key("block_size", "tokens per cache block", 16),
       derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
                       "needed + needed / 4 + 1"),
-      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt,
-                 "dtype"),
+      choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt, "dtype"),
+      rope_key(),
+      rope_theta_key(),
+      rotary_dim_key(),
   };
   op.finish = [](ShapeCheck& c) {
     const int64_t head_dim = c.shape.num("head_dim");
     if (head_dim % 8 != 0 || head_dim > 256)
       c.fail("head_dim", "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(head_dim));
+    finish_rope(c);
     finish_paged_pool(c);
   };
   op.variants = [] { return variant_infos(reshape_and_cache_variants()); };
-  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> {
-    return std::make_unique<ReshapeAndCacheProblem>(p);
-  };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<ReshapeAndCacheProblem>(p); };
   return op;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/rope.hpp"
 
 namespace attnbench {
 
@@ -17,6 +18,9 @@ struct CacheAppendParams {
   const void* v_new;         // [batch, tokens, kv_heads, head_dim]
   const int32_t* positions;  // [batch], on the device; positions[b] + tokens <= max_context
   int64_t batch = 1, tokens = 1, kv_heads = 1, head_dim = 64, max_context = 1;
+  // RoPE: each new key is turned at its position (positions[b] + t) as it is stored, as
+  // serving engines do; values are copied. The table covers positions [0, max_context).
+  RopeTable rope;
   DType dtype = DType::fp32;
 };
 

@@ -2,7 +2,8 @@
 // of one token), which writes them to K as one 16-byte store and those dims to V (one element
 // per dim row, block_size elements apart); fp8 caches store __nv_cvt_float_to_fp8(value /
 // scale, satfinite), which rounds to nearest even and saturates at +-448 as app/numeric.cpp
-// does. vLLM's kernel, slot by slot.
+// does. vLLM's kernel, slot by slot. With RoPE each key is turned at its position first, in
+// fp32 (its partners read from the token's row), then rounded or quantised.
 // Not timed on its own: the paged op writes its caches with it before timing the attention.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/paged/paged.hpp"
 #include "kernels/reshape_and_cache/reshape_and_cache.hpp"
@@ -30,7 +32,7 @@ template <class Tin, class C, bool kVec>
 __global__ void reshape_and_cache_kernel(const Tin* __restrict__ k, const Tin* __restrict__ v, C* __restrict__ k_cache,
                                          C* __restrict__ v_cache, const int64_t* __restrict__ slot_mapping,
                                          int64_t tokens, int kv_heads, int head_dim, int block_size, float k_scale,
-                                         float v_scale) {
+                                         float v_scale, RopeTable rope, const int32_t* __restrict__ positions) {
   constexpr int kX = 16 / static_cast<int>(sizeof(C));
   const int nch = head_dim / kX;
   const int64_t total = tokens * kv_heads * nch;
@@ -52,7 +54,20 @@ __global__ void reshape_and_cache_kernel(const Tin* __restrict__ k, const Tin* _
     for (int which = 0; which < 2; ++which) {
       const Tin* in = (which ? v : k) + src;
       __align__(16) C out[kX];
-      if constexpr (std::is_same_v<Tin, C>) {
+      const bool turn = which == 0 && rope.on();  // the key, turned at its position before it is stored
+      if (turn) {
+        float f[kX];
+#pragma unroll
+        for (int e = 0; e < kX; ++e) f[e] = to_float(in[e]);
+        rope_row_part<Tin, kX>(k + (tok * kv_heads + h) * head_dim, c * kX, f, positions[tok], rope);
+#pragma unroll
+        for (int e = 0; e < kX; ++e) {
+          if constexpr (std::is_same_v<Tin, C>)
+            out[e] = from_float<C>(f[e]);
+          else
+            out[e].__x = __nv_cvt_float_to_fp8(__fdiv_rn(f[e], k_scale), __NV_SATFINITE, __NV_E4M3);
+        }
+      } else if constexpr (std::is_same_v<Tin, C>) {
         if constexpr (kVec) {
           *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(in);
         } else {
@@ -118,7 +133,7 @@ void scatter(const ReshapeAndCacheParams& p, const LaunchContext& ctx) {
       kernel<<<blocks, kThreads, 0, ctx.stream>>>(
           static_cast<const T*>(p.k), static_cast<const T*>(p.v), static_cast<C*>(p.k_cache),
           static_cast<C*>(p.v_cache), p.slot_mapping, p.tokens, static_cast<int>(p.kv_heads),
-          static_cast<int>(p.head_dim), static_cast<int>(p.block_size), p.k_scale, p.v_scale);
+          static_cast<int>(p.head_dim), static_cast<int>(p.block_size), p.k_scale, p.v_scale, p.rope, p.positions);
     };
     if (vec)
       launch(reshape_and_cache_kernel<T, C, true>);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/rope.hpp"
 
 namespace attnbench {
 
@@ -20,6 +21,10 @@ struct ReshapeAndCacheParams {
   int64_t tokens = 1, kv_heads = 1, head_dim = 64, block_size = 16;
   DType dtype = DType::fp32, kv_dtype = DType::fp32;
   float k_scale = 1, v_scale = 1;
+  // RoPE: token i's key is turned at position positions[i] before it is stored (and
+  // quantised), as serving engines do; values are stored as they are.
+  RopeTable rope;
+  const int32_t* positions = nullptr;  // [tokens], on the device; read only with rope
 };
 
 const std::vector<Variant<ReshapeAndCacheParams>>& reshape_and_cache_variants();
