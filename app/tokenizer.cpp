@@ -1,5 +1,6 @@
 #include "app/tokenizer.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,12 @@ bool code_points(const std::string& s, std::vector<uint32_t>& out) {
   return true;
 }
 
+std::string u_plus(uint32_t cp) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(cp));
+  return buf;
+}
+
 }  // namespace
 
 uint32_t gpt2_char_of_byte(uint8_t b) {
@@ -75,7 +82,7 @@ Gpt2Vocab Gpt2Vocab::load(const std::string& path) {
     for (uint32_t cp : cps) {
       const auto it = byte_of_char().find(cp);
       if (it == byte_of_char().end())
-        throw InputError(clipped(path) + ": token " + std::to_string(n) + " has U+" + std::to_string(cp) +
+        throw InputError(clipped(path) + ": token " + std::to_string(n) + " has " + u_plus(cp) +
                          ", outside GPT-2's byte alphabet");
       v.bytes_[n] += static_cast<char>(it->second);
     }
