@@ -1,11 +1,16 @@
-// GPT-2's byte-level BPE vocabulary, for printing a model's prompt and generated tokens:
+// GPT-2's byte-level BPE tokenizer, for a model's prompt and generated tokens.
+//
 // vocab.json maps each token (its bytes written as printable characters by GPT-2's
 // bytes_to_unicode table) to its id; decoding an id sequence joins the tokens and maps each
-// character back to its byte. Encoding text needs the merges too and is not here yet; its
-// first step, GPT-2's pre-tokenizer, is.
+// character back to its byte. Encoding also needs merges.txt, the ranked list of pairs that
+// BPE joins, and GPT-2's pre-tokenizer, which cuts text into words that BPE never joins
+// across: Gpt2Tokenizer holds both files and encodes as GPT-2's encoder.py (and Hugging
+// Face's GPT2Tokenizer) does, except for the Unicode classes noted at gpt2_pretokenize.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace attnbench {
@@ -19,9 +24,39 @@ class Gpt2Vocab {
   // The bytes of the tokens, concatenated (UTF-8 once whole words are joined); an id
   // outside the vocabulary is an InputError.
   std::string decode(const std::vector<int64_t>& ids) const;
+  // The id of the token with these bytes, or -1 when there is none.
+  int64_t id_of(const std::string& bytes) const;
 
  private:
-  std::vector<std::string> bytes_;  // id -> the token's bytes
+  std::vector<std::string> bytes_;                // id -> the token's bytes
+  std::unordered_map<std::string, int64_t> ids_;  // the token's bytes -> id
+};
+
+// A vocabulary and its merges: text to ids and back.
+class Gpt2Tokenizer {
+ public:
+  // Reads vocab.json (as Gpt2Vocab::load) and merges.txt: a first line starting "#version",
+  // then one merge a line, two tokens separated by one space, ranked by line order (CRLF
+  // line ends are accepted). InputError naming the file, and the line for merges.txt, when
+  // a file cannot be read, a line is not that shape, a merge repeats an earlier one, or a
+  // merge's tokens or its result are not in the vocabulary; also when the vocabulary lacks
+  // a token for one of the 256 bytes, since text that no merge covers is encoded byte by byte.
+  static Gpt2Tokenizer load(const std::string& vocab_path, const std::string& merges_path);
+  const Gpt2Vocab& vocab() const { return vocab_; }
+  // gpt2_pretokenize's words, each cut into bytes and joined by BPE: the adjacent pair with
+  // the lowest rank is merged everywhere in the word (left to right, not overlapping), again
+  // and again until no adjacent pair has a merge. Any bytes are accepted, and
+  // decode(encode(s)) == s for every s. Special tokens are not looked for: "<|endoftext|>"
+  // in the text is encoded as its characters, as encoder.py does (Hugging Face's tokenizer
+  // gives its id instead). Safe to call from several threads: the word cache has a lock.
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const { return vocab_.decode(ids); }
+
+ private:
+  struct Merges;  // the ranked merges and a cache of encoded words (app/tokenizer.cpp)
+  Gpt2Tokenizer() = default;
+  Gpt2Vocab vocab_;
+  std::shared_ptr<Merges> merges_;
 };
 
 // GPT-2's pre-tokenizer: text cut into the words that BPE encodes one at a time, as the
