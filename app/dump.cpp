@@ -1,5 +1,4 @@
 #include "app/dump.hpp"
-#include "app/output.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -8,6 +7,7 @@
 #include <variant>
 
 #include "app/npy.hpp"
+#include "app/output.hpp"
 
 namespace attnbench {
 
@@ -15,8 +15,7 @@ namespace fs = std::filesystem;
 
 nlohmann::json shape_json(const CasePoint& p) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [key, value] : p.shape.values())
-    std::visit([&, key = key](const auto& v) { j[key] = v; }, value);
+  for (const auto& [key, value] : p.shape.values()) std::visit([&, key = key](const auto& v) { j[key] = v; }, value);
   // The scale a peer needs: the case's, else the default 1/sqrt(head_dim).
   if (p.shape.has("head_dim") && !p.shape.has("scale"))
     j["scale"] = 1 / std::sqrt(static_cast<double>(p.shape.num("head_dim")));
@@ -66,14 +65,15 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
          {"op", point_.op},
          {"dtype", dtype_name(point_.dtype)},
          {"seed", seed},
+         {"case_seed", point_.verify.seed},  // the first trial's: what seeded masks (block-sparse) are drawn from
          {"shape", shape_json(point_)},
          {"inputs", nlohmann::json::object()},
          {"outputs", nlohmann::json::object()}};
     for (const Tensor* t : problem.input_tensors()) {
       const auto shape = t->shape();
       write_npy(dir + "/" + t->name + ".npy", std::vector<float>(t->host.begin(), t->host.end()), shape);
-      m["inputs"][t->name] = {{"file", t->name + ".npy"}, {"shape", shape}, {"layout", t->layout()},
-                              {"storage", dtype_name(t->dtype)}};
+      m["inputs"][t->name] = {
+          {"file", t->name + ".npy"}, {"shape", shape}, {"layout", t->layout()}, {"storage", dtype_name(t->dtype)}};
     }
     const int64_t cols = problem.output_cols();
     std::vector<double> ref(want.data(), want.data() + want.size());

@@ -21,6 +21,12 @@ void validate(const AttentionShape& s) {
   require(s.softcap >= 0, "attention: softcap must be >= 0");
   require(!s.rope.on() || s.rope.rotary_dim % 2 == 0, "attention: rotary_dim must be even");
   require(s.rope.rotary_dim >= 0 && s.rope.rotary_dim <= s.head_dim, "attention: rotary_dim must be in [0, head_dim]");
+  require(s.sparse.empty() || static_cast<int64_t>(s.sparse.size()) == s.heads,
+          "attention: one block mask per query head");
+  for (const BlockMask& m : s.sparse)
+    require(m.block > 0 && m.key_blocks == (s.seq_k + m.block - 1) / m.block &&
+                static_cast<int64_t>(m.live.size()) == (s.seq_q + m.block - 1) / m.block * m.key_blocks,
+            "attention: a block mask's size does not match seq_q, seq_k and its block");
 }
 
 }  // namespace
@@ -45,7 +51,8 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (head == task.heads.end()) {
       const int64_t q_head = (b * s.seq_q * s.heads + h) * d;  // q: [batch, seq_q, heads, d]
       task.heads.push_back({h, view(q + q_head, s.seq_q, d, s.heads * d),
-                            Mask{s.causal, s.window, s.alibi_slopes.empty() ? 0 : s.alibi_slopes[h]}});
+                            Mask{s.causal, s.window, s.alibi_slopes.empty() ? 0 : s.alibi_slopes[h],
+                                 s.sparse.empty() ? nullptr : &s.sparse[h], s.top_left ? 0 : s.seq_k - s.seq_q}});
       head = task.heads.end() - 1;
     }
     head->query.push_back(i);

@@ -14,10 +14,13 @@ struct AttentionShape {
   // ALiBi, one slope per query head (empty = none): the bias -slope(h) * |p - j|, which is
   // slope(h) * (j - p) for every key a causal query sees (FlashAttention's definition).
   std::vector<double> alibi_slopes;
-  double scale = 0;    // 0 = 1/sqrt(head_dim)
-  double softcap = 0;  // 0 = none; else scores s = scale * q·k become softcap * tanh(s / softcap)
-  Rope rope;           // query i rotated at its position p, key j at j
+  double scale = 0;         // 0 = 1/sqrt(head_dim)
+  double softcap = 0;       // 0 = none; else scores s = scale * q·k become softcap * tanh(s / softcap)
+  Rope rope;                // query i rotated at its position p, key j at j
   bool rotate_keys = true;  // false: the keys are already rotated (a cache that stores them so)
+  // Block-sparse: one BlockMask per query head (empty = dense); query i sees key j only
+  // when its head's mask has j's block live for i's block, on top of every other mask.
+  std::vector<BlockMask> sparse;
 };
 
 // ALiBi's slopes for `heads` heads, as its authors compute them: for a power of two n,

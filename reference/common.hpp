@@ -34,6 +34,14 @@ struct Rope {
   bool on() const { return style != Style::none; }
 };
 
+// Block-sparse attention's mask of one head: query block b (queries b·block .. b·block + block - 1) sees key block
+// c (keys c·block ..) when live[b · key_blocks + c].
+struct BlockMask {
+  int64_t block = 0, key_blocks = 0;
+  std::vector<uint8_t> live;
+  bool sees(int64_t query, int64_t key) const { return live[(query / block) * key_blocks + key / block] != 0; }
+};
+
 namespace detail {
 
 // Fixed task sizes: at most this many output rows per task, and this many columns of C per GEMM task.
@@ -64,10 +72,15 @@ struct Mask {
   bool causal = false;
   int64_t window = 0;  // 0 = none
   double slope = 0;    // ALiBi: the bias -slope·|p - j|; 0 = no bias
+  // Block-sparse (null = dense): the query at position p is query p - offset of its head's blocks.
+  const BlockMask* blocks = nullptr;
+  int64_t offset = 0;
 
   // Causal: no key after p. Window w: |p - j| < w, which with causal is FlashAttention's window (w - 1, 0) and
-  // without it the symmetric (w - 1, w - 1).
-  bool visible(int64_t p, int64_t j) const { return (!causal || j <= p) && (window == 0 || std::abs(p - j) < window); }
+  // without it the symmetric (w - 1, w - 1). Block-sparse: and only keys of the query's live blocks.
+  bool visible(int64_t p, int64_t j) const {
+    return (!causal || j <= p) && (window == 0 || std::abs(p - j) < window) && (!blocks || blocks->sees(p - offset, j));
+  }
 };
 
 // Rotates row r of x by the angles of position pos[r], in place.
@@ -80,8 +93,8 @@ void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rop
 // One head: O = softmax(cap(Q Kᵀ·scale) + bias + mask) V, where cap(s) = softcap·tanh(s / softcap) (none when
 // softcap is 0), bias = -slope·|p - j| and mask = -inf where the key is not visible. q: [n, d], queries at key
 // positions pos[0..n); k, v: [seq_k, d]. Returns O: [n, d].
-Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
-                   const Mask& mask, double scale, double softcap);
+Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos, const Mask& mask,
+                   double scale, double softcap);
 
 // The requested rows of one query head within a KvTask.
 struct HeadRows {

@@ -18,7 +18,9 @@ explicitly: SDPA has no soft-capping); RoPE (rope = "neox" rotates halves, "gptj
 interleaved pairs, of the first rotary_dim elements, pair i by position *
 rope_theta^(-2i/rotary_dim)) turns attention's queries at p and keys at j, and
 decode's and paged's query at context - 1 (their caches hold rotated keys), written
-out here in fp64; a query that sees no key outputs 0. It also
+out here in fp64; block-sparse masks (sparse_block, sparse_local, sparse_global,
+sparse_random) are rebuilt here from their definition and applied as an explicit
+mask; a query that sees no key outputs 0. It also
 reports how far each dumped variant's output is from SDPA.
 
 Exit status: 0 every point agrees, 1 a mismatch, 2 nothing to check or bad input.
@@ -63,8 +65,46 @@ def causal_of(shape):
     return c != "none", c == "top_left"
 
 
-def bias_and_visible(pos, seq_k, heads, causal, window, slopes):
-    """Additive float64 mask [heads, len(pos), seq_k] and which rows see any key."""
+M64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def block_live(shape, heads, seq_q, seq_k, offset, seed):
+    """Block-sparse masks [heads, seq_q, seq_k] (True = live) from the sparse_* keys, as docs/cases.md defines
+    them: local blocks around the diagonal block of each query block's first position, global rows and columns,
+    and sparse_random distinct key blocks per (head, query block), the first draws of a Fisher-Yates shuffle of
+    random_bits(seed, 0x5ba75e00000000 + h * q_blocks + b, n) (kernels/common/random.hpp). None when dense."""
+    B = shape.get("sparse_block", 0)
+    if not B:
+        return None
+    Q, K = -(-seq_q // B), -(-seq_k // B)
+    local, glob, rnd = shape.get("sparse_local", 0), shape.get("sparse_global", 0), shape.get("sparse_random", 0)
+    live = np.zeros((heads, Q, K), dtype=bool)
+    for h in range(heads):
+        for b in range(Q):
+            diag = (b * B + offset) // B  # floor division, as for negative positions
+            for c in range(K):
+                live[h, b, c] = abs(c - diag) <= local or c < glob or b < glob
+            order = list(range(K))
+            for n in range(min(rnd, K)):
+                stream = 0x5BA75E00000000 + h * Q + b
+                r = splitmix64(splitmix64((seed * 0x100000001B3 + stream) & M64) ^ n)
+                pick = n + r % (K - n)
+                order[n], order[pick] = order[pick], order[n]
+                live[h, b, order[n]] = True
+    full = live.repeat(B, axis=1)[:, :seq_q].repeat(B, axis=2)[:, :, :seq_k]
+    return torch.from_numpy(full)
+
+
+def bias_and_visible(pos, seq_k, heads, causal, window, slopes, blocks=None):
+    """Additive float64 mask [heads, len(pos), seq_k] and which rows see any key; blocks: [heads, len(pos), seq_k]
+    block-sparse liveness of these rows, or None."""
     p = torch.as_tensor(pos, dtype=torch.int64)[:, None]
     j = torch.arange(seq_k, dtype=torch.int64)[None, :]
     visible = torch.ones(len(pos), seq_k, dtype=torch.bool)
@@ -77,8 +117,11 @@ def bias_and_visible(pos, seq_k, heads, causal, window, slopes):
     bias = torch.zeros(heads, len(pos), seq_k, dtype=torch.float64)
     if slopes is not None:
         bias -= slopes[:, None, None] * (p - j).abs().to(torch.float64)[None]
-    bias.masked_fill_(~visible[None], float("-inf"))
-    return bias, visible.any(dim=1)
+    visible = visible[None].expand(heads, -1, -1)
+    if blocks is not None:
+        visible = visible & blocks
+    bias.masked_fill_(~visible, float("-inf"))
+    return bias, visible.any(dim=2)
 
 
 def rope(x, pos, shape):
@@ -99,13 +142,13 @@ def rope(x, pos, shape):
     return x
 
 
-def sdpa_rows(q, k, v, pos, scale, causal, window, slopes, softcap, dtype, device):
+def sdpa_rows(q, k, v, pos, scale, causal, window, slopes, softcap, dtype, device, blocks=None):
     """Attention for the queries q [heads, n, d] at positions `pos` over k, v [kv_heads, seq_k, d]: PyTorch's
     SDPA, or the same math written out when soft-capping (which SDPA does not have)."""
     heads, kv_heads = q.shape[0], k.shape[0]
     k = k.repeat_interleave(heads // kv_heads, dim=0)
     v = v.repeat_interleave(heads // kv_heads, dim=0)
-    bias, sees = bias_and_visible(pos, k.shape[1], heads, causal, window, slopes)
+    bias, sees = bias_and_visible(pos, k.shape[1], heads, causal, window, slopes, blocks)
     to = lambda x: x.to(device=device, dtype=dtype)
     if softcap > 0:
         # Written out in fp32 at least (fp64 when asked), as models compute soft-capping: a 16-bit matmul would
@@ -119,7 +162,7 @@ def sdpa_rows(q, k, v, pos, scale, causal, window, slopes, softcap, dtype, devic
         out = F.scaled_dot_product_attention(to(q)[None], to(k)[None], to(v)[None], attn_mask=to(bias)[None],
                                              scale=scale)[0]
     out = out.to(torch.float64).cpu()
-    out[:, ~sees] = 0  # rows that see no key: attnbench outputs 0, SDPA gives NaN
+    out[~sees] = 0  # rows that see no key: attnbench outputs 0, SDPA gives NaN
     return out
 
 
@@ -141,6 +184,7 @@ def check_point(d, m, args):
     if op == "attention":
         q, k, v = load("q"), load("k"), load("v")  # [b, s, heads, d]
         seq_q, seq_k = shape["seq_q"], shape["seq_k"]
+        blocks = block_live(shape, heads, seq_q, seq_k, 0 if top_left else seq_k - seq_q, m.get("case_seed", m["seed"]))
         b_of, i_of, h_of = rows // (seq_q * heads), rows // heads % seq_q, rows % heads
         for b in np.unique(b_of):
             sel = np.nonzero(b_of == b)[0]
@@ -148,7 +192,8 @@ def check_point(d, m, args):
             pos = queries if top_left else queries + seq_k - seq_q
             out = sdpa_rows(rope(q[b, queries].transpose(0, 1), pos, shape),
                             rope(k[b].transpose(0, 1), np.arange(seq_k), shape), v[b].transpose(0, 1),
-                            pos, scale, causal, shape["window"], slopes, softcap, dtype, device)  # [heads, n, d]
+                            pos, scale, causal, shape["window"], slopes, softcap, dtype, device,
+                            None if blocks is None else blocks[:, queries])  # [heads, n, d]
             where = {int(i): n for n, i in enumerate(queries)}
             for r in sel:
                 got[r] = out[h_of[r], where[int(i_of[r])]].numpy()

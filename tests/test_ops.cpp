@@ -123,6 +123,51 @@ TEST(Rope, TableHoldsTheAnglesOfItsPositions) {
                    .on());
 }
 
+// The block masks the sparse keys build: the diagonal and its neighbours, the global rows and
+// columns, distinct random blocks per head and query block, ascending lists; work() counts
+// live pairs only, and all blocks live is the dense count.
+TEST(BlockSparse, LocalGlobalAndRandomBlocks) {
+  const CasePoint p = point(
+      "op = \"attention\"\n[shape]\nbatch = 1\nheads = 2\nseq_q = 1024\nhead_dim = 64\nsparse_block = 128\n"
+      "sparse_local = 1\nsparse_global = 1\n");
+  const SparseLayout l = block_sparse(p.shape, 2, 1024, 1024, 0, 7);
+  ASSERT_EQ(l.q_blocks, 8);
+  ASSERT_EQ(l.k_blocks, 8);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t b = 0; b < 8; ++b)
+      for (int64_t c = 0; c < 8; ++c)
+        EXPECT_EQ(l.live[(h * 8 + b) * 8 + c], b == 0 || c == 0 || std::abs(b - c) <= 1) << h << b << c;
+  EXPECT_EQ(l.num[0], 8);  // the global query block sees all
+  EXPECT_EQ(l.num[5], 4);  // 0, 4, 5, 6
+  EXPECT_EQ(std::vector<int32_t>(&l.idx[5 * 8], &l.idx[5 * 8 + 4]), (std::vector<int32_t>{0, 4, 5, 6}));
+
+  const std::string random =
+      "op = \"attention\"\n[shape]\nbatch = 1\nheads = 2\nseq_q = 1024\nhead_dim = 64\nsparse_block = 64\n"
+      "sparse_random = 3\n";
+  const SparseLayout r = block_sparse(point(random).shape, 2, 1024, 1024, 0, 7);
+  for (int64_t hb = 0; hb < 2 * 16; ++hb) {
+    const int32_t n = r.num[hb];
+    EXPECT_TRUE(n == 3 || n == 4) << hb;  // the diagonal, and three distinct draws that may include it
+    for (int32_t i = 1; i < n; ++i) EXPECT_LT(r.idx[hb * 16 + i - 1], r.idx[hb * 16 + i]);
+  }
+  EXPECT_EQ(r.live, block_sparse(point(random).shape, 2, 1024, 1024, 0, 7).live);  // reproducible
+  EXPECT_NE(r.live, block_sparse(point(random).shape, 2, 1024, 1024, 0, 8).live);  // from the seed
+  EXPECT_NE(std::vector<uint8_t>(r.live.begin(), r.live.begin() + 256),
+            std::vector<uint8_t>(r.live.begin() + 256, r.live.end()));  // per head
+
+  const std::string all =
+      "op = \"attention\"\n[shape]\nbatch = 2\nheads = 2\nseq_q = 300\nhead_dim = 64\n"
+      "causal = true\nsparse_block = 64\nsparse_local = 8\n";
+  const std::string dense =
+      "op = \"attention\"\n[shape]\nbatch = 2\nheads = 2\nseq_q = 300\nhead_dim = 64\n"
+      "causal = true\n";
+  EXPECT_EQ(make_problem(point(all))->work().flops, make_problem(point(dense))->work().flops);
+  const std::string diag =
+      "op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 256\nhead_dim = 64\n"
+      "sparse_block = 128\n";
+  EXPECT_DOUBLE_EQ(make_problem(point(diag))->work().flops, 4.0 * 64 * 2 * 128 * 128);  // two diagonal blocks
+}
+
 TEST(Work, GemmAndSoftmax) {
   const Work w =
       make_problem(point("op = \"gemm\"\ndtype = \"fp16\"\n[shape]\nbatch = 3\nm = 10\nn = 20\nk = 30\n"))->work();

@@ -402,6 +402,38 @@ TEST(Attention, WindowOfSeqKIsNoWindow) {
   EXPECT_GT((in.run(s) - full).cwiseAbs().maxCoeff(), 1e-3);
 }
 
+// Block-sparse: every block live is dense; only key block 0 live is attention over the first
+// block's keys alone (non-causal scores do not depend on positions); a head's mask is its own.
+TEST(Attention, BlockSparseAllLiveIsDenseAndOneBlockIsTheFirstKeys) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 2, s.kv_heads = 1, s.seq_q = 10, s.seq_k = 11, s.head_dim = 8, s.causal = true;
+  const AttentionInputs in(s, 30);
+  const Matrix dense = in.run(s);
+  const int64_t block = 4, qb = 3, kb = 3;
+  s.sparse.assign(2, BlockMask{block, kb, std::vector<uint8_t>(qb * kb, 1)});
+  expect_near(in.run(s), dense, 0);
+
+  s.causal = false;
+  for (BlockMask& m : s.sparse)
+    for (int64_t b = 0; b < qb; ++b) m.live[b * kb + 1] = m.live[b * kb + 2] = 0;  // key block 0 only
+  AttentionShape first = s;
+  first.sparse.clear();
+  first.seq_k = block;
+  std::vector<float> k4, v4;  // each batch's first 4 keys and values
+  for (int64_t b = 0; b < s.batch; ++b) {
+    k4.insert(k4.end(), in.k.begin() + b * 11 * 8, in.k.begin() + b * 11 * 8 + 4 * 8);
+    v4.insert(v4.end(), in.v.begin() + b * 11 * 8, in.v.begin() + b * 11 * 8 + 4 * 8);
+  }
+  const Matrix want = attention(first, in.q.data(), k4.data(), v4.data(), all_rows(AttentionInputs::count(s)));
+  expect_near(in.run(s), want, 1e-12);
+  s.sparse[1].live[0] = 0, s.sparse[1].live[1] = 1;  // head 1, query block 0: key block 1 instead
+  const Matrix mixed = in.run(s);
+  for (int64_t r = 0; r < AttentionInputs::count(s); ++r) {
+    const bool changed = r % 2 == 1 && r / 2 % 10 < block;  // head 1's queries 0..3
+    EXPECT_EQ((mixed.row(r) - want.row(r)).cwiseAbs().maxCoeff() > 1e-6, changed) << r;
+  }
+}
+
 TEST(Attention, CausalWithMoreQueriesThanKeysGivesZeroRows) {
   AttentionShape s;
   s.batch = 2, s.heads = 2, s.seq_q = 6, s.seq_k = 4, s.head_dim = 8;
@@ -459,33 +491,33 @@ struct DecodeInputs {
 
 TEST(Decode, EqualsLastRowOfCausalAttention) {
   for (bool alibi : {false, true})
-  for (int64_t window : {0, 5}) {
-    DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
-    in.s.window = window;
-    in.s.softcap = window ? 0.7 : 0;  // the options together
-    in.s.scale = window ? 0.3 : 0;
-    const DecodeShape& s = in.s;
-    const Matrix o = in.run(all_rows(s.batch * s.heads));
-    EXPECT_FALSE(o.hasNaN());
-    for (int64_t b = 0; b < s.batch; ++b) {
-      // Sequence b as a prefill: context[b] queries (random, but the last is the decode query) over its tokens.
-      AttentionShape a;
-      a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = a.seq_k = s.context[b], a.head_dim = s.head_dim;
-      a.causal = true;
-      a.window = s.window;
-      a.alibi_slopes = s.alibi_slopes;
-      a.softcap = s.softcap;
-      a.scale = s.scale;
-      std::vector<float> q = random_values(a.seq_q * a.heads * a.head_dim, 60);
-      std::copy_n(in.q.begin() + b * s.heads * s.head_dim, s.heads * s.head_dim,
-                  q.end() - s.heads * s.head_dim);  // the last query row
-      const int64_t cache = b * s.max_context * s.kv_heads * s.head_dim;
-      Rows last_row(s.heads);
-      std::iota(last_row.begin(), last_row.end(), (a.seq_q - 1) * a.heads);
-      const Matrix expected = attention(a, q.data(), in.k.data() + cache, in.v.data() + cache, last_row);
-      expect_near(o.middleRows(b * s.heads, s.heads), expected, 1e-15);
+    for (int64_t window : {0, 5}) {
+      DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
+      in.s.window = window;
+      in.s.softcap = window ? 0.7 : 0;  // the options together
+      in.s.scale = window ? 0.3 : 0;
+      const DecodeShape& s = in.s;
+      const Matrix o = in.run(all_rows(s.batch * s.heads));
+      EXPECT_FALSE(o.hasNaN());
+      for (int64_t b = 0; b < s.batch; ++b) {
+        // Sequence b as a prefill: context[b] queries (random, but the last is the decode query) over its tokens.
+        AttentionShape a;
+        a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = a.seq_k = s.context[b], a.head_dim = s.head_dim;
+        a.causal = true;
+        a.window = s.window;
+        a.alibi_slopes = s.alibi_slopes;
+        a.softcap = s.softcap;
+        a.scale = s.scale;
+        std::vector<float> q = random_values(a.seq_q * a.heads * a.head_dim, 60);
+        std::copy_n(in.q.begin() + b * s.heads * s.head_dim, s.heads * s.head_dim,
+                    q.end() - s.heads * s.head_dim);  // the last query row
+        const int64_t cache = b * s.max_context * s.kv_heads * s.head_dim;
+        Rows last_row(s.heads);
+        std::iota(last_row.begin(), last_row.end(), (a.seq_q - 1) * a.heads);
+        const Matrix expected = attention(a, q.data(), in.k.data() + cache, in.v.data() + cache, last_row);
+        expect_near(o.middleRows(b * s.heads, s.heads), expected, 1e-15);
+      }
     }
-  }
 }
 
 // Decode's cache holds keys rotated when they were stored: decode with RoPE equals the last row of a causal prefill
@@ -504,8 +536,8 @@ TEST(Rope, DecodeRotatesOnlyItsQuery) {
     const int64_t cache = b * s.max_context * s.kv_heads * s.head_dim;
     Rows heads(s.heads);
     std::iota(heads.begin(), heads.end(), 0);
-    const Matrix want = attention(a, in.q.data() + b * s.heads * s.head_dim, in.k.data() + cache, in.v.data() + cache,
-                                  heads);
+    const Matrix want =
+        attention(a, in.q.data() + b * s.heads * s.head_dim, in.k.data() + cache, in.v.data() + cache, heads);
     expect_near(o.middleRows(b * s.heads, s.heads), want, 1e-15);
   }
   DecodeInputs plain(4, 2, 16, {5, 9}, false);  // and the rotation does something
@@ -567,12 +599,20 @@ TEST(CacheAppend, TwoSequencesLandAtTheirContextAndNothingElseChanges) {
   s.batch = 2, s.tokens = 2, s.kv_heads = 1, s.head_dim = 2, s.max_context = 5;
   s.context = {1, 3};
   std::vector<float> before(2 * 5 * 2);
-  std::iota(before.begin(), before.end(), 100.0f);                            // row r holds (100 + 2r, 101 + 2r)
+  std::iota(before.begin(), before.end(), 100.0f);                                // row r holds (100 + 2r, 101 + 2r)
   const std::vector<float> added = {-1, -2, -3, -4, /* b = 1 */ -5, -6, -7, -8};  // [batch, tokens, 2]
   const Matrix got = cache_append(s, before.data(), added.data(), all_rows(10));
   expect_near(got,
-              rows_of({{100, 101}, {-1, -2}, {-3, -4}, {106, 107}, {108, 109},      // b = 0: positions 1, 2 new
-                       {110, 111}, {112, 113}, {114, 115}, {-5, -6}, {-7, -8}}),  // b = 1: positions 3, 4 new
+              rows_of({{100, 101},
+                       {-1, -2},
+                       {-3, -4},
+                       {106, 107},
+                       {108, 109},  // b = 0: positions 1, 2 new
+                       {110, 111},
+                       {112, 113},
+                       {114, 115},
+                       {-5, -6},
+                       {-7, -8}}),  // b = 1: positions 3, 4 new
               0);
 }
 
@@ -623,12 +663,12 @@ TEST(ReshapeAndCache, KnownSlotsAgainstHandComputedIndices) {
   // offset 0 takes columns 0 1 4 5 and offset 1 columns 2 3 6 7.
   const Matrix k = reshape_and_cache(s, PagedCache::key, before.data(), values.data(), slots.data(), rows);
   expect_near(k,
-              rows_of({{101, 102, 1002, 1003, 103, 104, 1006, 1007},     // block 0 h 0: token 1, offset 0
-                       {111, 112, 1010, 1011, 113, 114, 1014, 1015},     // block 0 h 1
+              rows_of({{101, 102, 1002, 1003, 103, 104, 1006, 1007},      // block 0 h 0: token 1, offset 0
+                       {111, 112, 1010, 1011, 113, 114, 1014, 1015},      // block 0 h 1
                        {1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023},  // block 1: no token
                        {1024, 1025, 1026, 1027, 1028, 1029, 1030, 1031},
-                       {1032, 1033, 1, 2, 1036, 1037, 3, 4},              // block 2 h 0: token 0, offset 1
-                       {1040, 1041, 11, 12, 1044, 1045, 13, 14}}),        // block 2 h 1
+                       {1032, 1033, 1, 2, 1036, 1037, 3, 4},        // block 2 h 0: token 0, offset 1
+                       {1040, 1041, 11, 12, 1044, 1045, 13, 14}}),  // block 2 h 1
               0);
 
   // V [block, h, e, offset]: element e of offset o sits at e * 2 + o: offset 0 is the even columns, offset 1 the odd.
@@ -644,9 +684,10 @@ TEST(ReshapeAndCache, KnownSlotsAgainstHandComputedIndices) {
 
   // Sampled rows, in any order, are those rows of the whole cache.
   const Matrix sampled = reshape_and_cache(s, PagedCache::key, before.data(), values.data(), slots.data(), {4, 0, 4});
-  expect_near(sampled, rows_of({{1032, 1033, 1, 2, 1036, 1037, 3, 4},
-                                {101, 102, 1002, 1003, 103, 104, 1006, 1007},
-                                {1032, 1033, 1, 2, 1036, 1037, 3, 4}}),
+  expect_near(sampled,
+              rows_of({{1032, 1033, 1, 2, 1036, 1037, 3, 4},
+                       {101, 102, 1002, 1003, 103, 104, 1006, 1007},
+                       {1032, 1033, 1, 2, 1036, 1037, 3, 4}}),
               0);
 }
 

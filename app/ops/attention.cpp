@@ -8,11 +8,12 @@
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/common/random.hpp"
 #include "reference/attention.hpp"
 
 namespace attnbench {
 
-int64_t AttentionMask::visible_keys(int64_t i) const {
+std::pair<int64_t, int64_t> AttentionMask::key_range(int64_t i) const {
   const int64_t pos = position(i);
   int64_t lo = 0, hi = seq_k - 1;
   if (causal) hi = std::min(hi, pos);
@@ -20,7 +21,56 @@ int64_t AttentionMask::visible_keys(int64_t i) const {
     lo = std::max(lo, pos - window + 1);
     if (!causal) hi = std::min(hi, pos + window - 1);
   }
+  return {lo, hi};
+}
+
+int64_t AttentionMask::visible_keys(int64_t i) const {
+  const auto [lo, hi] = key_range(i);
   return std::max<int64_t>(0, hi - lo + 1);
+}
+
+int64_t SparseLayout::live_blocks() const {
+  int64_t n = 0;
+  for (int32_t c : num) n += c;
+  return n;
+}
+
+SparseLayout block_sparse(const Shape& s, int64_t heads, int64_t seq_q, int64_t seq_k, int64_t offset, uint64_t seed) {
+  SparseLayout l;
+  l.block = s.num("sparse_block");
+  if (l.block == 0) return l;
+  const int64_t B = l.block, local = s.num("sparse_local"), global = s.num("sparse_global");
+  const int64_t random = s.num("sparse_random");
+  l.q_blocks = ceil_div(seq_q, B);
+  l.k_blocks = ceil_div(seq_k, B);
+  const int64_t Q = l.q_blocks, K = l.k_blocks;
+  l.live.assign(static_cast<size_t>(heads * Q * K), 0);
+  l.num.assign(static_cast<size_t>(heads * Q), 0);
+  l.idx.assign(static_cast<size_t>(heads * Q * K), -1);
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t b = 0; b < Q; ++b) {
+      uint8_t* live = &l.live[static_cast<size_t>((h * Q + b) * K)];
+      // The diagonal: the key block of the block's first query's position (floor division).
+      const int64_t pos = b * B + offset, diag = pos >= 0 ? pos / B : -((-pos + B - 1) / B);
+      for (int64_t c = 0; c < K; ++c) live[c] = std::abs(c - diag) <= local || c < global || b < global ? 1 : 0;
+      // sparse_random distinct blocks: the first draws of a Fisher-Yates shuffle.
+      for (int64_t c = 0; c < K; ++c) order[static_cast<size_t>(c)] = c;
+      for (int64_t n = 0; n < std::min(random, K); ++n) {
+        const uint64_t r =
+            random_bits(seed, 0x5ba75e00000000ull + static_cast<uint64_t>(h * Q + b), static_cast<uint64_t>(n));
+        const int64_t pick = n + static_cast<int64_t>(r % static_cast<uint64_t>(K - n));
+        std::swap(order[static_cast<size_t>(n)], order[static_cast<size_t>(pick)]);
+        live[order[static_cast<size_t>(n)]] = 1;
+      }
+      int32_t* idx = &l.idx[static_cast<size_t>((h * Q + b) * K)];
+      int32_t& count = l.num[static_cast<size_t>(h * Q + b)];
+      for (int64_t c = 0; c < K; ++c)
+        if (live[c]) idx[count++] = static_cast<int32_t>(c);
+    }
+    l.heads.push_back({B, K, std::vector<uint8_t>(l.live.begin() + h * Q * K, l.live.begin() + (h + 1) * Q * K)});
+  }
+  return l;
 }
 
 int64_t AttentionMask::pairs() const {
@@ -57,10 +107,31 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     rope_first_ = std::min<int64_t>(0, offset);
     rope_rows_ = std::max(mask_.seq_k, mask_.seq_q + offset) - rope_first_;
     if (rope_.on()) rope_table_ = &add_constant(rope_.table(rope_first_, rope_rows_));
+    sparse_ = block_sparse(s, heads_, mask_.seq_q, mask_.seq_k, offset, p.verify.seed);
+    if (sparse_.block > 0) {
+      sparse_live_ = &add_constant(sparse_.live);
+      sparse_num_ = &add_constant(sparse_.num);
+      sparse_idx_ = &add_constant(sparse_.idx);
+    }
+  }
+  // The (query, key) pairs the mask leaves, summed over heads: block-sparse masks differ by head.
+  double pairs() const {
+    if (sparse_.block == 0) return static_cast<double>(heads_) * static_cast<double>(mask_.pairs());
+    const int64_t B = sparse_.block, Q = sparse_.q_blocks, K = sparse_.k_blocks;
+    double n = 0;
+    for (int64_t h = 0; h < heads_; ++h)
+      for (int64_t i = 0; i < mask_.seq_q; ++i) {
+        const auto [lo, hi] = mask_.key_range(i);
+        const int32_t* idx = &sparse_.idx[static_cast<size_t>((h * Q + i / B) * K)];
+        for (int32_t c = 0; c < sparse_.num[static_cast<size_t>(h * Q + i / B)]; ++c)
+          n += static_cast<double>(
+              std::max<int64_t>(0, std::min(hi, (idx[c] + 1) * B - 1) - std::max(lo, int64_t{idx[c]} * B) + 1));
+      }
+    return n;
   }
   Work work() const override {
     const double e = dtype_bytes(point().dtype);
-    return {4.0 * batch_ * heads_ * head_dim_ * static_cast<double>(mask_.pairs()),
+    return {4.0 * batch_ * head_dim_ * pairs(),
             e * batch_ * head_dim_ * (2.0 * mask_.seq_q * heads_ + 2.0 * mask_.seq_k * kv_heads_), Bandwidth::copy};
   }
   // Rows that see no key must come out 0, not NaN: check the first and the last
@@ -91,6 +162,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     a.scale = scores_.reference_scale();
     a.softcap = scores_.softcap();
     a.rope = rope_.reference();
+    a.sparse = sparse_.heads;
     return ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -115,6 +187,14 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.scale = scores_.scale();
     p.softcap = scores_.softcap();
     p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, rope_first_, rope_rows_);
+    if (sparse_.block > 0) {
+      p.sparse.block = static_cast<int>(sparse_.block);
+      p.sparse.q_blocks = static_cast<int>(sparse_.q_blocks);
+      p.sparse.k_blocks = static_cast<int>(sparse_.k_blocks);
+      p.sparse.live = static_cast<const uint8_t*>(sparse_live_->get());
+      p.sparse.num = static_cast<const int32_t*>(sparse_num_->get());
+      p.sparse.idx = static_cast<const int32_t*>(sparse_idx_->get());
+    }
     p.dtype = point().dtype;
     finish_attention_params(p);
     return p;
@@ -126,13 +206,17 @@ class AttentionProblem : public TableProblem<AttentionParams> {
   RopeOptions rope_;
   int64_t rope_first_ = 0, rope_rows_ = 0;  // the positions the RoPE table covers
   DeviceBuffer* rope_table_ = nullptr;      // the RoPE table on the device
+  SparseLayout sparse_;
+  DeviceBuffer *sparse_live_ = nullptr, *sparse_num_ = nullptr, *sparse_idx_ = nullptr;  // its masks on the device
 };
 
 }  // namespace
 
 // A batch's per-sequence lists and grids are sized by it: gridDim.y/z stop at 65535.
 KeySpec batch_key() { return int_key("batch", "sequences", std::nullopt, 1, kMaxGridYZ); }
-KeySpec heads_key() { return int_key("heads", "query heads"); }
+// Beyond any model by far, and gridDim.y of the prefill kernels; per-head host tables (ALiBi
+// slopes, block-sparse masks) stay small.
+KeySpec heads_key() { return int_key("heads", "query heads", std::nullopt, 1, kMaxGridYZ); }
 KeySpec kv_heads_key() {
   return derived_int_key("kv_heads", "key/value heads (GQA/MQA); heads must be a multiple", "heads");
 }
@@ -223,6 +307,41 @@ RopeTable RopeOptions::device(const void* table, int64_t first, int64_t rows) co
   return t;
 }
 
+KeySpec sparse_block_key() {
+  return int_key("sparse_block",
+                 "block-sparse attention in blocks of this many queries and keys (64 or 128); 0 = dense (the other "
+                 "sparse keys then have no effect)",
+                 0, 0, 128);
+}
+KeySpec sparse_local_key() {
+  return int_key("sparse_local", "block-sparse: key blocks live on each side of a query block's diagonal block", 0, 0);
+}
+KeySpec sparse_global_key() {
+  return int_key("sparse_global",
+                 "block-sparse: the first key blocks, seen by every query block, and the first query "
+                 "blocks, which see every key block",
+                 0, 0);
+}
+KeySpec sparse_random_key() {
+  return int_key("sparse_random", "block-sparse: random key blocks per query block and head, drawn from verify.seed", 0,
+                 0);
+}
+
+void finish_sparse(ShapeCheck& c) {
+  const int64_t block = c.shape.num("sparse_block");
+  if (block != 0 && block != 64 && block != 128)
+    c.fail("sparse_block", "shape.sparse_block must be 0 (dense), 64 or 128, got " + std::to_string(block));
+  // With sparse_block = 0 the other sparse keys have no effect, so that one case can sweep
+  // sparse_block over [0, 128] and time the dense kernel beside the sparse one.
+  if (block == 0) return;
+  const int64_t entries =
+      c.shape.num("heads") * ceil_div(c.shape.num("seq_q"), block) * ceil_div(c.shape.num("seq_k"), block);
+  if (entries > (int64_t{1} << 26))
+    c.fail("sparse_block", "the block masks would have " + std::to_string(entries) +
+                               " (head, query block, key block) entries, more than 2^26: use larger blocks or "
+                               "shorter sequences");
+}
+
 bool causal_of(const Shape& s) { return s.word("causal") != "none"; }
 bool top_left_of(const Shape& s) { return s.word("causal") == "top_left"; }
 
@@ -281,12 +400,17 @@ OpSpec attention_op() {
       rope_key(),
       rope_theta_key(),
       rotary_dim_key(),
+      sparse_block_key(),
+      sparse_local_key(),
+      sparse_global_key(),
+      sparse_random_key(),
   };
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);
     finish_rope(c);
     if (!c.given("seq_k")) c.shape.set("seq_k", c.shape.num("seq_q"));
+    finish_sparse(c);  // after seq_k
   };
   op.variants = [] { return variant_infos(attention_variants()); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<AttentionProblem>(p); };

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/op.hpp"
@@ -77,6 +78,27 @@ class ScoreOptions {
   float scale_ = 0, softcap_ = 0;
 };
 
+// Block-sparse: sparse_block (0 = dense, 64 or 128), sparse_local, sparse_global, sparse_random.
+KeySpec sparse_block_key();
+KeySpec sparse_local_key();
+KeySpec sparse_global_key();
+KeySpec sparse_random_key();
+void finish_sparse(ShapeCheck& check);
+
+// The block masks the sparse keys make, built once for the reference and the kernels alike.
+// Query block b (queries b·block ..) sees key block c when c is within sparse_local blocks of
+// b's diagonal block (the key block of the position of b's first query), when c or b is
+// among the first sparse_global blocks, or when c is one of b's sparse_random blocks (drawn
+// per head and query block from `seed`, without repeats).
+struct SparseLayout {
+  int64_t block = 0, q_blocks = 0, k_blocks = 0;
+  std::vector<ref::BlockMask> heads;  // per query head
+  std::vector<int32_t> num, idx;      // [heads][q_blocks], [heads][q_blocks][k_blocks] (live blocks first, ascending)
+  std::vector<uint8_t> live;          // [heads][q_blocks][k_blocks]
+  int64_t live_blocks() const;
+};
+SparseLayout block_sparse(const Shape& s, int64_t heads, int64_t seq_q, int64_t seq_k, int64_t offset, uint64_t seed);
+
 // Query i sits at position i + seq_k - seq_q (bottom-right alignment: the last query
 // sees the last key), or at i (top_left). Causal: it sees keys up to its position; a
 // window of w keeps the w keys ending at its position (and, without causal, the w - 1
@@ -88,6 +110,8 @@ struct AttentionMask {
   bool top_left = false;
 
   int64_t position(int64_t i) const { return top_left ? i : i + seq_k - seq_q; }
+  // The keys [first, last] query i sees (none when first > last).
+  std::pair<int64_t, int64_t> key_range(int64_t i) const;
   int64_t visible_keys(int64_t i) const;
   int64_t pairs() const;  // the (query, key) pairs of one head that are not masked
 };

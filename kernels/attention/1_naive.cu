@@ -45,9 +45,10 @@ __global__ void naive_scores_kernel(const T* __restrict__ q, const T* __restrict
 // (at key position pos) sees key j, -inf where it does not and in the padding j >= seq_k;
 // cap(x) = softcap·tanh(x / softcap) (tanhf: the rungs below the fused ones stay exact).
 // The softmax then turns -inf into 0, and a row of only -inf into zeros.
-// kCap: soft-capping, its own instantiation so that the plain kernel keeps its code.
-template <bool kCap>
-__global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int64_t ld) {
+// kCap: soft-capping, kSparse: the block-sparse mask, each its own instantiation so that the
+// plain kernel keeps its code.
+template <bool kCap, bool kSparse>
+__global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int64_t ld, const BlockSparse sparse) {
   const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (idx >= sh.batch_heads * sh.seq_q * ld) return;
   const int j = static_cast<int>(idx % ld);
@@ -57,15 +58,17 @@ __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int
   const float bias = sh.alibi ? sh.slopes[h] * static_cast<float>(abs(pos - j)) : 0.f;
   float x = s[idx] * sh.scale;
   if constexpr (kCap) x = sh.softcap * tanhf(x / sh.softcap);
-  s[idx] = j < sh.seq_k && visible(sh, pos, j) ? x - bias : -INFINITY;
+  bool sees = j < sh.seq_k && visible(sh, pos, j);
+  if constexpr (kSparse) sees = sees && block_live(sparse, h, pos - sh.offset, j);
+  s[idx] = sees ? x - bias : -INFINITY;
 }
 
 // o = P V. p: [batch·heads, seq_q, ld] fp32; v: [batch, seq_k, kv_heads, head_dim];
 // o: [batch, seq_q, heads, head_dim]. One thread per output element, head_dim fastest: a
 // warp reads one row of P (a broadcast) and consecutive elements of each V row.
 template <class T>
-__global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict__ v, T* __restrict__ o,
-                                const Shape sh, int64_t ld) {
+__global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, const Shape sh,
+                                int64_t ld) {
   const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (idx >= sh.batch_heads * sh.seq_q * sh.head_dim) return;
   const int c = static_cast<int>(idx % sh.head_dim);
@@ -82,12 +85,13 @@ __global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict
 
 }  // namespace
 
-void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, cudaStream_t stream) {
+void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, const BlockSparse& sparse, cudaStream_t stream) {
   const int blocks = elementwise_blocks(sh.batch_heads * sh.seq_q * ld);
-  if (sh.softcap > 0.f)
-    scale_and_mask_kernel<true><<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld);
+  auto launch = [&](auto kernel) { kernel<<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld, sparse); };
+  if (sparse.on())
+    sh.softcap > 0.f ? launch(scale_and_mask_kernel<true, true>) : launch(scale_and_mask_kernel<false, true>);
   else
-    scale_and_mask_kernel<false><<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld);
+    sh.softcap > 0.f ? launch(scale_and_mask_kernel<true, false>) : launch(scale_and_mask_kernel<false, false>);
 }
 
 void naive(const AttentionParams& p, const LaunchContext& ctx) {
@@ -97,14 +101,16 @@ void naive(const AttentionParams& p, const LaunchContext& ctx) {
   float* prob = reinterpret_cast<float*>(static_cast<char*>(ctx.workspace) + w.matrix_bytes);
   with_storage(p.dtype, "attention/naive", [&](auto tag) {
     using T = decltype(tag);
-    naive_scores_kernel<T><<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.seq_k), kElementwiseThreads, 0,
-                             ctx.stream>>>(static_cast<const T*>(p.q), static_cast<const T*>(p.k), s, sh, w.ld);
+    naive_scores_kernel<T>
+        <<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.seq_k), kElementwiseThreads, 0, ctx.stream>>>(
+            static_cast<const T*>(p.q), static_cast<const T*>(p.k), s, sh, w.ld);
     check_launch("attention/naive");
-    launch_scale_and_mask(s, sh, w.ld, ctx.stream);
+    launch_scale_and_mask(s, sh, w.ld, p.sparse, ctx.stream);
     check_launch("attention/naive");
     softmax_variant("block_reduce").launch(softmax_params(p, s, prob, w.ld), ctx);
-    naive_pv_kernel<T><<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.head_dim), kElementwiseThreads, 0,
-                         ctx.stream>>>(prob, static_cast<const T*>(p.v), static_cast<T*>(p.o), sh, w.ld);
+    naive_pv_kernel<T>
+        <<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.head_dim), kElementwiseThreads, 0, ctx.stream>>>(
+            prob, static_cast<const T*>(p.v), static_cast<T*>(p.o), sh, w.ld);
     check_launch("attention/naive");
   });
 }

@@ -118,7 +118,7 @@ void cublas(const AttentionParams& p, const LaunchContext& ctx) {
                                      ptr.q, type, ldq, &zero, ptr.s, CUDA_R_32F, ld, batch, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT),
                  "attention/cublas: S = Q K^T");
-    launch_scale_and_mask(s, sh, w.ld, ctx.stream);
+    launch_scale_and_mask(s, sh, w.ld, p.sparse, ctx.stream);
     check_launch("attention/cublas");
     softmax_variant("warp_online").launch(softmax_params(p, s, prob, w.ld), ctx);
     if constexpr (!kFp32) {

@@ -39,7 +39,9 @@ __device__ __forceinline__ void dot4_acc(float& acc, const float4& a, const floa
 }
 
 // Element e of a float4; e is a constant once the loops around it are unrolled.
-__device__ __forceinline__ float elem(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
+__device__ __forceinline__ float elem(const float4& v, int e) {
+  return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
 
 // Whether query positions [p_lo, p_hi] all see keys [j0, j1) (then the tile needs no mask):
 // causal needs the last key at or before the first query, a window needs the farthest
@@ -86,7 +88,7 @@ struct FlashConfig {
   // group: conflict-free. kLdP = Bc + 8 (= 8 mod 32 words): P's scalar stores (4 rows x 8
   // keys per warp) hit 32 distinct banks and its float4 loads (4 rows) 4 distinct groups.
   static constexpr int kLd = kD + 4, kLdP = Bc + 8;
-  static constexpr int kChunksPerRow = kD / 4;  // 16-byte cp.async chunks per row
+  static constexpr int kChunksPerRow = kD / 4;               // 16-byte cp.async chunks per row
   static constexpr int kRowStep = kThreads / kChunksPerRow;  // rows per cp.async pass of the block
   static constexpr int kSmemBytes = (Br * kLd + 2 * Bc * kLd + Br * kLdP) * static_cast<int>(sizeof(float));
   static_assert(kD % 32 == 0 && kThreads % 32 == 0 && Bc % 32 == 0, "tile shapes");
@@ -105,8 +107,9 @@ using Flash128 = FlashConfig<128, 64, 32, 128, 2>;  // 76 KB
 using Flash256 = FlashConfig<256, 32, 32, 128, 2>;  // 102.5 KB
 // The configuration of head_dim class kD.
 template <int kD>
-using FlashFor = std::conditional_t<kD == 32, Flash32,
-                                    std::conditional_t<kD == 64, Flash64, std::conditional_t<kD == 128, Flash128, Flash256>>>;
+using FlashFor =
+    std::conditional_t<kD == 32, Flash32,
+                       std::conditional_t<kD == 64, Flash64, std::conditional_t<kD == 128, Flash128, Flash256>>>;
 
 // Copies rows [0, kRows) of a tile (row r at src_tile + r·row_stride) into shared memory
 // (row stride kLd), 16 bytes per cp.async. This thread's chunks are rows ld_row +
@@ -185,7 +188,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // Writes this thread's part of the O tile scaled by inv_l[r]; 8 lanes store 128
   // contiguous bytes of a row per instruction.
-  auto store_o = [&](const float (&inv_l)[RM]) {
+  auto store_o = [&](const float(&inv_l)[RM]) {
 #pragma unroll
     for (int r = 0; r < RM; ++r) {
       const int row = rg + kRowGroups * r;
@@ -267,8 +270,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const int j0 = jt * Bc;
     // V_j streams in while S_j is computed: the previous iteration's last barrier
     // certified that every warp is done reading V_j-1.
-    load_tile<Cfg, Bc>(smem_addr(Vs + ld_smem), v_src + jt * kv_tile_stride, v + jt * kv_tile_stride,
-                       s.kv_row_stride, ld_row, s.seq_k - j0, ld_col_ok);
+    load_tile<Cfg, Bc>(smem_addr(Vs + ld_smem), v_src + jt * kv_tile_stride, v + jt * kv_tile_stride, s.kv_row_stride,
+                       ld_row, s.seq_k - j0, ld_col_ok);
     cp_async_commit();
 
     // S = Q K_jᵀ (Q pre-scaled): per 4 k, RM + KN float4 loads for 4·RM·KN FMAs.
@@ -411,7 +414,6 @@ void launch_flash_fp32(const AttentionParams& p, const LaunchContext& ctx, const
   check_launch(name);
 }
 
-
 template <class Cfg>
 std::string flash_fp32_config_reason(const AttentionParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);
@@ -429,12 +431,12 @@ std::string flash_fp32_config_reason(const AttentionParams& p, const DeviceCaps&
 }  // namespace
 
 void flash_fp32(const AttentionParams& p, const LaunchContext& ctx) {
-  with_head_dim_class<32, 64, 128, 256>(p.head_dim, [&](auto d) {
-    launch_flash_fp32<FlashFor<decltype(d)::value>>(p, ctx, "attention/flash_fp32");
-  });
+  with_head_dim_class<32, 64, 128, 256>(
+      p.head_dim, [&](auto d) { launch_flash_fp32<FlashFor<decltype(d)::value>>(p, ctx, "attention/flash_fp32"); });
 }
 
 std::string flash_fp32_supports(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.sparse.on()) return "no block-sparse mask (naive, cublas and flash_mma have it)";
   return with_head_dim_class<32, 64, 128, 256>(
       p.head_dim, [&](auto d) { return flash_fp32_config_reason<FlashFor<decltype(d)::value>>(p, caps); });
 }

@@ -127,10 +127,11 @@ __device__ __forceinline__ int key_lo(const Args& a, int pos) { return max(pos -
 
 // MASKED: causal, window, ALiBi or soft-capping (the general path); without it the only mask is the seq_k
 // tail of the last key tile. ROPE: the Q tile is rotated in shared memory once it lands (one
-// extra barrier per block); the plain kernels carry none of it. The arguments are __grid_constant__, read in place from
-// the constant bank where they are used: as a plain by-value parameter (128 bytes) the compiler loads every field at
-// entry, and the 256-row d128 loop comes out 31 instructions longer.
-template <class T, class Cfg, bool MASKED, bool ROPE>
+// extra barrier per block); the plain kernels carry none of it. SPARSE (block-sparse, on the
+// MASKED path): the block visits only the key tiles of its query block's live key blocks. The arguments are
+// __grid_constant__, read in place from the constant bank where they are used: as a plain by-value parameter (128
+// bytes) the compiler loads every field at entry, and the 256-row d128 loop comes out 31 instructions longer.
+template <class T, class Cfg, bool MASKED, bool ROPE, bool SPARSE>
 __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kernel(const __grid_constant__ Args a) {
   constexpr int Br = Cfg::Br, Bc = Cfg::Bc, WM = Cfg::WM, MT = Cfg::MT, NT = Cfg::NT, DT = Cfg::DT;
   constexpr int KS = Cfg::KS, PK = Cfg::PK, CH = Cfg::CH, RB = Cfg::PITCH, LD_ROWS = Cfg::LD_ROWS;
@@ -144,8 +145,16 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
   // adjacent in launch order, so the blocks resident together share that head's K and V in
   // L2; within a head the last row block (the longest causal rows) starts first, so the short
   // ones fill the tail of the grid.
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y), b = a.batch_offset + static_cast<int>(blockIdx.z);
+  // SPARSE: query block by query block across all heads instead, first blocks first: with
+  // sparse_global the first query blocks see every key block, and as the last blocks of each
+  // head they would start after most of the grid and run alone at its end.
+  int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x), h = static_cast<int>(blockIdx.y);
+  if constexpr (SPARSE) {
+    const int linear = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+    m_block = linear / static_cast<int>(gridDim.y);
+    h = linear % static_cast<int>(gridDim.y);
+  }
+  const int b = a.batch_offset + static_cast<int>(blockIdx.z);
   const int m0 = m_block * Br;
   const int shift = a.q_offset;  // query i sits at key position i + shift
 
@@ -160,6 +169,30 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
     hi_first = key_hi(a, m0 + shift);
     lo_last = key_lo(a, last + shift);
   }
+  // Visit v (from v_max - 1 down to v_min) loads key tile tile_of(v): tile v, or with SPARSE
+  // (query tiles of exactly one query block, sparse.block = Br) the v-th tile of the live key
+  // blocks' tiles, of those in [n_min, n_max), whose lists are ascending.
+  int v_min = n_min, v_max = n_max;
+  const int32_t* live = nullptr;
+  constexpr int kTilesPerBlock = Br / Bc;
+  if constexpr (SPARSE) {
+    const int64_t q_block = static_cast<int64_t>(h) * a.sparse.q_blocks + m_block;
+    live = a.sparse.idx + q_block * a.sparse.k_blocks;
+    const int count = a.sparse.num[q_block];
+    v_min = v_max = 0;
+    for (int c = 0; c < count; ++c)
+      for (int t = 0; t < kTilesPerBlock; ++t) {
+        const int tile = __ldg(live + c) * kTilesPerBlock + t;
+        v_min += tile < n_min;
+        v_max += tile < n_max;
+      }
+  }
+  auto tile_of = [&](int v) {
+    if constexpr (SPARSE)
+      return __ldg(live + v / kTilesPerBlock) * kTilesPerBlock + v % kTilesPerBlock;
+    else
+      return v;
+  };
 
   // cp.async slots: thread t copies chunk t % CH of rows t / CH + i * LD_ROWS. src is this
   // thread's first slot and walks by a fixed row stride: per-slot 64-bit addresses would be
@@ -182,8 +215,13 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
   // copies below) and steps back one tile per load: one register pair carried through the
   // loop.
   int64_t kv_slot = 0;
+  int slot_tile = 0;  // SPARSE: the tile kv_slot is at (tiles are not consecutive)
   auto load_kv = [&](int stage, int n) {
     const T *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
+    if constexpr (SPARSE) {
+      kv_slot += static_cast<int64_t>(n - slot_tile) * Bc * a.kv_row_stride;
+      slot_tile = n - 1;
+    }
     const uint32_t dst = sKV + stage * Cfg::STAGE_BYTES;
     if ((n + 1) * Bc <= a.seq_k && a.head_dim == Cfg::D) {
       // A whole tile of whole rows (every tile but a seq_k tail, when head_dim is the class
@@ -221,22 +259,24 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
 
   // The Q tile and the first K/V tile, in one commit group. A block whose rows see no key
   // loads nothing and writes zeros.
-  if (n_max > n_min) {
+  if (v_max > v_min) {
     const T* q = static_cast<const T*>(a.q);
     const int64_t q_slot =
         b * a.q_batch_stride + static_cast<int64_t>(h) * a.head_dim + (m0 + tid / CH) * a.q_row_stride + tid % CH * 8;
     load_tile(sQ, q + q_slot, q, a.q_row_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
     const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);  // see Args::group_rcp
     kv_slot = b * a.kv_batch_stride + static_cast<int64_t>(kvh) * a.head_dim +
-              static_cast<int64_t>(n_max - 1) * Bc * a.kv_row_stride + (tid / CH) * a.kv_row_stride + tid % CH * 8;
-    load_kv(0, n_max - 1);
+              static_cast<int64_t>(tile_of(v_max - 1)) * Bc * a.kv_row_stride + (tid / CH) * a.kv_row_stride +
+              tid % CH * 8;
+    slot_tile = tile_of(v_max - 1);
+    load_kv(0, tile_of(v_max - 1));
   }
   cp_async_commit();
   if constexpr (ROPE) {
     // RoPE on the queries in the load path: once Q has landed the block turns it in place (row
     // r at position m0 + r + shift), before the accumulators hold registers; the key loop's
     // first barrier publishes it. The keys arrive turned (flash_mma's launch turns K once).
-    if (n_max > n_min) {
+    if (v_max > v_min) {
       cp_async_wait<0>();
       __syncthreads();
       rope_shared_tile<T, Br, Cfg::THREADS, RB, 4>(sQ, a.seq_q - m0, m0 + shift, a.rope, sreg_tid());
@@ -261,13 +301,14 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
     for (int hh = 0; hh < 2; ++hh) row_m[mt][hh] = 0.f, row_l[mt][hh] = 0.f, row_thr[mt][hh] = -INFINITY;
 
   int stage = 0;
-  for (int n = n_max - 1; n >= n_min; --n, stage ^= 1) {
+  for (int v = v_max - 1; v >= v_min; --v, stage ^= 1) {
+    const int n = tile_of(v);
     // One barrier per key tile: it publishes tile n (each thread waited for its own copies)
     // and certifies that every warp finished tile n + 1, whose stage the copies of tile
     // n - 1 now overwrite.
     cp_async_wait<0>();
     __syncthreads();
-    if (n > n_min) load_kv(stage ^ 1, n - 1);
+    if (v > v_min) load_kv(stage ^ 1, tile_of(v - 1));
     cp_async_commit();
     const uint32_t sK = sKV + stage * Cfg::STAGE_BYTES, sV = sK + Cfg::KV_BYTES;
     // S = Q Kᵀ (raw scores, fp32).
@@ -501,9 +542,9 @@ using Tiles256 = Tiles<Config<256, 128, 64, 8, 1>, Config<256, 128, 64, 8, 1>>;
 template <int D>
 using TilesFor = std::conditional_t<D == 64, Tiles64, std::conditional_t<D == 128, Tiles128, Tiles256>>;
 
-template <class T, class Cfg, bool MASKED, bool ROPE>
+template <class T, class Cfg, bool MASKED, bool ROPE, bool SPARSE = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED, ROPE>;
+  const auto kernel = flash_fwd_kernel<T, Cfg, MASKED, ROPE, SPARSE>;
   constexpr int smem = Cfg::SMEM_BYTES;
   // More than 48 KB of dynamic shared memory needs an opt-in, once per kernel; the carveout
   // asks for the shared-memory-heavy split so two blocks fit per SM.
@@ -522,6 +563,7 @@ template <class T, class Tl>
 void launch_type(const AttentionParams& p, const LaunchContext& ctx) {
   using Plain = typename Tl::plain;
   using Masked = typename Tl::masked;
+  if (p.sparse.on()) return launch_kernel<T, Masked, true, false, true>(p, ctx);
   if (p.rope.on())
     return is_masked(p) ? launch_kernel<T, Masked, true, true>(p, ctx) : launch_kernel<T, Plain, false, true>(p, ctx);
   return is_masked(p) ? launch_kernel<T, Masked, true, false>(p, ctx) : launch_kernel<T, Plain, false, false>(p, ctx);
@@ -596,6 +638,9 @@ std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps)
     return "q, k, v and o must be 16-byte aligned (cp.async and 16-byte stores)";
   if (p.rope.on() && p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
     return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
+  if (p.sparse.on() && p.rope.on()) return "block-sparse with RoPE: flash_mma_rope_first runs it";
+  if (p.sparse.on() && p.sparse.block != 128)
+    return "block-sparse needs sparse_block 128 (one query block per 128-row query tile; naive and cublas take 64)";
   if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
     return "neox RoPE in the Q load turns whole 16-byte chunks with their partners: rotary_dim must be a multiple of "
            "16";

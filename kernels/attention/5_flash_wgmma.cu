@@ -44,9 +44,9 @@ namespace attnbench::attention_impl {
 namespace {
 
 constexpr int BR = 128, BC = 128, D = 128, THREADS = 256;
-constexpr int TILE_BYTES = 128 * D * 2;             // 32 KB: 2 column blocks x 128 rows x 128 B
-constexpr int BLOCK_BYTES = 128 * 128;              // one column block: 128 rows x 128 B
-constexpr int SMEM_BYTES = 5 * TILE_BYTES + 1024;   // Q, K x 2, V x 2, + slack for 1024-byte atoms
+constexpr int TILE_BYTES = 128 * D * 2;            // 32 KB: 2 column blocks x 128 rows x 128 B
+constexpr int BLOCK_BYTES = 128 * 128;             // one column block: 128 rows x 128 B
+constexpr int SMEM_BYTES = 5 * TILE_BYTES + 1024;  // Q, K x 2, V x 2, + slack for 1024-byte atoms
 
 // Byte offset of 16-byte chunk c (0..15, 8 dims each) of row r in a tile.
 __device__ __forceinline__ uint32_t tile_off(int r, int c) {
@@ -118,7 +118,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   for (int n = 0; n < n_end; ++n) {
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
-    __syncthreads();  // tile n is everyone's; every warpgroup is done with tile n - 1's buffers
+    __syncthreads();             // tile n is everyone's; every warpgroup is done with tile n - 1's buffers
     const int buf = n & 1;
     if (n + 1 < n_end) {
       load_tile(sk + (buf ^ 1) * TILE_BYTES, k, a.kv_row_stride, (n + 1) * BC, a.seq_k);
@@ -236,8 +236,10 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 
 void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) {
   switch (p.dtype) {
-    case DType::fp16: return launch_dtype<__half>(p, ctx);
-    case DType::bf16: return launch_dtype<__nv_bfloat16>(p, ctx);
+    case DType::fp16:
+      return launch_dtype<__half>(p, ctx);
+    case DType::bf16:
+      return launch_dtype<__nv_bfloat16>(p, ctx);
     default:
       throw std::invalid_argument(std::string("attention/flash_wgmma: no ") + dtype_name(p.dtype) + " path");
   }
@@ -248,6 +250,7 @@ std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& cap
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.head_dim != D) return "head_dim 128 only (flash_mma takes every head_dim)";
   if (p.window > 0) return "no sliding window (flash_mma has it)";
+  if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
   if (p.alibi) return "no ALiBi (flash_mma has it)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";

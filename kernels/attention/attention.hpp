@@ -9,6 +9,20 @@
 
 namespace attnbench {
 
+// Block-sparse attention's mask, as FlexAttention keeps its block masks: per (query head,
+// query block of `block` queries) the live key blocks (of `block` keys), as a count and an
+// ascending list, and the same as a dense byte map for kernels that mask element by element.
+// Query block b holds queries b·block .. (by index, not position); causal, window and the
+// rest still apply inside live blocks.
+struct BlockSparse {
+  int block = 0;  // 0 = dense
+  int q_blocks = 0, k_blocks = 0;
+  const uint8_t* live = nullptr;  // [heads][q_blocks][k_blocks], 1 = live
+  const int32_t* num = nullptr;   // [heads][q_blocks]
+  const int32_t* idx = nullptr;   // [heads][q_blocks][k_blocks]: the first num[...] entries, ascending
+  ATTNBENCH_HOST_DEVICE bool on() const { return block > 0; }
+};
+
 // One documented struct of inputs (as flash-attention's Flash_fwd_params).
 // Within a batch the layouts are fixed: row i of head h of q/o is at
 // i * heads * head_dim + h * head_dim, row j of kv head g of k/v at
@@ -39,6 +53,7 @@ struct AttentionParams {
   // RoPE: query i rotated at its position p, key j at j, before the scores. The table covers
   // positions [min(0, q_offset), max(seq_k, seq_q + q_offset)).
   RopeTable rope;
+  BlockSparse sparse;
   DType dtype = DType::fp32;
 };
 

@@ -38,12 +38,13 @@ struct Args {
   float scale_log2;            // scale * log2(e)
   float inv_scale_log2;        // 1 / scale_log2: the lazy threshold in raw score units
   RopeTable rope;              // fused RoPE (the ROPE kernels only)
+  BlockSparse sparse;          // the live key blocks of each query block (the SPARSE kernels only)
 };
 
 // Causal, window, ALiBi or soft-capping: the kernel's MASKED path, and the tiles of
 // Tiles::masked (the plain path stays free of their per-score work).
 inline bool is_masked(const AttentionParams& p) {
-  return p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi || p.softcap > 0;
+  return p.sparse.on() || p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi || p.softcap > 0;
 }
 
 // The kernel arguments of p.
@@ -75,6 +76,7 @@ inline Args make_args(const AttentionParams& p) {
   a.scale_log2 = p.scale_log2;
   a.inv_scale_log2 = 1.f / p.scale_log2;
   a.rope = p.rope;
+  a.sparse = p.sparse;
   a.batch_offset = 0;
   return a;
 }

@@ -62,6 +62,11 @@ __host__ __device__ __forceinline__ bool visible(const Shape& s, int pos, int j)
   return (!s.causal | (j <= pos)) & ((s.window == 0) | (abs(pos - j) < s.window));
 }
 
+// Block-sparse: whether query i of head h sees key j's block.
+__host__ __device__ __forceinline__ bool block_live(const BlockSparse& sp, int h, int i, int j) {
+  return sp.live[(static_cast<int64_t>(h) * sp.q_blocks + i / sp.block) * sp.k_blocks + j / sp.block] != 0;
+}
+
 // What no variant can run; empty when AttentionParams is within its documented semantics.
 inline std::string common_reason(const AttentionParams& p) {
   if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)

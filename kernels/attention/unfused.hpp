@@ -48,8 +48,9 @@ inline std::string gib(double bytes) {
 }
 
 // s: [batch·heads, seq_q, ld] fp32, in place: scaled, ALiBi bias added, masked to -inf
-// (scale_and_mask_kernel, 1_naive.cu). The caller checks the launch.
-void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, cudaStream_t stream);
+// (scale_and_mask_kernel, 1_naive.cu), and with a block-sparse mask -inf outside its live
+// blocks. The caller checks the launch.
+void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, const BlockSparse& sparse, cudaStream_t stream);
 
 inline const Variant<SoftmaxParams>& softmax_variant(const char* name) {
   const Variant<SoftmaxParams>* v = find_variant(softmax_variants(), name);

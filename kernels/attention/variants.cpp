@@ -88,7 +88,7 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
        rope_first<flash_fp32, nullptr>, rope_first_supports<flash_fp32_supports>, rope_first_workspace<nullptr>},
       {"flash_mma",
        "fp16/bf16 FlashAttention-2: mma.sync m16n8k16, ldmatrix, cp.async pipeline, P in registers, lazy rescale; "
-       "RoPE: Q turned in its load, K in one pass",
+       "RoPE: Q turned in its load, K in one pass; block-sparse: only the live key tiles",
        flash_mma, flash_mma_supports, flash_mma_workspace},
       {"flash_mma_rope_first", "flash_mma after a separate RoPE pass over Q and K (the unfused baseline)",
        rope_first<flash_mma, nullptr>, flash_mma_rope_first_supports, rope_first_workspace<nullptr>},
