@@ -589,7 +589,7 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 // turns its queries as it loads them. Turning each K tile in the load path instead costs
 // every query block the same work again (16 to 32 times over at seq 4096): measured at
 // 0.47-0.69x the kernel without RoPE, against 0.9x for this split (cases/perf/BENCH_NOTES.md,
-// run 55).
+// runs 55-56).
 void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
   AttentionParams r = p;
   if (p.rope.on()) {
