@@ -103,10 +103,10 @@ TEST(Rope, TableHoldsTheAnglesOfItsPositions) {
   const CasePoint p = point(
       "op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 4\nhead_dim = 8\nrope = \"neox\"\n"
       "rotary_dim = 4\nrope_theta = 100\n");
-  const RopeOptions rope(p.shape);
+  const RopeOptions rope(p.shape, -2, 3);
   ASSERT_TRUE(rope.on());
   EXPECT_EQ(rope.reference().rotary_dim, 4);
-  const std::vector<float> t = rope.table(-2, 3);  // positions -2, -1, 0; pairs 0 (freq 1) and 1 (freq 1/10)
+  const std::vector<float> t = rope.table();  // positions -2, -1, 0; pairs 0 (freq 1) and 1 (freq 1/10)
   ASSERT_EQ(t.size(), 3u * 2 * 2);
   const double freq[2] = {1.0, 0.1};
   for (int r = 0; r < 3; ++r)
@@ -114,13 +114,14 @@ TEST(Rope, TableHoldsTheAnglesOfItsPositions) {
       EXPECT_EQ(t[(r * 2 + i) * 2], static_cast<float>(std::cos((r - 2) * freq[i]))) << r << " " << i;
       EXPECT_EQ(t[(r * 2 + i) * 2 + 1], static_cast<float>(std::sin((r - 2) * freq[i]))) << r << " " << i;
     }
-  const RopeTable d = rope.device(t.data(), -2, 3);
+  const RopeTable d = rope.device(t.data());
   EXPECT_EQ(d.style, RopeTable::neox);
   EXPECT_EQ(d.first, -2);
   EXPECT_EQ(d.rows, 3);
-  EXPECT_FALSE(RopeOptions(point("op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 4\nhead_dim = 8\n").shape)
-                   .device(t.data(), 0, 3)
-                   .on());
+  EXPECT_FALSE(
+      RopeOptions(point("op = \"attention\"\n[shape]\nbatch = 1\nheads = 1\nseq_q = 4\nhead_dim = 8\n").shape, 0, 3)
+          .device(t.data())
+          .on());
 }
 
 // The block masks the sparse keys build: the diagonal and its neighbours, the global rows and

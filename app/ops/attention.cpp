@@ -84,7 +84,7 @@ namespace {
 class AttentionProblem : public TableProblem<AttentionParams> {
  public:
   explicit AttentionProblem(const CasePoint& p)
-      : TableProblem(p, attention_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
+      : TableProblem(p, attention_variants()), scores_(p.shape, p.shape.num("heads")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -103,10 +103,9 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
     // RoPE positions: queries at i + offset (negative before the first key, bottom-right with
     // seq_q > seq_k), keys at j.
-    const int64_t offset = mask_.position(0);
-    rope_first_ = std::min<int64_t>(0, offset);
-    rope_rows_ = std::max(mask_.seq_k, mask_.seq_q + offset) - rope_first_;
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table(rope_first_, rope_rows_));
+    const int64_t offset = mask_.position(0), first = std::min<int64_t>(0, offset);
+    rope_ = RopeOptions(s, first, std::max(mask_.seq_k, mask_.seq_q + offset) - first);
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
     sparse_ = block_sparse(s, heads_, mask_.seq_q, mask_.seq_k, offset, p.verify.seed);
     if (sparse_.block > 0) {
       sparse_live_ = &add_constant(sparse_.live);
@@ -158,9 +157,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     a.causal = mask_.causal;
     a.top_left = mask_.top_left;
     a.window = mask_.window;
-    a.alibi_slopes = scores_.reference_slopes();
-    a.scale = scores_.reference_scale();
-    a.softcap = scores_.softcap();
+    scores_.set_reference(a);
     a.rope = rope_.reference();
     a.sparse = sparse_.heads;
     return ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
@@ -182,11 +179,8 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.causal = mask_.causal;
     p.top_left = mask_.top_left;
     p.window = mask_.window;
-    p.alibi = scores_.alibi();
-    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
-    p.scale = scores_.scale();
-    p.softcap = scores_.softcap();
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, rope_first_, rope_rows_);
+    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     if (sparse_.block > 0) {
       p.sparse.block = static_cast<int>(sparse_.block);
       p.sparse.q_blocks = static_cast<int>(sparse_.q_blocks);
@@ -202,10 +196,9 @@ class AttentionProblem : public TableProblem<AttentionParams> {
   int64_t batch_, heads_, kv_heads_, head_dim_;
   AttentionMask mask_;
   ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
-  RopeOptions rope_;
-  int64_t rope_first_ = 0, rope_rows_ = 0;  // the positions the RoPE table covers
-  DeviceBuffer* rope_table_ = nullptr;      // the RoPE table on the device
+  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
+  RopeOptions rope_;                    // positions [min(0, offset), the last query's or key's]
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   SparseLayout sparse_;
   DeviceBuffer *sparse_live_ = nullptr, *sparse_num_ = nullptr, *sparse_idx_ = nullptr;  // its masks on the device
 };
@@ -272,7 +265,7 @@ void finish_rope(ShapeCheck& c) {
            "shape.rotary_dim and shape.rope_theta need shape.rope = \"neox\" or \"gptj\"");
 }
 
-RopeOptions::RopeOptions(const Shape& s) {
+RopeOptions::RopeOptions(const Shape& s, int64_t first, int64_t rows) : first_(first), rows_(rows) {
   const std::string& style = s.word("rope");
   rope_.style = style == "neox"   ? ref::Rope::Style::neox
                 : style == "gptj" ? ref::Rope::Style::gptj
@@ -282,13 +275,13 @@ RopeOptions::RopeOptions(const Shape& s) {
 }
 
 // The same angles as the reference (ref::detail::apply_rope), rounded once to fp32.
-std::vector<float> RopeOptions::table(int64_t first, int64_t rows) const {
+std::vector<float> RopeOptions::table() const {
   const int64_t half = rope_.rotary_dim / 2;
-  std::vector<float> t(static_cast<size_t>(2 * rows * half));
+  std::vector<float> t(static_cast<size_t>(2 * rows_ * half));
   for (int64_t i = 0; i < half; ++i) {
     const double freq = std::pow(rope_.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_.rotary_dim));
-    for (int64_t r = 0; r < rows; ++r) {
-      const double angle = static_cast<double>(first + r) * freq;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const double angle = static_cast<double>(first_ + r) * freq;
       t[static_cast<size_t>(2 * (r * half + i))] = static_cast<float>(std::cos(angle));
       t[static_cast<size_t>(2 * (r * half + i) + 1)] = static_cast<float>(std::sin(angle));
     }
@@ -296,13 +289,13 @@ std::vector<float> RopeOptions::table(int64_t first, int64_t rows) const {
   return t;
 }
 
-RopeTable RopeOptions::device(const void* table, int64_t first, int64_t rows) const {
+RopeTable RopeOptions::device(const void* table) const {
   RopeTable t;
   if (!on()) return t;
   t.style = rope_.style == ref::Rope::Style::neox ? RopeTable::neox : RopeTable::gptj;
   t.rotary_dim = static_cast<int>(rope_.rotary_dim);
-  t.first = static_cast<int>(first);
-  t.rows = static_cast<int>(rows);
+  t.first = static_cast<int>(first_);
+  t.rows = static_cast<int>(rows_);
   t.cos_sin = static_cast<const float2*>(table);
   return t;
 }

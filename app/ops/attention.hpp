@@ -46,18 +46,21 @@ void finish_scores(ShapeCheck& check);
 void finish_rope(ShapeCheck& check);
 
 // What the RoPE keys ask of one point: the reference's Rope, and the (cos, sin) table the
-// kernels read (fp64 angles, stored in fp32), for positions [first, first + rows).
+// kernels read (fp64 angles, stored in fp32) for the positions [first, first + rows) the
+// op's kernels look up.
 class RopeOptions {
  public:
-  explicit RopeOptions(const Shape& s);
+  RopeOptions() = default;  // off
+  RopeOptions(const Shape& s, int64_t first, int64_t rows);
   bool on() const { return rope_.on(); }
   const ref::Rope& reference() const { return rope_; }
-  std::vector<float> table(int64_t first, int64_t rows) const;  // [rows][rotary_dim / 2][cos, sin]
-  // The kernels' view of a table uploaded from table(first, rows); none when off.
-  RopeTable device(const void* table, int64_t first, int64_t rows) const;
+  std::vector<float> table() const;  // [rows][rotary_dim / 2][cos, sin]
+  // The kernels' view of a table uploaded from table(); none when off.
+  RopeTable device(const void* table) const;
 
  private:
   ref::Rope rope_;
+  int64_t first_ = 0, rows_ = 0;
 };
 
 // What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
@@ -72,6 +75,22 @@ class ScoreOptions {
   float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
   double reference_scale() const { return scale_; }
   float softcap() const { return softcap_; }  // 0 = none
+  // The kernels' score fields of AttentionParams, DecodeParams or PagedParams; `slopes` is
+  // the device copy of slopes() (null without ALiBi).
+  template <class Params>
+  void set_params(Params& p, const void* slopes) const {
+    p.alibi = alibi();
+    p.alibi_slopes = static_cast<const float*>(slopes);
+    p.scale = scale_;
+    p.softcap = softcap_;
+  }
+  // The reference's: ref::AttentionShape or ref::DecodeShape.
+  template <class RefShape>
+  void set_reference(RefShape& s) const {
+    s.alibi_slopes = reference_slopes();
+    s.scale = reference_scale();
+    s.softcap = softcap_;
+  }
 
  private:
   std::vector<float> slopes_;

@@ -16,7 +16,8 @@ namespace {
 
 class CacheAppendProblem : public TableProblem<CacheAppendParams> {
  public:
-  explicit CacheAppendProblem(const CasePoint& p) : TableProblem(p, cache_append_variants()), rope_(p.shape) {
+  explicit CacheAppendProblem(const CasePoint& p)
+      : TableProblem(p, cache_append_variants()), rope_(p.shape, 0, p.shape.num("max_context")) {
     const Shape& s = p.shape;
     shape_.batch = s.num("batch");
     shape_.kv_heads = s.num("kv_heads");
@@ -37,7 +38,7 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
     add_output("cache_after", p.dtype, caches, 3);
     positions_ = &add_constant(std::vector<int32_t>(shape_.context.begin(), shape_.context.end()));
     shape_.rope = rope_.reference();
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table(0, shape_.max_context));
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
   }
   Work work() const override {
     // The new rows, read once and written once, K and V.
@@ -86,14 +87,14 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
     p.kv_heads = shape_.kv_heads;
     p.head_dim = shape_.head_dim;
     p.max_context = shape_.max_context;
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, shape_.max_context);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     return p;
   }
   ref::CacheAppendShape shape_;
   DeviceBuffer* positions_;
-  RopeOptions rope_;
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device, positions [0, max_context)
+  RopeOptions rope_;                    // positions [0, max_context)
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
 };
 
 }  // namespace

@@ -16,7 +16,9 @@ namespace {
 class DecodeProblem : public TableProblem<DecodeParams> {
  public:
   explicit DecodeProblem(const CasePoint& p)
-      : TableProblem(p, decode_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
+      : TableProblem(p, decode_variants()),
+        scores_(p.shape, p.shape.num("heads")),
+        rope_(p.shape, 0, p.shape.num("max_context")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -33,7 +35,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table(0, max_context_));
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
   }
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.
@@ -53,9 +55,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     d.max_context = max_context_;
     d.context = context_;
     d.window = window_;
-    d.alibi_slopes = scores_.reference_slopes();
-    d.scale = scores_.reference_scale();
-    d.softcap = scores_.softcap();
+    scores_.set_reference(d);
     d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
@@ -89,11 +89,8 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     p.max_context = max_context_;
     p.longest_context = *std::max_element(context_.begin(), context_.end());
     p.window = window_;
-    p.alibi = scores_.alibi();
-    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
-    p.scale = scores_.scale();
-    p.softcap = scores_.softcap();
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, max_context_);
+    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
@@ -101,9 +98,9 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   int64_t batch_, heads_, kv_heads_, head_dim_, max_context_, window_;
   std::vector<int64_t> context_;
   ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
-  RopeOptions rope_;
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device, positions [0, max_context)
+  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
+  RopeOptions rope_;                    // positions [0, max_context)
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   DeviceBuffer* context_lens_;
 };
 

@@ -26,7 +26,7 @@ namespace {
 class PagedProblem : public TableProblem<PagedParams> {
  public:
   explicit PagedProblem(const CasePoint& p)
-      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")), rope_(p.shape) {
+      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -56,7 +56,8 @@ class PagedProblem : public TableProblem<PagedParams> {
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     slots_ = &add_buffer(8 * tokens_);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table(0, longest_));
+    rope_ = RopeOptions(s, 0, longest_);
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
   }
   // The tokens the queries see (all of them without a window) and their table entries.
   Work work() const override {
@@ -83,9 +84,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     d.context = context_;
     d.first = first_;
     d.window = window_;
-    d.alibi_slopes = scores_.reference_slopes();
-    d.scale = scores_.reference_scale();
-    d.softcap = scores_.softcap();
+    scores_.set_reference(d);
     d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), cached(0).data(), cached(1).data(), rows);
   }
@@ -215,11 +214,8 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.longest_context = longest_;
     p.partition_size = partition_size_;
     p.window = window_;
-    p.alibi = scores_.alibi();
-    p.alibi_slopes = slopes_ ? static_cast<const float*>(slopes_->get()) : nullptr;
-    p.scale = scores_.scale();
-    p.softcap = scores_.softcap();
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, longest_);
+    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     p.kv_dtype = kv_dtype_;
     p.k_scale = k_scale_;
@@ -231,9 +227,9 @@ class PagedProblem : public TableProblem<PagedParams> {
   int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_, window_;
   DType kv_dtype_;
   ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;  // the ALiBi slopes on the device
-  RopeOptions rope_;
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device, positions [0, longest context)
+  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
+  RopeOptions rope_;                    // positions [0, the longest context)
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   std::vector<int64_t> context_;
   int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
   std::vector<int32_t> table_;

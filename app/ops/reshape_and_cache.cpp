@@ -19,7 +19,7 @@ namespace {
 
 class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
  public:
-  explicit ReshapeAndCacheProblem(const CasePoint& p) : TableProblem(p, reshape_and_cache_variants()), rope_(p.shape) {
+  explicit ReshapeAndCacheProblem(const CasePoint& p) : TableProblem(p, reshape_and_cache_variants()) {
     const Shape& s = p.shape;
     context_ = s.lengths("context");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
@@ -43,16 +43,13 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     add_input("cache", kv_dtype_, caches, 1.f, true, "the caches before the write, in vLLM's layouts");
     add_output("cache_after", kv_dtype_, caches, 3, "vLLM's layouts");
     slots_ = &add_buffer(8 * shape_.tokens);
+    rope_ = RopeOptions(s, 0, *std::max_element(context_.begin(), context_.end()));
     if (rope_.on()) {
-      int64_t longest = 0;
       std::vector<int32_t> positions;  // each token's index in its sequence
-      for (int64_t c : context_) {
-        longest = std::max(longest, c);
+      for (int64_t c : context_)
         for (int64_t i = 0; i < c; ++i) positions.push_back(static_cast<int32_t>(i));
-      }
       positions_ = &add_constant(positions);
-      rope_rows_ = longest;
-      rope_table_ = &add_constant(rope_.table(0, longest));
+      rope_table_ = &add_constant(rope_.table());
     }
   }
   Work work() const override {
@@ -123,7 +120,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     p.kv_dtype = kv_dtype_;
     p.k_scale = scale_[0];
     p.v_scale = scale_[1];
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr, 0, rope_rows_);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.positions = positions_ ? static_cast<const int32_t*>(positions_->get()) : nullptr;
     return p;
   }
@@ -147,8 +144,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
   std::vector<float> codes_[2];
   float scale_[2] = {1, 1};
   DeviceBuffer* slots_;
-  RopeOptions rope_;
-  int64_t rope_rows_ = 0;                                      // positions the RoPE table covers
+  RopeOptions rope_;                                           // positions [0, the longest context)
   DeviceBuffer *rope_table_ = nullptr, *positions_ = nullptr;  // with RoPE
 };
 

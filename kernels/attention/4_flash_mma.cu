@@ -593,7 +593,8 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
   AttentionParams r = p;
   if (p.rope.on()) {
-    RopeRows k{p.k, ctx.workspace, p.dtype, p.batch, p.seq_k, p.kv_heads, p.head_dim};
+    RopeRows k = rope_pass_k(p);
+    k.dst = ctx.workspace;
     rope_rows(k, p.rope, ctx.stream);
     check_launch("attention/flash_mma (rope_rows of k)");
     r.k = ctx.workspace;
@@ -601,9 +602,7 @@ void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
   with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) { launch_dtype<TilesFor<decltype(d)::value>>(r, ctx); });
 }
 
-std::size_t flash_mma_workspace(const AttentionParams& p) {
-  return p.rope.on() ? static_cast<std::size_t>(p.batch * p.seq_k * p.kv_heads * p.head_dim) * dtype_bytes(p.dtype) : 0;
-}
+std::size_t flash_mma_workspace(const AttentionParams& p) { return p.rope.on() ? rope_pass_k(p).bytes() : 0; }
 
 // Shared memory per block of the config launch_dtype picks.
 namespace {

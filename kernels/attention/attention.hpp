@@ -67,6 +67,14 @@ inline void finish_attention_params(AttentionParams& p) {
   p.q_offset = p.top_left ? 0 : p.seq_k - p.seq_q;
 }
 
+// The RoPE passes over p's queries (at their positions) and keys; the caller sets dst.
+inline RopeRows rope_pass_q(const AttentionParams& p) {
+  return {p.q, nullptr, p.dtype, p.batch, p.seq_q, p.heads, p.head_dim, static_cast<int>(p.q_offset)};
+}
+inline RopeRows rope_pass_k(const AttentionParams& p) {
+  return {p.k, nullptr, p.dtype, p.batch, p.seq_k, p.kv_heads, p.head_dim};
+}
+
 const std::vector<Variant<AttentionParams>>& attention_variants();
 
 }  // namespace attnbench

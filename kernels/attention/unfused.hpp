@@ -27,8 +27,6 @@ struct UnfusedLayout {
   std::size_t total() const { return 2 * matrix_bytes + pointer_bytes; }
 };
 
-inline std::size_t round_up_256(std::size_t n) { return (n + 255) / 256 * 256; }
-
 inline UnfusedLayout unfused_layout(const AttentionParams& p, bool for_cublas) {
   UnfusedLayout w;
   w.ld = for_cublas ? ceil_div(p.seq_k, 8) * 8 : p.seq_k;

@@ -15,7 +15,6 @@
 #include "kernels/common/dtype.hpp"
 #include "kernels/common/host_device.hpp"
 
-
 namespace attnbench {
 
 // log2(e): kernels compute exp(x) as exp2(x * log2(e)), one FFMA and one MUFU.EX2.
@@ -25,6 +24,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMaxGridYZ = 65535;
 
 ATTNBENCH_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Workspace pieces start 256 bytes apart (cudaMalloc's alignment), so each is as aligned as
+// its own allocation would be.
+inline std::size_t round_up_256(std::size_t n) { return (n + 255) / 256 * 256; }
 
 // 16-byte vector loads, cp.async and bulk copies need 16-byte aligned addresses.
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -60,7 +63,7 @@ struct LaunchContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;  // bound to `stream`
   const DeviceCaps* caps = nullptr;
-  void* workspace = nullptr;        // at least Variant::workspace(params) bytes, 256-byte aligned
+  void* workspace = nullptr;  // at least Variant::workspace(params) bytes, 256-byte aligned
 };
 
 // One implementation of a family: a rung of its ladder. Each family's variants.cpp holds

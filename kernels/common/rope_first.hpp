@@ -11,8 +11,6 @@
 
 namespace attnbench::rope_first {
 
-inline std::size_t round_256(std::size_t n) { return (n + 255) / 256 * 256; }
-
 // One query per sequence at position context_lens[b] - 1.
 template <class P>
 RopeRows queries(const P& p) {
@@ -21,11 +19,12 @@ RopeRows queries(const P& p) {
   return r;
 }
 
-// (A runtime test: with sanitizers on, GCC does not take a function's address as a constant.)
+// The rung's own scratch, rounded up: the rotated copies follow it. (A runtime test: with
+// sanitizers on, GCC does not take a function's address as a constant.)
 template <class P, std::size_t (*Own)(const P&)>
 std::size_t own_scratch(const P& p) {
   std::size_t (*const own)(const P&) = Own;
-  return own ? round_256(own(p)) : 0;
+  return own ? round_up_256(own(p)) : 0;
 }
 
 template <class P, void (*Rung)(const P&, const LaunchContext&), std::size_t (*Own)(const P&)>
@@ -43,7 +42,7 @@ void launch(const P& p, const LaunchContext& ctx) {
 
 template <class P, std::size_t (*Own)(const P&)>
 std::size_t workspace(const P& p) {
-  return own_scratch<P, Own>(p) + (p.rope.on() ? round_256(queries(p).bytes()) : 0);
+  return own_scratch<P, Own>(p) + (p.rope.on() ? round_up_256(queries(p).bytes()) : 0);
 }
 
 // A rung that takes RoPE only this way (vLLM's v1 and v2, which run after vLLM's own rotary
