@@ -61,9 +61,7 @@ void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rop
   }
 }
 
-Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos,
-                   const Mask& mask, double scale, double softcap) {
-  Matrix s = q * k.transpose() * scale;
+void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap) {
   if (softcap > 0) s = s.unaryExpr([softcap](double x) { return softcap * std::tanh(x / softcap); });
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
     for (Eigen::Index j = 0; j < s.cols(); ++j) {
@@ -71,7 +69,6 @@ Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std:
     }
   }
   softmax_rows(s);
-  return s * v;
 }
 
 Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head_dim) {
@@ -80,21 +77,41 @@ Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head
   for (const KvTask& t : tasks) work += 4.0 * t.rows * t.k.rows() * head_dim;
   parallel_for(tasks.size(), work, [&](int64_t n) {
     const KvTask& t = tasks[n];
-    Matrix k = t.k.cast<double>();
-    const Matrix v = t.v.cast<double>();
-    if (t.rope.on() && t.rotate_keys) {
-      std::vector<int64_t> key_pos(static_cast<size_t>(k.rows()));
-      for (size_t j = 0; j < key_pos.size(); ++j) key_pos[j] = static_cast<int64_t>(j);
-      apply_rope(k, key_pos, t.rope);
-    }
+    const int64_t seq_k = t.k.rows();
+    // Per head: its queries' positions, the queries (rotated), and S = Q Kᵀ·scale, then P = weights(S).
+    std::vector<std::vector<int64_t>> pos;
+    std::vector<Matrix> q, s;
     for (const HeadRows& h : t.heads) {
-      std::vector<int64_t> pos(h.query);
-      for (int64_t& p : pos) p += t.offset;
-      Matrix q = h.q(h.query, Eigen::all).cast<double>();
-      apply_rope(q, pos, t.rope);
-      const Matrix oh = attend_head(q, k, v, pos, h.mask, t.scale, t.softcap);
-      for (size_t r = 0; r < h.out.size(); ++r) o.row(h.out[r]) = oh.row(r);
+      pos.push_back(h.query);
+      for (int64_t& p : pos.back()) p += t.offset;
+      q.push_back(h.q(h.query, Eigen::all).cast<double>());
+      apply_rope(q.back(), pos.back(), t.rope);
+      s.emplace_back(q.back().rows(), seq_k);
     }
+    // K and V are widened to double a block of keys at a time, once for every head of the group: the whole of a
+    // long cache in double is written and read back through memory (a 128k-token head is 128 MB a tensor).
+    Matrix block;
+    std::vector<int64_t> key_pos;
+    for (int64_t j0 = 0; j0 < seq_k; j0 += kKeysPerBlock) {
+      const int64_t keys = std::min(kKeysPerBlock, seq_k - j0);
+      block = t.k.middleRows(j0, keys).cast<double>();
+      if (t.rope.on() && t.rotate_keys) {
+        key_pos.resize(static_cast<size_t>(keys));
+        for (int64_t j = 0; j < keys; ++j) key_pos[static_cast<size_t>(j)] = j0 + j;
+        apply_rope(block, key_pos, t.rope);
+      }
+      for (size_t h = 0; h < s.size(); ++h) s[h].middleCols(j0, keys).noalias() = q[h] * block.transpose() * t.scale;
+    }
+    for (size_t h = 0; h < s.size(); ++h) attention_weights(s[h], pos[h], t.heads[h].mask, t.softcap);
+    std::vector<Matrix> oh;
+    for (const Matrix& sh : s) oh.push_back(Matrix::Zero(sh.rows(), head_dim));
+    for (int64_t j0 = 0; j0 < seq_k; j0 += kKeysPerBlock) {
+      const int64_t keys = std::min(kKeysPerBlock, seq_k - j0);
+      block = t.v.middleRows(j0, keys).cast<double>();
+      for (size_t h = 0; h < s.size(); ++h) oh[h].noalias() += s[h].middleCols(j0, keys) * block;
+    }
+    for (size_t h = 0; h < s.size(); ++h)
+      for (size_t r = 0; r < t.heads[h].out.size(); ++r) o.row(t.heads[h].out[r]) = oh[h].row(static_cast<int64_t>(r));
   });
   return o;
 }

@@ -88,13 +88,15 @@ void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rop
 
 // ------------------------------------------------------------------------------------------ the dense attention core
 // Every attention-like op (attention, GQA/MQA, decode, paged) ends here: it maps its output rows onto KvTasks over a
-// dense [seq_k, head_dim] K and V, and run_attention() computes them with attend_head().
+// dense [seq_k, head_dim] K and V, and run_attention() computes each head's O = attention_weights(Q Kᵀ·scale) V.
 
-// One head: O = softmax(cap(Q Kᵀ·scale) + bias + mask) V, where cap(s) = softcap·tanh(s / softcap) (none when
-// softcap is 0), bias = -slope·|p - j| and mask = -inf where the key is not visible. q: [n, d], queries at key
-// positions pos[0..n); k, v: [seq_k, d]. Returns O: [n, d].
-Matrix attend_head(const Matrix& q, const Matrix& k, const Matrix& v, const std::vector<int64_t>& pos, const Mask& mask,
-                   double scale, double softcap);
+// Scores to weights, in place: P = softmax(cap(S) + bias + mask), where cap(s) = softcap·tanh(s / softcap) (none when
+// softcap is 0), bias = -slope·|p - j| and mask = -inf where the key is not visible. Row i of s is the query at key
+// position pos[i]; column j is key j.
+void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap);
+
+// Keys widened to double at a time (K and V are kept in float, the storage they were rounded to).
+constexpr int64_t kKeysPerBlock = 256;
 
 // The requested rows of one query head within a KvTask.
 struct HeadRows {
