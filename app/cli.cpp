@@ -212,11 +212,12 @@ int run_or_verify(const Options& o, bool timed) {
   }
   // -o is rewritten whole after every point: a fault, a kill or Ctrl-C leaves every
   // finished row on disk, in a document that parses.
+  ReportFile file(o.output, format);
   auto write_file_report = [&](bool complete) {
     if (o.output.empty()) return;
     meta.elapsed_ms = ms_since_start();
     meta.complete = complete;
-    write_file(o.output, [&](std::ostream& out) { write_report(out, format, meta, runner.rows()); });
+    file.write(meta, runner.rows());
   };
   auto write_outputs = [&](bool complete) {
     meta.elapsed_ms = ms_since_start();

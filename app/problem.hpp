@@ -105,8 +105,20 @@ class Problem {
   // the op build what it derives from them (prepare).
   void generate(uint64_t seed, const LaunchContext& ctx);
   virtual void poison_output(cudaStream_t stream);
-  // Counts the output's NaN/Inf on the device and reads back `rows`, widened to double.
-  virtual Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+  // What a check reads back of the output a variant left: its NaN/Inf count (taken on the
+  // device), `rows` widened to double, and whatever else the op judges on the device's state
+  // then (the pipeline's KV cache), so that the reference can be waited for afterwards.
+  struct Readback {
+    std::vector<double> got;
+    int64_t nonfinite = 0;
+    std::string also_wrong;  // empty, or what else is wrong
+  };
+  virtual Readback read_back(const ref::Rows& rows) const;
+  // A read-back output against the reference rows.
+  Comparison judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+  Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
+    return judge(read_back(rows), rows, ref, tol);
+  }
   // What the last generate() ran to build its inputs, checked.
   const std::vector<SetupCheck>& setup_checks() const { return setup_checks_; }
 
@@ -142,11 +154,12 @@ class Problem {
   const Tensor& output() const { return output_; }
   // Called once the inputs are on the device: e.g. a paged cache written from them.
   virtual void prepare(uint64_t seed, const LaunchContext& ctx) { (void)seed, (void)ctx; }
-  // Called on each input's drawn values: e.g. NaN in the cache rows no kernel may read.
-  // Returns true when it changed them (they are uploaded again).
-  virtual bool shape_input(size_t index, HostValues& values) const {
-    (void)index, (void)values;
-    return false;
+  // Element ranges [begin, end) of input `index` that hold NaN instead of drawn values, on
+  // both sides: e.g. the cache rows no kernel may read. All-ones bytes (NaN in every dtype)
+  // are written over the drawn ones on the device before the host reads them back.
+  virtual std::vector<std::pair<int64_t, int64_t>> nan_ranges(size_t index) const {
+    (void)index;
+    return {};
   }
   std::vector<SetupCheck> setup_checks_;
 
@@ -246,7 +259,8 @@ constexpr int64_t kChunk = int64_t{1} << 20;
 // is [c * kChunk, ...), so per-chunk results can go to slot begin / kChunk.
 template <class Fn>
 void for_chunks(int64_t n, const Fn& fn) {
-  parallel_for((n + kChunk - 1) / kChunk, static_cast<double>(n),
+  // Several operations an element (a conversion, a compare): parallel from a few million.
+  parallel_for((n + kChunk - 1) / kChunk, 8.0 * static_cast<double>(n),
                [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 

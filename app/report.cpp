@@ -5,11 +5,13 @@
 #include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 
+#include "app/output.hpp"
 #include "app/runner.hpp"
 
 namespace attnbench {
@@ -277,47 +279,48 @@ std::string csv_quote(const std::string& s) {
   return q + "\"";
 }
 
-void write_csv(std::ostream& out, const std::vector<ResultRow>& rows) {
-  out << "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
-         "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
-         "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,stages,sm_mhz,low_clock_samples,"
-         "command\n";
-  for (const auto& r : rows) {
-    std::ostringstream s;
-    s << std::setprecision(6);
-    s << csv_quote(r.case_name) << "," << csv_quote(r.point) << "," << r.op << "," << r.dtype << "," << r.variant
-      << "," << (r.baseline ? 1 : 0) << "," << status_name(r.status) << "," << csv_quote(detail(r)) << ",";
-    if (r.cmp) {
-      s << r.cmp->max_abs << "," << r.cmp->max_rel << "," << r.cmp->rel_l2 << "," << r.cmp->mismatches << ","
-        << r.cmp->elements_checked << "," << r.cmp->rows_checked << "," << r.cmp->rows_total << ","
-        << r.cmp->nonfinite << "," << csv_quote(r.worst) << "," << r.tol.atol << "," << r.tol.rtol << "," << r.trials
-        << ",";
-    } else {
-      s << ",,,,,,,,,,,,";
-    }
-    if (r.timing) {
-      const Summary& t = r.timing->ms;
-      s << mode_name(r.timing->mode) << "," << t.median << "," << t.min << "," << t.max << "," << t.q1 << "," << t.q3
-        << "," << t.noise << "," << t.samples << "," << r.work.flops << "," << r.work.bytes << "," << r.tflops << ","
-        << r.gbps << "," << r.floor_ms << "," << r.pct_of_floor << "," << r.bound << ",";
-    } else {
-      s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
-    }
-    if (r.speedup) s << *r.speedup;
-    // Stages as "NAME mean p50 p99 runs" (ms), separated by ';'.
-    std::ostringstream st;
-    st << std::setprecision(6);
-    for (size_t i = 0; i < r.stages.size(); ++i)
-      st << (i ? ";" : "") << r.stages[i].name << " " << r.stages[i].ms.mean << " " << r.stages[i].ms.median << " "
-         << r.stages[i].p99 << " " << r.stages[i].runs;
-    s << "," << csv_quote(st.str());
-    if (r.timing && r.timing->clock.samples)
-      s << "," << r.timing->clock.mean_mhz << "," << r.timing->clock.low_samples;
-    else
-      s << ",,";
-    s << "," << csv_quote(r.command);
-    out << s.str() << "\n";
+const char* const kCsvHeader =
+    "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
+    "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
+    "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,stages,sm_mhz,low_clock_samples,"
+    "command\n";
+
+// One row's csv line, newline included.
+std::string csv_line(const ResultRow& r) {
+  std::ostringstream s;
+  s << std::setprecision(6);
+  s << csv_quote(r.case_name) << "," << csv_quote(r.point) << "," << r.op << "," << r.dtype << "," << r.variant
+    << "," << (r.baseline ? 1 : 0) << "," << status_name(r.status) << "," << csv_quote(detail(r)) << ",";
+  if (r.cmp) {
+    s << r.cmp->max_abs << "," << r.cmp->max_rel << "," << r.cmp->rel_l2 << "," << r.cmp->mismatches << ","
+      << r.cmp->elements_checked << "," << r.cmp->rows_checked << "," << r.cmp->rows_total << ","
+      << r.cmp->nonfinite << "," << csv_quote(r.worst) << "," << r.tol.atol << "," << r.tol.rtol << "," << r.trials
+      << ",";
+  } else {
+    s << ",,,,,,,,,,,,";
   }
+  if (r.timing) {
+    const Summary& t = r.timing->ms;
+    s << mode_name(r.timing->mode) << "," << t.median << "," << t.min << "," << t.max << "," << t.q1 << "," << t.q3
+      << "," << t.noise << "," << t.samples << "," << r.work.flops << "," << r.work.bytes << "," << r.tflops << ","
+      << r.gbps << "," << r.floor_ms << "," << r.pct_of_floor << "," << r.bound << ",";
+  } else {
+    s << ",,,,,,,," << r.work.flops << "," << r.work.bytes << ",,,,,,";
+  }
+  if (r.speedup) s << *r.speedup;
+  // Stages as "NAME mean p50 p99 runs" (ms), separated by ';'.
+  std::ostringstream st;
+  st << std::setprecision(6);
+  for (size_t i = 0; i < r.stages.size(); ++i)
+    st << (i ? ";" : "") << r.stages[i].name << " " << r.stages[i].ms.mean << " " << r.stages[i].ms.median << " "
+       << r.stages[i].p99 << " " << r.stages[i].runs;
+  s << "," << csv_quote(st.str());
+  if (r.timing && r.timing->clock.samples)
+    s << "," << r.timing->clock.mean_mhz << "," << r.timing->clock.low_samples;
+  else
+    s << ",,";
+  s << "," << csv_quote(r.command) << "\n";
+  return s.str();
 }
 
 // A sample as the json keeps it: 7 significant digits. A CUDA event resolves about 0.5 us,
@@ -379,7 +382,9 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   }
   if (r.cmp)
     j["verify_time"] = {{"allocate_ms", r.verify_time.allocate_ms}, {"inputs_ms", r.verify_time.inputs_ms},
-                        {"reference_ms", r.verify_time.reference_ms}, {"release_ms", r.verify_time.release_ms},
+                        {"reference_ms", r.verify_time.reference_ms},
+                        {"reference_wait_ms", r.verify_time.reference_wait_ms},
+                        {"release_ms", r.verify_time.release_ms},
                         {"point_ms", r.verify_time.point_ms},
                         {"check_ms", r.verify_time.check_ms}};
   j["flops"] = r.work.flops;
@@ -404,7 +409,8 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   return j;
 }
 
-void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow>& rows) {
+// Everything of the json report but its rows.
+nlohmann::json json_head(const RunMeta& m) {
   nlohmann::json j;
   j["schema"] = kJsonSchema;
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
@@ -439,10 +445,28 @@ void write_json(std::ostream& out, const RunMeta& m, const std::vector<ResultRow
                         {"tf32_tflops", d->tf32_tflops},
                         {"fp16_tflops", d->fp16_tflops},
                         {"bf16_tflops", d->bf16_tflops}};
-  j["rows"] = nlohmann::json::array();
-  for (const auto& r : rows) j["rows"].push_back(row_json(r, m.keep_samples));
-  out << j.dump(1) << "\n";
+  return j;
 }
+
+// One row as an element of the report's "rows" array (indented as the document's dump(1) would).
+std::string json_row_text(const ResultRow& r, bool keep_samples) {
+  std::string text = "  " + row_json(r, keep_samples).dump(1);
+  for (size_t p = 0; (p = text.find('\n', p)) != std::string::npos; p += 3) text.replace(p, 1, "\n  ");
+  return text;
+}
+
+// The document: the head's dump with its rows spliced in where the placeholder stands.
+void write_json_document(std::ostream& out, const RunMeta& m, const std::vector<std::string>& rows) {
+  static const char* const kRows = "@rows@";
+  nlohmann::json j = json_head(m);
+  j["rows"] = kRows;
+  const std::string head = j.dump(1);
+  const size_t at = head.find(std::string("\"") + kRows + "\"");
+  out << head.substr(0, at) << "[";
+  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n" : "\n") << rows[i];
+  out << (rows.empty() ? "]" : "\n ]") << head.substr(at + std::strlen(kRows) + 2) << "\n";
+}
+
 
 }  // namespace
 
@@ -462,9 +486,31 @@ void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::v
       break;
     }
     case Format::markdown: write_markdown(out, meta, rows); break;
-    case Format::csv: write_csv(out, rows); break;
-    case Format::json: write_json(out, meta, rows); break;
+    case Format::csv:
+      out << kCsvHeader;
+      for (const auto& r : rows) out << csv_line(r);
+      break;
+    case Format::json: {
+      std::vector<std::string> text;
+      for (const auto& r : rows) text.push_back(json_row_text(r, meta.keep_samples));
+      write_json_document(out, meta, text);
+      break;
+    }
   }
+}
+
+void ReportFile::write(const RunMeta& meta, const std::vector<ResultRow>& rows) {
+  const bool cached = format_ == Format::json || format_ == Format::csv;
+  for (size_t i = rendered_.size(); cached && i < rows.size(); ++i)
+    rendered_.push_back(format_ == Format::json ? json_row_text(rows[i], meta.keep_samples) : csv_line(rows[i]));
+  write_file(path_, [&](std::ostream& out) {
+    if (format_ == Format::json)
+      write_json_document(out, meta, rendered_);
+    else if (format_ == Format::csv)
+      for (size_t i = 0; i <= rendered_.size(); ++i) out << (i == 0 ? kCsvHeader : rendered_[i - 1].c_str());
+    else
+      write_report(out, format_, meta, rows);
+  });
 }
 
 }  // namespace attnbench

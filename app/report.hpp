@@ -3,6 +3,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/device.hpp"
@@ -25,11 +26,13 @@ struct ResultRow {
   Tolerance tol;
   int trials = 0;
   std::string command;               // the command line that runs this row again, alone
-  // Host wall time of the verification: the point's allocation, inputs, reference and
-  // whole wall time (allocation to the last check or timing, shared by its rows), and this
-  // variant's launches, downloads and checks, over all trials.
+  // Host wall time of the verification: the point's allocation, inputs, reference (its own
+  // time, overlapping the launches, and the wait for it after them) and whole wall time
+  // (allocation to the last check or timing, shared by its rows), and this variant's
+  // launches and read-backs, over all trials.
   struct VerifyTime {
-    double allocate_ms = 0, inputs_ms = 0, reference_ms = 0, release_ms = 0, point_ms = 0, check_ms = 0;
+    double allocate_ms = 0, inputs_ms = 0, reference_ms = 0, reference_wait_ms = 0, release_ms = 0, point_ms = 0,
+           check_ms = 0;
   } verify_time;
   std::optional<Timing> timing;      // `run` only; for an op of several stages, the first stage's
   std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
@@ -91,6 +94,22 @@ class TableWriter {
 };
 
 void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows);
+
+// The -o file, rewritten whole after every point (through a temporary file renamed over
+// it, so a killed run leaves a document that parses) without rendering a row twice: json
+// and csv rows are rendered once, when they first reach write(). Rewriting every row of
+// every format after every point made a long run's writing quadratic in its rows.
+class ReportFile {
+ public:
+  ReportFile(std::string path, Format format) : path_(std::move(path)), format_(format) {}
+  // `rows` only grows between calls, and rows already written do not change.
+  void write(const RunMeta& meta, const std::vector<ResultRow>& rows);
+
+ private:
+  std::string path_;
+  Format format_;
+  std::vector<std::string> rendered_;
+};
 
 // The markdown format's table alone (a `case` column first, a `note` last), and the legend
 // it prints under it: `attnbench report` prints one table per case and the legend once.

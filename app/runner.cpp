@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <map>
 #include <fnmatch.h>
 #include <sys/ioctl.h>
@@ -207,7 +208,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   }
 
   std::vector<ResultRow> setup_rows;  // the kernels that built the inputs, checked
-  double inputs_ms = 0, reference_ms = 0, allocate_ms = 0;  // the point's share of the verification's wall time
+  // The point's share of the verification's wall time; the reference's own time overlaps the launches, and
+  // reference_wait_ms is what was left of it when they were done.
+  double inputs_ms = 0, reference_ms = 0, reference_wait_ms = 0, allocate_ms = 0;
   if (!runnable.empty()) {
     progress("allocating " + human_bytes(need));
     const auto a0 = std::chrono::steady_clock::now();
@@ -227,7 +230,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     // Verify: fresh inputs per trial, every variant against the same reference.
     for (int t = 0; t < trials; ++t) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
-      progress("trial " + std::to_string(t + 1) + ": inputs and reference");
+      progress("trial " + std::to_string(t + 1) + ": inputs");
       auto t0 = std::chrono::steady_clock::now();
       problem->generate(seed, ctx);
       inputs_ms += ms_since(t0);
@@ -250,9 +253,42 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       }
       const ref::Rows check_rows =
           sample_rows(problem->output_rows(), p.verify.max_rows, seed, problem->must_check_rows());
-      t0 = std::chrono::steady_clock::now();
-      const ref::Matrix want = problem->reference(check_rows);
-      reference_ms += ms_since(t0);
+      // The fp64 reference runs on the host while the variants run on the device; each
+      // variant's output is read back as it finishes and judged once the reference is there.
+      // A dump writes each variant's output with the reference beside it, so it waits first.
+      double reference_own_ms = 0;
+      std::future<ref::Matrix> pending = std::async(std::launch::async, [&] {
+        const auto r0 = std::chrono::steady_clock::now();
+        ref::Matrix m = problem->reference(check_rows);
+        reference_own_ms = ms_since(r0);
+        return m;
+      });
+      std::optional<ref::Matrix> want;
+      const auto reference = [&]() -> const ref::Matrix& {
+        if (!want) want = pending.get();
+        return *want;
+      };
+      if (dump) reference();
+      std::vector<std::pair<size_t, Problem::Readback>> outputs;  // (row, its output), to judge
+      const auto judge_outputs = [&] {
+        progress("trial " + std::to_string(t + 1) + ": waiting for the reference");
+        const auto w0 = std::chrono::steady_clock::now();
+        reference();
+        reference_wait_ms += ms_since(w0);
+        reference_ms += reference_own_ms;
+        for (const auto& [i, output] : outputs) {
+          ResultRow& r = rows[i];
+          const Comparison cmp = problem->judge(output, check_rows, *want, r.tol);
+          if (r.cmp)
+            r.cmp->merge(cmp);
+          else
+            r.cmp = cmp;
+          r.trials = t + 1;
+          r.status = r.cmp->passed() ? Status::verified : Status::failed;
+          if (r.cmp->worst_row >= 0) r.worst = to_string(problem->coord(r.cmp->worst_row, r.cmp->worst_col));
+        }
+        outputs.clear();
+      };
       for (size_t i : runnable) {
         ResultRow& r = rows[i];
         if (r.status == Status::error) continue;
@@ -267,7 +303,9 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           r.status = Status::error;
           r.reason = e.what();
           // A sticky error (an illegal address) leaves the context unusable: stop here, keep what we have.
+          // The variants read back before it are judged first.
           if (cudaDeviceSynchronize() != cudaSuccess) {
+            judge_outputs();
             for (auto& x : rows) emit(x);
             throw;
           }
@@ -280,20 +318,17 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           r.reason = std::string("the launcher refused the point: ") + e.what();
           continue;
         }
-        const Comparison cmp = problem->check(check_rows, want, r.tol);
+        outputs.emplace_back(i, problem->read_back(check_rows));
         r.verify_time.check_ms += ms_since(v0);
-        if (dump) dump->add(*problem, seed, check_rows, want, r.variant, cmp, r.tol, r.command);
-        if (r.cmp)
-          r.cmp->merge(cmp);
-        else
-          r.cmp = cmp;
-        r.trials = t + 1;
-        r.status = r.cmp->passed() ? Status::verified : Status::failed;
-        if (r.cmp->worst_row >= 0) r.worst = to_string(problem->coord(r.cmp->worst_row, r.cmp->worst_col));
+        if (dump) {
+          const Comparison cmp = problem->judge(outputs.back().second, check_rows, reference(), r.tol);
+          dump->add(*problem, seed, check_rows, reference(), r.variant, cmp, r.tol, r.command);
+        }
       }
+      judge_outputs();
       if (t + 1 == trials) {
         last_rows = check_rows;
-        last_want = want;
+        last_want = std::move(*want);
       }
     }
     variant_.clear();
@@ -378,6 +413,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       r.verify_time.release_ms = release_ms;
       r.verify_time.inputs_ms = inputs_ms;
       r.verify_time.reference_ms = reference_ms;
+      r.verify_time.reference_wait_ms = reference_wait_ms;
       r.verify_time.allocate_ms = allocate_ms;
       r.verify_time.point_ms = point_ms;
     }

@@ -1,6 +1,8 @@
 // Derived rates and the four report formats.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -430,4 +432,45 @@ TEST(ReproduceCommand, ProfileInsteadOfAMode) {
   p.pins = {"shape.cols=1000"};
   EXPECT_EQ(reproduce_command(o, "cases/smoke/softmax.toml", p, "warp_online"),
             "attnbench run cases/smoke/softmax.toml --set shape.cols=1000 -k warp_online --profile");
+}
+
+// -o after each point: what ReportFile writes is what write_report writes for the same rows
+// (json: the same document; csv: the same text), with rows rendered only once.
+TEST(Report, ReportFileWritesWhatWriteReportWrites) {
+  const std::string dir = ::testing::TempDir();
+  for (Format f : {Format::json, Format::csv, Format::markdown}) {
+    const std::string path = dir + "/report_file_test" + std::to_string(static_cast<int>(f));
+    ReportFile file(path, f);
+    std::vector<ResultRow> rows;
+    RunMeta m = meta("run");
+    for (int n = 0; n < 3; ++n) {
+      rows.push_back(timed_row("v" + std::to_string(n), 1.0 + n, 1e12, 1e9));
+      m.complete = n == 2;
+      m.elapsed_ms = 10.0 * n;
+      file.write(m, rows);
+      std::ifstream in(path);
+      std::stringstream got;
+      got << in.rdbuf();
+      std::ostringstream want;
+      write_report(want, f, m, rows);
+      if (f == Format::json) {
+        const auto j = nlohmann::json::parse(got.str());
+        EXPECT_EQ(j, nlohmann::json::parse(want.str()));
+        EXPECT_EQ(j["rows"].size(), rows.size());
+        EXPECT_EQ(j["attnbench"]["complete"], n == 2);
+      } else {
+        EXPECT_EQ(got.str(), want.str());
+      }
+    }
+    std::remove(path.c_str());
+  }
+}
+
+// A json report of no rows is still a document.
+TEST(Report, JsonOfNoRowsParses) {
+  std::ostringstream out;
+  write_report(out, Format::json, meta("verify"), {});
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_TRUE(j["rows"].is_array());
+  EXPECT_TRUE(j["rows"].empty());
 }

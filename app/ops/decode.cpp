@@ -62,16 +62,13 @@ class DecodeProblem : public TableProblem<DecodeParams> {
 
  protected:
   // Cache rows past each sequence's context hold NaN: a kernel that reads one fails.
-  bool shape_input(size_t index, HostValues& values) const override {
-    if (index == 0) return false;
+  std::vector<std::pair<int64_t, int64_t>> nan_ranges(size_t index) const override {
+    if (index == 0) return {};
     const int64_t row = kv_heads_ * head_dim_;
-    bool changed = false;
-    for (int64_t b = 0; b < batch_; ++b) {
-      std::fill(values.begin() + (b * max_context_ + context_[b]) * row, values.begin() + (b + 1) * max_context_ * row,
-                NAN);
-      changed = changed || context_[b] < max_context_;
-    }
-    return changed;
+    std::vector<std::pair<int64_t, int64_t>> tails;
+    for (int64_t b = 0; b < batch_; ++b)
+      if (context_[b] < max_context_) tails.emplace_back((b * max_context_ + context_[b]) * row, (b + 1) * max_context_ * row);
+    return tails;
   }
 
  private:

@@ -137,8 +137,20 @@ class PagedProblem : public TableProblem<PagedParams> {
   // rounded to kv_dtype, or for fp8 value / scale rounded to e4m3. The same pass keeps what
   // the codes mean (stored_) for the reference, when the cache has another dtype.
   Comparison check_cache(const std::vector<int64_t>& slots) {
-    const std::size_t e = dtype_bytes(kv_dtype_);
-    const ref::PagedLayout layout{kv_heads_, head_dim_, block_size_, paged_x(kv_dtype_)};
+    switch (dtype_bytes(kv_dtype_)) {
+      case 1: return check_cache_as<uint8_t>(slots);
+      case 2: return check_cache_as<uint16_t>(slots);
+      default: return check_cache_as<uint32_t>(slots);
+    }
+  }
+
+  // check_cache with the element's bits as one `Bits`: an integer compare an element, and the
+  // layout placed once a run of elements rather than once an element.
+  template <class Bits>
+  Comparison check_cache_as(const std::vector<int64_t>& slots) {
+    const std::size_t e = sizeof(Bits);
+    const int64_t x = paged_x(kv_dtype_);
+    const ref::PagedLayout layout{kv_heads_, head_dim_, block_size_, x};
     const bool fp8 = kv_dtype_ == DType::fp8_e4m3, keep = kv_dtype_ != point().dtype;
     Comparison c;
     for (int which = 0; which < 2; ++which) {
@@ -146,38 +158,54 @@ class PagedProblem : public TableProblem<PagedParams> {
       const float scale = which ? v_scale_ : k_scale_;
       HostValues& stored = stored_[which];
       stored.resize(keep ? tokens.size() : 0);
-      const auto got = host_bytes(e * static_cast<size_t>(cache_elements()));
-      (which ? v_cache_ : k_cache_)->download(got.get(), e * static_cast<size_t>(cache_elements()));
+      const auto bytes = host_bytes(e * static_cast<size_t>(cache_elements()));
+      (which ? v_cache_ : k_cache_)->download(bytes.get(), e * static_cast<size_t>(cache_elements()));
+      const Bits* got = reinterpret_cast<const Bits*>(bytes.get());
       constexpr int64_t kTokens = 256;  // tokens per task
       std::vector<Comparison> parts(static_cast<size_t>((tokens_ + kTokens - 1) / kTokens));
-      parallel_for(static_cast<int64_t>(parts.size()), static_cast<double>(tokens_) * kv_heads_ * head_dim_,
+      // About ten operations an element (the threshold is in flops): counted as one, caches of
+      // a few thousand tokens were checked on one thread, a third of a second a point.
+      parallel_for(static_cast<int64_t>(parts.size()), 10.0 * static_cast<double>(tokens_) * kv_heads_ * head_dim_,
                    [&](int64_t task) {
                      // Tallies stay local until the end: tasks' Comparisons share cache lines, and
                      // counting into them element by element cost 40 ns an element on 16 cores.
                      int64_t checked = 0, mismatches = 0;
                      double max_abs = 0;
                      std::vector<float> row(static_cast<size_t>(head_dim_));
-                     std::vector<uint8_t> want(static_cast<size_t>(head_dim_) * e);
+                     std::vector<Bits> want(static_cast<size_t>(head_dim_));
+                     const auto differs = [&](int64_t at, int64_t j) {
+                       ++mismatches;
+                       const double have = decode_element(kv_dtype_, bytes.get(), at);
+                       const double should = decode_element(kv_dtype_, reinterpret_cast<const uint8_t*>(want.data()), j);
+                       max_abs = std::isfinite(have) ? std::max(max_abs, std::fabs(have - should)) : INFINITY;
+                     };
                      for (int64_t t = task * kTokens; t < std::min(tokens_, (task + 1) * kTokens); ++t) {
                        const int64_t block = slots[t] / block_size_, offset = slots[t] % block_size_;
                        for (int64_t h = 0; h < kv_heads_; ++h) {
                          const int64_t first = (t * kv_heads_ + h) * head_dim_;
                          for (int64_t j = 0; j < head_dim_; ++j)
                            row[j] = fp8 ? tokens[first + j] / scale : tokens[first + j];
-                         encode_range(kv_dtype_, row.data(), head_dim_, want.data());  // rounds to kv_dtype
+                         // Rounds to kv_dtype.
+                         encode_range(kv_dtype_, row.data(), head_dim_, reinterpret_cast<uint8_t*>(want.data()));
                          if (keep) {
-                           decode_range(kv_dtype_, want.data(), head_dim_, &stored[first]);
+                           decode_range(kv_dtype_, reinterpret_cast<const uint8_t*>(want.data()), head_dim_,
+                                        &stored[first]);
                            if (fp8)
                              for (int64_t j = 0; j < head_dim_; ++j) stored[first + j] *= scale;
                          }
                          checked += head_dim_;
-                         for (int64_t j = 0; j < head_dim_; ++j) {
-                           const int64_t at = which ? layout.v(block, h, j, offset) : layout.k(block, h, j, offset);
-                           if (std::memcmp(got.get() + at * e, &want[j * e], e) == 0) continue;
-                           ++mismatches;
-                           const double have = decode_element(kv_dtype_, got.get(), at);
-                           const double should = decode_element(kv_dtype_, want.data(), j);
-                           max_abs = std::isfinite(have) ? std::max(max_abs, std::fabs(have - should)) : INFINITY;
+                         if (which == 0) {
+                           // The key's row is head_dim / x runs of x consecutive elements.
+                           for (int64_t j0 = 0; j0 < head_dim_; j0 += x) {
+                             const int64_t at = layout.k(block, h, j0, offset);
+                             for (int64_t i = 0; i < x; ++i)
+                               if (got[at + i] != want[j0 + i]) differs(at + i, j0 + i);
+                           }
+                         } else {
+                           // The value's row is head_dim elements a fixed step apart.
+                           const int64_t at = layout.v(block, h, 0, offset), step = layout.v(block, h, 1, offset) - at;
+                           for (int64_t j = 0; j < head_dim_; ++j)
+                             if (got[at + j * step] != want[j]) differs(at + j * step, j);
                          }
                        }
                      }
