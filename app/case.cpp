@@ -27,6 +27,7 @@ const char* mode_name(TimingMode m) {
     case TimingMode::cold: return "cold";
     case TimingMode::hot: return "hot";
     case TimingMode::graph: return "graph";
+    case TimingMode::graph_hot: return "graph_hot";
   }
   return "?";
 }
@@ -298,7 +299,7 @@ E read_enum(const Context& ctx, const Item& it, const std::vector<E>& values, co
   return values[read_choice(ctx, it, names_of(values, name))];
 }
 
-const std::vector<TimingMode> kModes = {TimingMode::cold, TimingMode::hot, TimingMode::graph};
+const std::vector<TimingMode> kModes = {TimingMode::cold, TimingMode::hot, TimingMode::graph, TimingMode::graph_hot};
 
 DType read_dtype(const Context& ctx, const Item& it, const OpSpec& op) {
   const auto* s = it.node->as_string();

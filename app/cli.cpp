@@ -39,6 +39,8 @@ struct Options {
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
   int64_t max_points = kDefaultMaxPoints;
   std::string mode;
+  double min_clock_pct = 0;  // --min-clock
+  int interleave = 1;        // --interleave
   bool no_samples = false, keep_samples = false;  // --keep-samples: the default since schema 3, still accepted
   bool profile = false;
   std::string flush = "read";
@@ -50,6 +52,7 @@ struct Options {
   std::string list_what = "all";
   std::string base_report, new_report, threshold = "5", confidence = "0.95";
   bool fail_on_unsure = false;
+  std::vector<std::string> pairs;  // compare --pair
   std::string run_report, peers, plot_script;  // report
   std::string command_line, program = "attnbench";
 };
@@ -183,8 +186,11 @@ int run_or_verify(const Options& o, bool timed) {
   if (o.mode == "cold") ro.mode = TimingMode::cold;
   if (o.mode == "hot") ro.mode = TimingMode::hot;
   if (o.mode == "graph") ro.mode = TimingMode::graph;
+  if (o.mode == "graph_hot") ro.mode = TimingMode::graph_hot;
   if (o.mode == "all") ro.mode = TimingMode::cold;  // the row's own mode; hot and graph beside it
   ro.all_modes = o.mode == "all";
+  ro.min_clock = o.min_clock_pct / 100;
+  ro.interleave = o.interleave;
   ro.profile = o.profile;
   ro.program = o.program;
   ro.sets = o.sets;
@@ -321,8 +327,10 @@ int info(const Options& o) {
 int compare(const Options& o) {
   if (!o.output.empty()) check_output_file(o.output, "-o");
   const double threshold = parse_threshold(o.threshold), confidence = parse_confidence(o.confidence);
+  VariantPairs pairs;
+  for (const std::string& p : o.pairs) pairs.push_back(parse_pair(p));
   const CompareResult r = compare_reports(read_report(o.base_report), read_report(o.new_report), threshold, "BASE",
-                                          "NEW", confidence);
+                                          "NEW", confidence, pairs);
   const bool markdown = o.format == "markdown" || o.format == "md" ||
                         (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::markdown);
   write_compare(std::cout, r, markdown);
@@ -420,8 +428,10 @@ int run_cli(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "verify and time the cases; print timings, TFLOP/s, GB/s, % of ceiling");
   add_case_options(run, o);
   auto* mode = run->add_option("--mode", o.mode,
-                               "timing mode for every case: cold (L2 flushed) | hot | graph | all (side by side)")
-                   ->check(CLI::IsMember({"cold", "hot", "graph", "all"}));
+                               "timing mode for every case: cold (L2 flushed) | hot (L2 warm) | graph (cold launches "
+                               "replayed from a CUDA graph, no launch overhead) | graph_hot (the graph, L2 warm) | "
+                               "all (side by side)")
+                   ->check(CLI::IsMember({"cold", "hot", "graph", "graph_hot", "all"}));
   auto* no_samples = run->add_flag("--no-samples", o.no_samples,
                                    "json: leave the timing samples out (smaller; compare then judges by the quartiles "
                                    "alone)");
@@ -433,6 +443,17 @@ int run_cli(int argc, char** argv) {
                       "cold mode's L2 flush: read (default: leaves clean lines) | write (zeroes a buffer, as "
                       "Triton's do_bench and peers.py do; its dirty lines' write-back lands in the timed kernel)")
           ->check(CLI::IsMember({"read", "write"}));
+  auto* min_clock =
+      run->add_option("--min-clock", o.min_clock_pct,
+                      "drop a sample whose SM clock read below PCT% of the maximum, cool down 50 ms and take it "
+                      "again (8 in a row: the clock is what this load runs at, and the samples are kept); NVML's "
+                      "throttle reasons are reported. Default 0: keep every sample, flag those below 90%")
+          ->check(CLI::Range(0.0, 100.0));
+  auto* interleave =
+      run->add_option("--interleave", o.interleave,
+                      "time each point's variants in N rounds, the variants in a seeded random order each round, "
+                      "so that drift (clocks, heat) falls on all alike; speedups get a 95% bootstrap interval")
+          ->check(CLI::Range(1, 100));
   // Timing flags mean nothing without timing: refused rather than silently ignored.
   run->add_flag("--profile", o.profile,
                 "for Nsight Compute / Systems: verify, then one warm-up and one launch per variant inside NVTX "
@@ -440,7 +461,9 @@ int run_cli(int argc, char** argv) {
       ->excludes(mode)
       ->excludes(keep)
       ->excludes(no_samples)
-      ->excludes(flush);
+      ->excludes(flush)
+      ->excludes(min_clock)
+      ->excludes(interleave);
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");
@@ -452,6 +475,9 @@ int run_cli(int argc, char** argv) {
   cmp->add_option("base", o.base_report, "the reference report (json)")->required();
   cmp->add_option("new", o.new_report, "the report to judge (json)")->required();
   cmp->add_option("--threshold", o.threshold, "smallest change in % called FAST or SLOW (default 5)");
+  cmp->add_option("--pair", o.pairs,
+                  "BASE_VARIANT=NEW_VARIANT: match BASE's rows of one variant with NEW's of another, e.g. a peer "
+                  "library's (tests/peers.py --report) with ours: --pair torch_sdpa_cudnn=flash_wgmma; repeatable");
   cmp->add_option("--confidence", o.confidence,
                   "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% "
                   "(default 0.95)");

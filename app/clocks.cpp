@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <utility>
+
 namespace attnbench {
 namespace {
 
@@ -26,6 +28,10 @@ SmClock::SmClock(const std::string& pci_bus_id) {
   const auto handle = symbol<HandleFn>(lib_, "nvmlDeviceGetHandleByPciBusId_v2");
   const auto max_clock = symbol<ClockFn>(lib_, "nvmlDeviceGetMaxClockInfo");
   get_clock_ = symbol<ClockFn>(lib_, "nvmlDeviceGetClockInfo");
+  // Renamed "clocks event reasons" in recent drivers; the old name is still exported.
+  get_reasons_ = symbol<int (*)(void*, unsigned long long*)>(lib_, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (!get_reasons_)
+    get_reasons_ = symbol<int (*)(void*, unsigned long long*)>(lib_, "nvmlDeviceGetCurrentClocksThrottleReasons");
   shutdown_ = symbol<int (*)()>(lib_, "nvmlShutdown");
   if (!init || !handle || !max_clock || !get_clock_ || !shutdown_ || init() != kNvmlSuccess) {
     shutdown_ = nullptr;
@@ -49,6 +55,24 @@ double SmClock::current_mhz() const {
   unsigned mhz = 0;
   if (!device_ || get_clock_(device_, kNvmlClockSm, &mhz) != kNvmlSuccess) return 0;
   return mhz;
+}
+
+uint64_t SmClock::reasons() const {
+  unsigned long long bits = 0;
+  if (!device_ || !get_reasons_ || get_reasons_(device_, &bits) != kNvmlSuccess) return 0;
+  return bits;
+}
+
+std::vector<std::string> clock_reason_names(uint64_t reasons) {
+  // nvml.h's nvmlClocksEventReason* bits.
+  static const std::pair<uint64_t, const char*> kNames[] = {
+      {0x4, "sw_power_cap"},          {0x8, "hw_slowdown"},          {0x10, "sync_boost"},
+      {0x20, "sw_thermal_slowdown"},  {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"},
+      {0x100, "display_clock_setting"}};
+  std::vector<std::string> out;
+  for (const auto& [bit, name] : kNames)
+    if (reasons & bit) out.push_back(name);
+  return out;
 }
 
 ClockStats summarize_clocks(const std::vector<double>& mhz, double max_mhz) {

@@ -22,12 +22,16 @@ class SmClock {
   double max_mhz() const { return max_mhz_; }
   // The SM clock now; 0 when inactive or the read fails.
   double current_mhz() const;
+  // Why the clocks are where they are now: NVML's clocks-event (throttle) reason bits; 0
+  // when inactive, when the read fails, or when nothing holds them down.
+  uint64_t reasons() const;
 
  private:
   void* lib_ = nullptr;
   void* device_ = nullptr;
   double max_mhz_ = 0;
   int (*get_clock_)(void*, int, unsigned*) = nullptr;
+  int (*get_reasons_)(void*, unsigned long long*) = nullptr;
   int (*shutdown_)() = nullptr;
 };
 
@@ -38,6 +42,10 @@ struct ClockStats {
 };
 
 constexpr double kLowClock = 0.9;
+
+// NVML's reason bits as words, e.g. {"sw_power_cap", "hw_thermal_slowdown"}; the idle and
+// application-clock bits, which hold nothing down while a kernel runs, are left out.
+std::vector<std::string> clock_reason_names(uint64_t reasons);
 
 // Readings of 0 (not read) are left out.
 ClockStats summarize_clocks(const std::vector<double>& mhz, double max_mhz);

@@ -79,9 +79,12 @@ namespace {
 // reads ("attnbench", "device", "rows", a row's "case", "point", "variant", "status",
 // "reason", "timing" and "timings" with "mode", "median_ms", "q1_ms", "q3_ms", "noise",
 // "samples", "samples_ms") means the same in all, so older reports are still compared.
+// Schema 4's mode "graph" launches on rotating copies of the inputs (cold); the warm graph
+// of schemas 1-3 is schema 4's "graph_hot", and is read as such, so that an old report's
+// graph rows meet a new report's graph_hot rows.
 // Any other schema is refused: its keys may mean something else. When kJsonSchema is
 // raised, check what compare reads before raising kNewestSchema with it.
-constexpr int kOldestSchema = 1, kNewestSchema = 3;
+constexpr int kOldestSchema = 1, kNewestSchema = 4;
 static_assert(kNewestSchema == kJsonSchema, "a new json schema: check that compare still reads it right");
 
 // What a measured time may be, in ms. The median divides the change, so it may not be 0;
@@ -244,6 +247,8 @@ std::vector<Entry> entries_of(const nlohmann::json& doc, const std::string& whic
     w.fail("not an attnbench json report: the document is " + describe(doc) +
            ", expected an object (the output of `attnbench run --format json`)");
   check_schema(w, doc);
+  const bool warm_graph = doc["schema"].get<int>() < 4;
+  const auto mode_of = [&](const std::string& m) { return warm_graph && m == "graph" ? std::string("graph_hot") : m; };
   const auto attn = doc.find("attnbench");
   if (attn == doc.end() || !attn->is_object())
     w.fail(attn == doc.end() ? std::string("not an attnbench json report: \"attnbench\" is missing")
@@ -273,11 +278,12 @@ std::vector<Entry> entries_of(const nlohmann::json& doc, const std::string& whic
     const std::string row_name = w.row + " (case \"" + clipped(e.case_name, 40) + "\", point \"" +
                                  clipped(e.point, 40) + "\", variant \"" + clipped(e.variant, 40) + "\"";
     w.row = row_name + ")";
-    auto add = [&](const std::string& mode, const nlohmann::json& t, const std::string& path, bool use) {
-      w.row = row_name + ", mode \"" + clipped(mode, 20) + "\")";
+    auto add = [&](const std::string& as_written, const nlohmann::json& t, const std::string& path, bool use) {
+      w.row = row_name + ", mode \"" + clipped(as_written, 20) + "\")";
       TimingStats s = stats_of(w, t, path);
       w.row = row_name + ")";
       if (!use) return s;
+      const std::string mode = mode_of(as_written);
       if (!e.timings.count(mode)) e.modes.push_back(mode);
       e.timings[mode] = s;
       return s;
@@ -293,7 +299,7 @@ std::vector<Entry> entries_of(const nlohmann::json& doc, const std::string& whic
       if (!t->is_object()) w.fail("timing is " + describe(*t) + ", expected an object");
       const std::string mode = string_at(w, *t, "timing.", "mode");
       TimingStats own = add(mode, *t, "timing", timings == row.end());
-      const auto same_mode = e.timings.find(mode);
+      const auto same_mode = e.timings.find(mode_of(mode));
       if (timings != row.end() && same_mode != e.timings.end() && same_mode->second.samples_ms.empty() &&
           !own.samples_ms.empty()) {
         TimingStats& other = same_mode->second;
@@ -400,13 +406,23 @@ CompareRow row_for(const Entry& e, const std::string& mode) {
 }
 
 CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& now, double threshold,
-                              const std::string& base_name, const std::string& now_name, double confidence) {
+                              const std::string& base_name, const std::string& now_name, double confidence,
+                              const VariantPairs& pairs) {
   if (!(threshold >= 0 && threshold <= 10))
     throw InputError("compare: error: threshold " + g(threshold) + " is not a fraction from 0 to 10 (1000%)");
   if (!(confidence >= kMinConfidence && confidence <= kMaxConfidence))
     throw InputError("compare: error: confidence " + g(confidence) + " is not a fraction from " + g(kMinConfidence) +
                      " to " + g(kMaxConfidence));
-  const std::vector<Entry> b = entries_of(base, base_name), n = entries_of(now, now_name);
+  std::vector<Entry> b = entries_of(base, base_name);
+  const std::vector<Entry> n = entries_of(now, now_name);
+  // --pair: BASE's row of one variant stands in for NEW's of another.
+  std::map<std::string, std::string> paired_from;  // NEW variant -> the BASE variant matched with it
+  for (auto& e : b)
+    for (const auto& [from, to] : pairs)
+      if (e.variant == from) {
+        e.variant = to;
+        paired_from[to] = from;
+      }
   CompareResult r;
   r.threshold = threshold;
   r.confidence = confidence;
@@ -455,6 +471,8 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
         judge_row(row, threshold, confidence);
         any_pair = true;
       }
+      if (const auto p = paired_from.find(e.variant); p != paired_from.end())
+        row.note = "BASE: " + p->second + (row.note.empty() ? "" : "; " + row.note);
       r.rows.push_back(std::move(row));
     }
   }
@@ -480,9 +498,10 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
 }  // namespace
 
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
-                              const std::string& base_name, const std::string& now_name, double confidence) {
+                              const std::string& base_name, const std::string& now_name, double confidence,
+                              const VariantPairs& pairs) {
   try {
-    return compare_checked(base, now, threshold, clipped(base_name, 160), clipped(now_name, 160), confidence);
+    return compare_checked(base, now, threshold, clipped(base_name, 160), clipped(now_name, 160), confidence, pairs);
   } catch (const nlohmann::json::exception& e) {
     // Not expected once entries_of has checked both reports; never let one escape as a crash.
     throw InputError(one_line("compare: error: " + std::string(e.what())));
@@ -509,6 +528,14 @@ std::optional<double> plain_decimal(std::string t, bool* percent) {
 }
 
 }  // namespace
+
+std::pair<std::string, std::string> parse_pair(const std::string& s) {
+  const size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size() || s.find('=', eq + 1) != std::string::npos)
+    throw InputError("compare: error: --pair " + clipped(s, 80) +
+                     " is not BASE_VARIANT=NEW_VARIANT (e.g. torch_sdpa_cudnn=flash_wgmma)");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
 
 double parse_threshold(const std::string& s) {
   bool percent = false;

@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -38,9 +39,8 @@ struct TimingStats {
   std::vector<double> samples_ms;  // every sample, sorted; empty when the report kept none
 };
 
-// Fewer samples than this make no bootstrap interval worth the name: the row is judged
-// by the interquartile rule instead.
-constexpr size_t kMinBootstrapSamples = 5;
+// Fewer samples than kMinBootstrapSamples (stats.hpp): the row is judged by the
+// interquartile rule instead.
 constexpr double kDefaultConfidence = 0.95;
 
 struct CompareRow {
@@ -80,9 +80,14 @@ Verdict judge(const TimingStats& base, const TimingStats& now, double threshold,
 // out of order, negative noise or samples, samples that disagree with the count or the
 // median); or when they have no timed row in common. base_name and now_name name the
 // reports in those messages. `confidence` is the bootstrap interval's, in (0, 1).
+// `pairs` (--pair): BASE's rows of variant `first` are matched with NEW's of variant
+// `second`, e.g. a peer library's row (tests/peers.py --report) with one of ours.
+using VariantPairs = std::vector<std::pair<std::string, std::string>>;
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
                               const std::string& base_name = "BASE", const std::string& now_name = "NEW",
-                              double confidence = kDefaultConfidence);
+                              double confidence = kDefaultConfidence, const VariantPairs& pairs = {});
+// "torch_sdpa_cudnn=flash_wgmma" -> {"torch_sdpa_cudnn", "flash_wgmma"}; InputError otherwise.
+std::pair<std::string, std::string> parse_pair(const std::string& s);
 // "5", "5%" or "2.5%" -> 0.05, 0.05, 0.025: the threshold is always in percent, 0 to 1000.
 double parse_threshold(const std::string& s);
 // "0.95" or "95%" -> 0.95: a fraction from 0.5 to 0.999, or the same in percent.

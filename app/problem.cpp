@@ -110,6 +110,45 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
   prepare(seed, ctx);
 }
 
+std::vector<DeviceBuffer*> Problem::device_buffers() {
+  std::vector<DeviceBuffer*> out;
+  for (auto& in : inputs_) out.push_back(&in.tensor.device);
+  out.push_back(&output_.device);
+  for (auto& b : buffers_) out.push_back(&b.device);
+  return out;
+}
+
+int Problem::make_copies(int copies, cudaStream_t stream) {
+  drop_copies();
+  const std::vector<DeviceBuffer*> own = device_buffers();
+  for (int i = 1; i < copies; ++i) {
+    std::vector<DeviceBuffer> copy;
+    for (const DeviceBuffer* b : own) {
+      copy.emplace_back(b->bytes());
+      check_cuda(cudaMemcpyAsync(copy.back().get(), b->get(), b->bytes(), cudaMemcpyDeviceToDevice, stream),
+                 "copy the point's tensors");
+    }
+    copies_.push_back(std::move(copy));
+  }
+  check_cuda(cudaStreamSynchronize(stream), "copy the point's tensors");
+  return static_cast<int>(copies_.size()) + 1;
+}
+
+void Problem::use_copy(int i) {
+  if (i == copy_in_place_) return;
+  const std::vector<DeviceBuffer*> own = device_buffers();
+  // Swapping copy c in and out again is its own inverse: first put copy 0 back, then take copy i.
+  for (int c : {copy_in_place_, i})
+    if (c > 0)
+      for (size_t k = 0; k < own.size(); ++k) std::swap(*own[k], copies_[static_cast<size_t>(c - 1)][k]);
+  copy_in_place_ = i;
+}
+
+void Problem::drop_copies() {
+  use_copy(0);
+  copies_.clear();
+}
+
 void Problem::poison_output(cudaStream_t stream) {
   // All-ones bytes are NaN in fp32, fp16, bf16 and fp8 e4m3 alike.
   check_cuda(cudaMemsetAsync(output_.device.get(), 0xff, output_.bytes(), stream), "poison output");

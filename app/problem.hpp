@@ -119,6 +119,16 @@ class Problem {
   Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
     return judge(read_back(rows), rows, ref, tol);
   }
+  // Graph mode's cold launches: copies of every device tensor and buffer of the point
+  // (copy 0 is its own), each holding the same bytes. use_copy(i) puts copy i's buffers in
+  // place, so that params() (read at every launch) points at them; a graph captured over
+  // launches on different copies replays each on memory the L2 has not seen lately. The
+  // workspace is not copied: it is the kernel's own scratch, written before it is read.
+  // make_copies returns how many copies there are; drop_copies frees all but copy 0 and
+  // puts it back in place.
+  int make_copies(int copies, cudaStream_t stream);
+  void use_copy(int i);
+  void drop_copies();
   // What the last generate() ran to build its inputs, checked.
   const std::vector<SetupCheck>& setup_checks() const { return setup_checks_; }
 
@@ -180,6 +190,9 @@ class Problem {
   Tensor output_;
   size_t row_dims_ = 1;
   mutable DeviceBuffer check_scratch_;  // check()'s NaN count and gathered rows
+  std::vector<DeviceBuffer*> device_buffers();  // every tensor's and buffer's, in a fixed order
+  std::vector<std::vector<DeviceBuffer>> copies_;  // copies_[i - 1]: copy i, in device_buffers()' order
+  int copy_in_place_ = 0;
 };
 
 // A problem whose variants come from one kernel table of Variant<Params>: the op

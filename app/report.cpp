@@ -81,10 +81,17 @@ std::string detail(const ResultRow& r) {
   std::ostringstream s;
   if (r.status == Status::skipped || r.status == Status::error) return r.reason;
   if (!r.profiled.empty() && r.status == Status::verified) return "profiled: --nvtx-include " + shell_quote(r.profiled);
-  if (r.timing && r.timing->clock.low_samples) {
-    const ClockStats& c = r.timing->clock;
-    s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
-      << "% of the " << fmt_fixed(c.max_mhz, 0) << " MHz SM clock (throttled)";
+  if (r.timing && (r.timing->clock.low_samples || r.timing->dropped)) {
+    const Timing& t = *r.timing;
+    const ClockStats& c = t.clock;
+    if (t.dropped)
+      s << t.dropped << " throttled samples dropped and taken again"
+        << (t.clock_gave_up ? " until the clock did not come back; " : "; ");
+    if (c.low_samples)
+      s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
+        << "% of the " << fmt_fixed(c.max_mhz, 0) << " MHz SM clock (throttled)";
+    const std::vector<std::string> why = clock_reason_names(t.throttle_reasons);
+    for (size_t i = 0; i < why.size(); ++i) s << (i ? ", " : ": ") << why[i];
     if (r.status == Status::verified && r.stages.empty()) return s.str();
     s << "; ";
   }
@@ -118,6 +125,24 @@ std::string mode_median(const ResultRow& r, TimingMode m) {
 
 std::vector<std::string> headers(bool timed, bool all_modes);
 
+// The footprint's table cells: registers, shared memory a block, resident blocks a SM and
+// waves of each kernel (joined by '/' when the variant launches several), and the
+// device memory of the point's tensors plus the variant's workspace.
+std::vector<std::string> footprint_cells(const ResultRow& r) {
+  if (!r.footprint || !r.footprint->error.empty() || r.footprint->kernels.empty()) return {"-", "-", "-", "-", "-"};
+  const auto known = [](auto v, const std::string& text) { return v < 0 ? std::string("?") : text; };
+  std::string regs, smem, per_sm, waves;
+  for (const KernelFootprint& k : r.footprint->kernels) {
+    const std::string sep = regs.empty() ? "" : "/";
+    regs += sep + known(k.registers, std::to_string(k.registers));
+    smem += sep + known(k.smem(), k.smem() >= 1024 ? fmt_fixed(k.smem() / 1024.0, 0) + "K" : std::to_string(k.smem()));
+    per_sm += sep + known(k.blocks_per_sm, std::to_string(k.blocks_per_sm));
+    const double w = k.waves(r.footprint->sm_count);
+    waves += sep + known(w, fmt_fixed(w, w < 10 ? 2 : 0));
+  }
+  return {regs, smem, per_sm, waves, human_bytes(static_cast<double>(r.tensor_bytes + r.workspace_bytes))};
+}
+
 // One row as the strings the table and markdown formats print, point first.
 std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
   const bool checked = r.cmp.has_value();
@@ -132,7 +157,8 @@ std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
   }
   if (!r.profiled.empty()) {  // --profile: launched once for a profiler, whose figures are the only ones
     c.push_back("profiled");
-    c.resize(headers(timed, all_modes).size(), "-");
+    c.resize(headers(timed, all_modes).size() - 5, "-");
+    for (const std::string& f : footprint_cells(r)) c.push_back(f);
     return c;
   }
   const bool t = r.timing.has_value();
@@ -141,24 +167,31 @@ std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
   if (all_modes) {
     c.push_back(mode_median(r, TimingMode::hot));
     c.push_back(mode_median(r, TimingMode::graph));
+    c.push_back(mode_median(r, TimingMode::graph_hot));
   }
   c.push_back(t && r.work.flops > 0 ? fmt_fixed(r.tflops, 1) : "-");
   c.push_back(t ? fmt_fixed(r.gbps, 0) : "-");
   c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.floor_ms, 4) : "-");
   c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_floor, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-");
-  c.push_back(r.speedup ? fmt_fixed(*r.speedup, 2) + "x" : "-");
+  // Interleaved runs show the speedup's 95% interval beside it.
+  c.push_back(!r.speedup ? "-"
+              : r.rounds > 1 && r.speedup_ci
+                  ? fmt_fixed(*r.speedup, 2) + "x [" + fmt_fixed(r.speedup_ci->lo, 2) + "-" + fmt_fixed(r.speedup_ci->hi, 2) + "]"
+                  : fmt_fixed(*r.speedup, 2) + "x");
   // The mean SM clock while sampling; "!" when some samples ran below 90% of the maximum.
   c.push_back(t && r.timing->clock.samples ? fmt_fixed(r.timing->clock.mean_mhz, 0) +
                                                  (r.timing->clock.low_samples ? "!" : "")
                                            : "-");
+  for (const std::string& f : footprint_cells(r)) c.push_back(f);
   return c;
 }
 
 std::vector<std::string> headers(bool timed, bool all_modes) {
   if (!timed) return {"point", "variant", "status", "max abs err", "rel L2 err", "rows checked"};
   std::vector<std::string> h = {"point", "variant", "status", "max abs err", "rel L2 err", "median ms", "noise"};
-  if (all_modes) h.insert(h.end(), {"hot ms", "graph ms"});
-  h.insert(h.end(), {"TFLOP/s", "GB/s", "floor ms", "% floor", "speedup", "MHz"});
+  if (all_modes) h.insert(h.end(), {"hot ms", "graph ms", "graph hot ms"});
+  h.insert(h.end(), {"TFLOP/s", "GB/s", "floor ms", "% floor", "speedup", "MHz", "regs", "smem", "blk/SM", "waves",
+                     "memory"});
   return h;
 }
 
@@ -166,8 +199,9 @@ std::vector<std::string> headers(bool timed, bool all_modes) {
 size_t width_of(const std::string& header) {
   static const std::map<std::string, size_t> widths = {
       {"variant", 14},   {"status", 8},  {"max abs err", 11}, {"rel L2 err", 11}, {"rows checked", 12},
-      {"median ms", 12}, {"noise", 7},   {"hot ms", 10},      {"graph ms", 10},   {"TFLOP/s", 8},
-      {"GB/s", 7},       {"floor ms", 10}, {"% floor", 10},   {"speedup", 8}, {"MHz", 6}};
+      {"median ms", 12}, {"noise", 7},   {"hot ms", 10},      {"graph ms", 10},   {"graph hot ms", 12}, {"TFLOP/s", 8},
+      {"GB/s", 7},       {"floor ms", 10}, {"% floor", 10},   {"speedup", 8}, {"MHz", 6},
+      {"regs", 5},       {"smem", 5},    {"blk/SM", 6},       {"waves", 6},     {"memory", 9}};
   const auto it = widths.find(header);
   return it == widths.end() ? header.size() : it->second;
 }
@@ -283,7 +317,8 @@ const char* const kCsvHeader =
     "case,point,op,dtype,variant,baseline,status,reason,max_abs,max_rel,rel_l2,mismatches,elements_checked,"
     "rows_checked,rows_total,nonfinite,worst,atol,rtol,trials,mode,median_ms,min_ms,max_ms,q1_ms,q3_ms,noise,"
     "samples,flops,bytes,tflops,gbps,floor_ms,pct_of_floor,bound,speedup,stages,sm_mhz,low_clock_samples,"
-    "command\n";
+    "command,kernels,registers,smem_bytes,blocks_per_sm,waves,tensor_bytes,workspace_bytes,speedup_ci_low,"
+    "speedup_ci_high,dropped_samples,throttle_reasons\n";
 
 // One row's csv line, newline included.
 std::string csv_line(const ResultRow& r) {
@@ -319,7 +354,36 @@ std::string csv_line(const ResultRow& r) {
     s << "," << r.timing->clock.mean_mhz << "," << r.timing->clock.low_samples;
   else
     s << ",,";
-  s << "," << csv_quote(r.command) << "\n";
+  s << "," << csv_quote(r.command);
+  // The footprint: each kernel's figures joined by ';', as the table joins them by '/'.
+  std::string kernels, regs, smem, per_sm, waves;
+  if (r.footprint)
+    for (const KernelFootprint& k : r.footprint->kernels) {
+      const std::string sep = kernels.empty() ? "" : ";";
+      std::ostringstream w;
+      w << std::setprecision(4) << k.waves(r.footprint->sm_count);
+      kernels += sep + k.name;
+      regs += sep + std::to_string(k.registers);
+      smem += sep + std::to_string(k.smem());
+      per_sm += sep + std::to_string(k.blocks_per_sm);
+      waves += sep + w.str();
+    }
+  s << "," << csv_quote(kernels) << "," << csv_quote(regs) << "," << csv_quote(smem) << "," << csv_quote(per_sm)
+    << "," << csv_quote(waves) << ",";
+  if (r.footprint) s << r.tensor_bytes << "," << r.workspace_bytes;
+  else s << ",";
+  s << ",";
+  if (r.speedup_ci) s << r.speedup_ci->lo << "," << r.speedup_ci->hi;
+  else s << ",";
+  s << ",";
+  if (r.timing) {
+    std::string why;
+    for (const std::string& w : clock_reason_names(r.timing->throttle_reasons)) why += (why.empty() ? "" : ";") + w;
+    s << r.timing->dropped << "," << csv_quote(why);
+  } else {
+    s << ",";
+  }
+  s << "\n";
   return s.str();
 }
 
@@ -338,10 +402,16 @@ nlohmann::json timing_json(const Timing& t, bool keep_samples) {
                       {"max_ms", s.max},           {"q1_ms", s.q1},         {"q3_ms", s.q3},
                       {"mean_ms", s.mean},         {"noise", s.noise},      {"samples", s.samples},
                       {"launches_per_sample", t.launches_per_sample},       {"elapsed_ms", t.elapsed_ms}};
+  if (t.mode == TimingMode::graph) j["copies"] = t.copies;
   if (t.clock.samples)
     j["clock"] = {{"mean_mhz", t.clock.mean_mhz}, {"max_mhz", t.clock.max_mhz}, {"samples", t.clock.samples},
                   {"low_samples", t.clock.low_samples}};
   j["hold_timeouts"] = t.hold_timeouts;
+  if (t.dropped || t.throttle_reasons || t.clock_gave_up) {
+    j["dropped_samples"] = t.dropped;
+    j["throttle_reasons"] = clock_reason_names(t.throttle_reasons);
+    j["clock_gave_up"] = t.clock_gave_up;
+  }
   if (keep_samples && !t.samples.empty()) {
     j["samples_ms"] = nlohmann::json::array();
     for (double ms : t.samples) j["samples_ms"].push_back(sample_digits(ms));
@@ -389,6 +459,24 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
                         {"check_ms", r.verify_time.check_ms}};
   j["flops"] = r.work.flops;
   j["bytes"] = r.work.bytes;
+  if (r.footprint) {
+    const Footprint& f = *r.footprint;
+    nlohmann::json& fp = j["footprint"];
+    fp = {{"tensor_bytes", r.tensor_bytes}, {"workspace_bytes", r.workspace_bytes}, {"sm_count", f.sm_count},
+          {"kernels", nlohmann::json::array()}};
+    if (!f.error.empty()) fp["error"] = f.error;
+    for (const KernelFootprint& k : f.kernels) {
+      nlohmann::json kj = {{"name", k.name}, {"blocks", k.blocks}, {"threads", k.threads},
+                           {"dynamic_smem", k.dynamic_smem}};
+      // Unknown figures (a kernel whose attributes could not be read) are left out.
+      if (k.registers >= 0) kj["registers"] = k.registers;
+      if (k.static_smem >= 0) kj["static_smem"] = k.static_smem;
+      if (k.local_bytes >= 0) kj["local_bytes"] = k.local_bytes;
+      if (k.blocks_per_sm >= 0) kj["blocks_per_sm"] = k.blocks_per_sm;
+      if (k.waves(f.sm_count) >= 0) kj["waves"] = k.waves(f.sm_count);
+      fp["kernels"].push_back(kj);
+    }
+  }
   if (r.timing) {
     j["timing"] = timing_json(*r.timing, keep_samples);
     j["timings"][mode_name(r.timing->mode)] = timing_json(*r.timing, false);
@@ -402,6 +490,8 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
     j["pct_of_floor"] = r.pct_of_floor;
   }
   if (r.speedup) j["speedup"] = *r.speedup;
+  if (r.speedup_ci) j["speedup_ci"] = {r.speedup_ci->lo, r.speedup_ci->hi};
+  if (r.rounds > 1) j["rounds"] = r.rounds;
   if (!r.profiled.empty()) j["profiled"] = r.profiled;
   for (const StageTiming& st : r.stages)
     j["stages"].push_back({{"name", st.name}, {"what", st.what}, {"mean_ms", st.ms.mean}, {"p50_ms", st.ms.median},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/device.hpp"
+#include "app/footprint.hpp"
 #include "app/problem.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
@@ -34,6 +35,11 @@ struct ResultRow {
     double allocate_ms = 0, inputs_ms = 0, reference_ms = 0, reference_wait_ms = 0, release_ms = 0, point_ms = 0,
            check_ms = 0;
   } verify_time;
+  // What the variant asks of the card: its kernels' launch shapes, registers, shared memory
+  // and occupancy (read from a captured launch), the point's tensors and the variant's
+  // workspace on the device.
+  std::optional<Footprint> footprint;
+  uint64_t tensor_bytes = 0, workspace_bytes = 0;
   std::optional<Timing> timing;      // `run` only; for an op of several stages, the first stage's
   std::vector<Timing> other_modes;   // --mode all: hot and graph, beside `timing` (cold)
   std::vector<StageTiming> stages;   // every stage's times, when the op has several
@@ -45,7 +51,9 @@ struct ResultRow {
   double floor_ms = 0, floor_compute_ms = 0, floor_memory_ms = 0;
   double pct_of_floor = 0;  // floor / median: 100% = as fast as the card allows
   std::string bound;        // which term of the floor is larger: "compute" or "memory"
-  std::optional<double> speedup;            // baseline median / this median
+  std::optional<double> speedup;
+  std::optional<Interval> speedup_ci;  // 95% bootstrap interval of the speedup (not on the baseline)
+  int rounds = 1;                      // --interleave's rounds            // baseline median / this median
   // `run --profile`: the NVTX ranges of its one profiled launch, as `ncu --nvtx-include`
   // takes them ("case/point/variant/"); empty when not profiled. Such a row has no timing.
   std::string profiled;
@@ -58,7 +66,9 @@ void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
 // when a key changes meaning or the keys always written change. 2: a row's "pipeline"
 // object became the op-neutral "stages" list. 3: every timing keeps its samples
 // ("samples_ms") unless --no-samples, and the SM clock read during each ("samples_mhz").
-constexpr int kJsonSchema = 3;
+// 4: mode "graph" launches on rotating copies of the inputs (cold L2); the warm graph of
+// 1-3 is "graph_hot". Rows may carry a "footprint".
+constexpr int kJsonSchema = 4;
 
 struct RunMeta {
   std::string version, command_line, date, mode;  // mode: "run" or "verify"

@@ -63,7 +63,7 @@ Status status_of(const std::string& s) {
 Timing timing_of(const json& t) {
   Timing out;
   const std::string mode = text(t, "mode");
-  for (TimingMode m : {TimingMode::cold, TimingMode::hot, TimingMode::graph})
+  for (TimingMode m : {TimingMode::cold, TimingMode::hot, TimingMode::graph, TimingMode::graph_hot})
     if (mode == mode_name(m)) out.mode = m;
   out.ms.median = number(t, "median_ms");
   out.ms.min = number(t, "min_ms");

@@ -333,6 +333,20 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     }
     variant_.clear();
 
+    // Each variant's kernels as launched on this point, from a capture of its stages (each
+    // stage's first run): nothing is executed.
+    for (size_t i : runnable) {
+      ResultRow& r = rows[i];
+      r.tensor_bytes = problem->device_bytes();
+      r.workspace_bytes = problem->workspace(r.variant);
+      if (r.status == Status::error) continue;
+      const std::vector<Stage> stages = problem->stages(r.variant, ctx);
+      r.footprint = capture_footprint(gpu_.stream(), gpu_.info().caps.sm_count, [&] {
+        for (const Stage& st : stages)
+          if (st.runs > 0) st.run(0);
+      });
+    }
+
     if (dump) dump_dirs_.insert(dump_dirs_.end(), dump->dirs().begin(), dump->dirs().end());
 
     // The output of a launch after verification: poisoned before it, it must verify again,
@@ -365,42 +379,86 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     } else if (opts_.timed) {
       BenchSpec spec = p.bench;
       if (opts_.mode) spec.mode = *opts_.mode;
+      spec.min_clock = opts_.min_clock;
       std::vector<TimingMode> modes = {spec.mode};
-      if (opts_.all_modes) modes = {TimingMode::cold, TimingMode::hot, TimingMode::graph};
+      if (opts_.all_modes) modes = {TimingMode::cold, TimingMode::hot, TimingMode::graph, TimingMode::graph_hot};
       const Ceilings& ceil = gpu_.ceilings();
-      std::optional<double> baseline_ms;
-      for (size_t i : runnable) {
-        ResultRow& r = rows[i];
-        // A wrong answer's speed means nothing, except the baseline's, which the speedups need.
-        if (r.status != Status::verified && !r.baseline) continue;
-        if (r.status == Status::error) continue;
-        gpu_.reset_persisting_l2();
-        const std::vector<std::string> nvtx = nvtx_ranges(c.name, p.label, r.variant);
-        const std::vector<Stage> stages = problem->stages(r.variant, ctx);
-        variant_ = r.variant;
-        // The first mode is the row's: its median makes the rates, the floor and the speedup.
-        for (TimingMode m : modes) {
-          // Later stages are timed run by run, which a graph replay cannot do.
-          if (stages.size() > 1 && m == TimingMode::graph) continue;
-          spec.mode = m;
-          progress("timing " + r.variant + " (" + mode_name(m) + ")");
-          std::vector<StageTiming> stage_times;
-          // The last timed launch starts from a poisoned output and must verify.
-          Timing t = time_stages(gpu_, stages, spec, nvtx, r.timing ? nullptr : &stage_times, poison);
-          check_again(r, std::string("last timed launch (") + mode_name(m) + ")");
-          if (r.timing) {
-            r.other_modes.push_back(std::move(t));
-          } else {
-            r.timing = std::move(t);
-            r.stages = std::move(stage_times);
+      // Graph mode's cold launches: enough copies of the point's tensors that together they
+      // are over twice the L2 (none beyond the point's own when it is that large already).
+      Rotation rotation;
+      if (std::find(modes.begin(), modes.end(), TimingMode::graph) != modes.end()) {
+        const double bytes = std::max<double>(1, static_cast<double>(problem->device_bytes()));
+        const int want = static_cast<int>(std::min(1000.0, std::ceil(2.0 * gpu_.info().caps.l2_bytes / bytes)));
+        rotation.copies = problem->make_copies(std::max(1, want), gpu_.stream());
+        rotation.use = [&](int i) { problem->use_copy(i); };
+      }
+      // A wrong answer's speed means nothing, except the baseline's, which the speedups need.
+      std::vector<size_t> timed;
+      for (size_t i : runnable)
+        if ((rows[i].status == Status::verified || rows[i].baseline) && rows[i].status != Status::error)
+          timed.push_back(i);
+      // --interleave: the sampling budget cut into rounds, the variants in a seeded random
+      // order each round (as Google Benchmark's random interleaving), every round's samples
+      // merged, so that a drift of clock or heat falls on all variants alike.
+      const int rounds = std::max(1, opts_.interleave);
+      BenchSpec round_spec = spec;
+      round_spec.min_time_ms = spec.min_time_ms / rounds;
+      round_spec.max_time_ms = spec.max_time_ms / rounds;
+      SplitMix order_rng(opts_.seed.value_or(p.verify.seed) ^ 0x1a7e41ea5eull);
+      for (int round = 0; round < rounds; ++round) {
+        std::vector<size_t> order = timed;
+        if (rounds > 1)
+          for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[order_rng.bits() % k]);
+        for (size_t i : order) {
+          ResultRow& r = rows[i];
+          gpu_.reset_persisting_l2();
+          const std::vector<std::string> nvtx = nvtx_ranges(c.name, p.label, r.variant);
+          const std::vector<Stage> stages = problem->stages(r.variant, ctx);
+          variant_ = r.variant;
+          // The first mode is the row's: its median makes the rates, the floor and the speedup.
+          size_t other = 0;
+          for (TimingMode m : modes) {
+            // Later stages are timed run by run, which a graph replay cannot do.
+            if (stages.size() > 1 && (m == TimingMode::graph || m == TimingMode::graph_hot)) continue;
+            round_spec.mode = m;
+            progress("timing " + r.variant + " (" + mode_name(m) + (rounds > 1 ? ", round " + std::to_string(round + 1) + "/" + std::to_string(rounds) : "") + ")");
+            std::vector<StageTiming> stage_times;  // a multi-stage op's stages: the first round's
+            const bool first_mode = round == 0 ? !r.timing : r.timing->mode == m;
+            // The last timed launch starts from a poisoned output and must verify.
+            Timing t = time_stages(gpu_, stages, round_spec, nvtx, first_mode && round == 0 ? &stage_times : nullptr,
+                                   poison, &rotation);
+            check_again(r, std::string("last timed launch (") + mode_name(m) + ")");
+            if (round > 0) {
+              merge_timing(first_mode ? *r.timing : r.other_modes[other++], std::move(t));
+            } else if (r.timing) {
+              r.other_modes.push_back(std::move(t));
+            } else {
+              r.timing = std::move(t);
+              r.stages = std::move(stage_times);
+            }
           }
         }
-        derive_rates(r, p.dtype, ceil);
-        if (r.baseline) baseline_ms = r.timing->ms.median;
       }
-      if (baseline_ms)
-        for (auto& r : rows)
-          if (r.timing) r.speedup = *baseline_ms / r.timing->ms.median;
+      std::optional<size_t> base;
+      for (size_t i : timed) {
+        if (!rows[i].timing) continue;  // a multi-stage op asked for a graph mode only
+        derive_rates(rows[i], p.dtype, ceil);
+        rows[i].rounds = rounds;
+        if (rows[i].baseline) base = i;
+      }
+      // Speedup over the baseline, with a 95% bootstrap interval when both have the samples.
+      if (base)
+        for (size_t i : timed) {
+          ResultRow& r = rows[i];
+          if (!r.timing) continue;
+          const Timing& b = *rows[*base].timing;
+          r.speedup = b.ms.median / r.timing->ms.median;
+          if (i == *base || b.samples.size() < kMinBootstrapSamples || r.timing->samples.size() < kMinBootstrapSamples)
+            continue;
+          const Interval ratio = median_ratio_interval(b.samples, r.timing->samples, 0.95);  // row over baseline
+          r.speedup_ci = Interval{1 / ratio.hi, 1 / ratio.lo};
+        }
+      problem->drop_copies();
     }
   }
   // Freeing a point's buffers is part of its cost (device memory is returned synchronously).

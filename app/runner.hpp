@@ -29,7 +29,9 @@ struct RunOptions {
   VariantFilter kernels;  // -k (overrides the cases' `kernels`) and --exclude
   std::optional<uint64_t> seed;      // --seed: overrides [verify].seed
   std::optional<TimingMode> mode;    // --mode: overrides [bench].mode
-  bool all_modes = false;            // --mode all: cold, hot and graph, side by side
+  bool all_modes = false;            // --mode all: cold, hot, graph and graph_hot, side by side
+  double min_clock = 0;              // --min-clock, as a fraction of the maximum SM clock
+  int interleave = 1;                // --interleave: rounds over the point's variants
   // --profile (with timed): after verification, one warm-up and one launch per variant inside
   // its NVTX ranges, for Nsight Compute or Nsight Systems; nothing is timed, no baseline added.
   bool profile = false;

@@ -1,6 +1,7 @@
 // Statistics of timing samples, the rule that decides when to stop sampling, and the
 // bootstrap interval `compare` judges two runs by.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct Interval {
   double lo = 0, hi = 0;
 };
 constexpr int kBootstrapResamples = 2000;
+// Fewer samples than this on either side make no bootstrap interval worth the name.
+constexpr size_t kMinBootstrapSamples = 5;
 Interval median_ratio_interval(std::vector<double> base, std::vector<double> now, double confidence,
                                int resamples = kBootstrapResamples);
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string_view>
+#include <thread>
 
 #include "kernels/harness/ceilings.hpp"
 
@@ -214,6 +215,12 @@ double SampleTimer::time(const std::function<void()>& work, const std::vector<st
   return ms;
 }
 
+double SampleTimer::last_mhz() const { return impl_->mhz.empty() ? 0 : impl_->mhz.back(); }
+
+void SampleTimer::drop_last() {
+  if (!impl_->mhz.empty()) impl_->mhz.pop_back();
+}
+
 ClockStats SampleTimer::take_clock(std::vector<double>* readings) {
   ClockStats c = summarize_clocks(impl_->mhz, impl_->gpu.clock().max_mhz());
   if (readings) *readings = impl_->mhz;
@@ -228,7 +235,8 @@ int64_t SampleTimer::take_hold_timeouts() {
 }
 
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
-                   const std::vector<std::string>& nvtx_ranges, const std::function<void()>& before_last) {
+                   const std::vector<std::string>& nvtx_ranges, const std::function<void()>& before_last,
+                   const Rotation* rotation) {
   Timing t;
   t.mode = spec.mode;
   const cudaStream_t s = gpu.stream();
@@ -247,10 +255,25 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
 
   int per_sample = 1;
   std::unique_ptr<Graph> graph;
-  if (spec.mode == TimingMode::graph) {
+  if (spec.mode == TimingMode::graph || spec.mode == TimingMode::graph_hot) {
     const double one = std::max(rough_launch_ms(gpu, launch), 1e-4);
     per_sample = static_cast<int>(std::min(1000.0, std::max(1.0, 1.0 / one)));
-    graph = std::make_unique<Graph>(s, launch, per_sample);
+    const bool rotate = spec.mode == TimingMode::graph && rotation && rotation->copies > 1;
+    if (rotate) {
+      // Every copy at least once a replay, so that the replay's memory is over twice the L2.
+      per_sample = std::max(per_sample, std::min(rotation->copies, 1000));
+      int next = 0;
+      struct Restore {
+        const Rotation& r;
+        ~Restore() { r.use(0); }
+      } restore{*rotation};
+      graph = std::make_unique<Graph>(s, [&] {
+        rotation->use(next++ % rotation->copies);
+        launch();
+      }, per_sample);
+    } else {
+      graph = std::make_unique<Graph>(s, launch, per_sample);
+    }
   }
 
   SampleTimer timer(gpu, spec.mode == TimingMode::cold);
@@ -258,19 +281,43 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   const auto t0 = Clock::now();
   // Checking the rule costs a sort; checking at ~10% growth keeps it linear overall.
   size_t next_check = 1;
+  const SmClock& clock = gpu.clock();
+  const double low_mhz = kLowClock * clock.max_mhz(), floor_mhz = spec.min_clock * clock.max_mhz();
+  int drops_in_a_row = 0;
+  // One sample; below the floor it is dropped, after a cool-down, unless the clock has not
+  // come back for kMaxDropsInARow samples. Returns whether it was kept.
+  const auto take = [&] {
+    const double ms = timer.time(sample, nvtx_ranges) / per_sample;
+    const double mhz = timer.last_mhz();
+    if (mhz > 0 && mhz < std::max(low_mhz, floor_mhz)) t.throttle_reasons |= clock.reasons();
+    if (mhz > 0 && mhz < floor_mhz && !t.clock_gave_up) {
+      if (++drops_in_a_row <= kMaxDropsInARow) {
+        timer.drop_last();
+        ++t.dropped;
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kCoolDownMs));
+        return false;
+      }
+      t.clock_gave_up = true;
+    }
+    drops_in_a_row = 0;
+    t.samples.push_back(ms);
+    return true;
+  };
   while (true) {
-    t.samples.push_back(timer.time(sample, nvtx_ranges) / per_sample);
+    if (!take()) continue;
     if (t.samples.size() >= next_check) {
       if (rule.done(t.samples, since_ms(t0))) break;
       next_check = t.samples.size() + std::max<size_t>(1, t.samples.size() / 10);
     }
   }
   if (before_last) {
-    before_last();
-    t.samples.push_back(timer.time(sample, nvtx_ranges) / per_sample);
+    // The poisoned launch must be the last one timed: a dropped sample poisons again.
+    do before_last();
+    while (!take());
   }
   t.elapsed_ms = since_ms(t0);
   t.launches_per_sample = per_sample;
+  if (spec.mode == TimingMode::graph && rotation) t.copies = std::min(rotation->copies, per_sample);
   t.clock = timer.take_clock(&t.samples_mhz);
   // One reading per sample; without NVML every reading is 0, and none is kept.
   if (!t.clock.samples) t.samples_mhz.clear();
@@ -279,13 +326,26 @@ Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpe
   return t;
 }
 
+void merge_timing(Timing& into, Timing more) {
+  into.samples.insert(into.samples.end(), more.samples.begin(), more.samples.end());
+  into.samples_mhz.insert(into.samples_mhz.end(), more.samples_mhz.begin(), more.samples_mhz.end());
+  into.ms = summarize(into.samples);
+  if (!into.samples_mhz.empty()) into.clock = summarize_clocks(into.samples_mhz, into.clock.max_mhz);
+  into.elapsed_ms += more.elapsed_ms;
+  into.hold_timeouts += more.hold_timeouts;
+  into.dropped += more.dropped;
+  into.throttle_reasons |= more.throttle_reasons;
+  into.clock_gave_up = into.clock_gave_up || more.clock_gave_up;
+}
+
 Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
-                   const std::function<void()>& before_last) {
+                   const std::function<void()>& before_last, const Rotation* rotation) {
   std::vector<StageTiming> discarded;  // later stages still run: the last one's output is verified
   const auto with_stage = [&](const Stage& st) { return stage_ranges(nvtx_ranges, stages, st); };
   const Stage& first = stages.front();
-  if (stages.size() == 1) return time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first), before_last);
+  if (stages.size() == 1)
+    return time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first), before_last, rotation);
   Timing t = time_launch(gpu, [&] { first.run(0); }, spec, with_stage(first));
   if (!all && !before_last) return t;
   if (!all) all = &discarded;

@@ -5,8 +5,10 @@
 // ranges name the timed launch, so Nsight can pick it out.
 //   cold:  L2 flushed before each sample (the flush is enqueued before the start event);
 //   hot:   back-to-back launches, inputs possibly resident in L2;
-//   graph: `graph_launches` launches captured in a CUDA graph, one replay per sample,
-//          time divided by the launch count (no launch overhead).
+//   graph: launches captured in a CUDA graph, one replay per sample, time divided by the
+//          launch count (no launch overhead); each launch on its own copy of the inputs,
+//          the copies together over twice the L2, so every launch starts cold;
+//   graph_hot: the same graph over one copy: the L2 stays warm from launch to launch.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,10 +30,26 @@ struct Timing {
   std::vector<double> samples; // ms, in the order taken
   std::vector<double> samples_mhz;  // the SM clock read during each sample, 0 where not read; empty without NVML
   double elapsed_ms = 0;       // wall time spent sampling
-  int launches_per_sample = 1; // graph mode: the launches one replay holds
+  int launches_per_sample = 1; // graph modes: the launches one replay holds
+  int copies = 1;              // graph mode: the copies of the inputs its launches rotate over
   ClockStats clock;            // the SM clock during the samples (when NVML is there)
   int64_t hold_timeouts = 0;   // samples whose stream hold gave up before the launches were queued
+  // Throttling: samples dropped below the clock floor (and taken again), NVML's reason bits
+  // read at every sample below kLowClock or the floor, and whether dropping gave up (the
+  // clock did not come back after kMaxDropsInARow cool-downs: the samples were kept).
+  int64_t dropped = 0;
+  uint64_t throttle_reasons = 0;
+  bool clock_gave_up = false;
 };
+
+// Adds `more`'s samples to `into` (the same variant and mode timed again: an --interleave
+// round) and summarises them all again.
+void merge_timing(Timing& into, Timing more);
+
+// After this many samples dropped in a row, the clock is taken as what this load runs at.
+constexpr int kMaxDropsInARow = 8;
+// How long a dropped sample waits before the next, for the card's power and heat to recover.
+constexpr double kCoolDownMs = 50;
 
 // The NVTX ranges around a variant's timed or profiled launches, outermost first: the
 // case, the sweep point's label when the case has a sweep (`point` not empty), the variant.
@@ -50,9 +68,16 @@ std::string ncu_nvtx_include(const std::vector<std::string>& ranges);
 // stopping rule is met and kept like the others: the caller poisons the output there and
 // verifies it after, so a launch that skips work it did before (a cached result, a
 // graph replay living off an earlier one) is caught.
+// Graph mode's copies of the inputs (Problem::make_copies): the graph's launch i runs on
+// copy i % copies; copy 0 is put back in place once the graph is captured.
+struct Rotation {
+  int copies = 1;
+  std::function<void(int)> use;
+};
+
 Timing time_launch(Gpu& gpu, const std::function<void()>& launch, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges = {},
-                   const std::function<void()>& before_last = nullptr);
+                   const std::function<void()>& before_last = nullptr, const Rotation* rotation = nullptr);
 
 // A part of a variant's launch that the harness times on its own. A single-stage op
 // has one stage (its launch). Stage k's runs start from the state stages 0..k-1 leave:
@@ -82,7 +107,7 @@ constexpr int kStagePasses = 3;
 // (before the earlier stages rerun for it).
 Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& spec,
                    const std::vector<std::string>& nvtx_ranges, std::vector<StageTiming>* all,
-                   const std::function<void()>& before_last = nullptr);
+                   const std::function<void()>& before_last = nullptr, const Rotation* rotation = nullptr);
 
 // `run --profile` (docs/profiling.md): every stage once, untimed and outside any range (the
 // warm-up: clocks up, caches and lazy loading as a timed sample finds them), then
@@ -104,6 +129,9 @@ class SampleTimer {
   SampleTimer& operator=(const SampleTimer&) = delete;
   // Enqueues `work` (any number of launches), waits for it, returns its milliseconds.
   double time(const std::function<void()>& work, const std::vector<std::string>& nvtx_ranges);
+  // The last sample's clock reading (0 when not read), and forgetting it (a dropped sample).
+  double last_mhz() const;
+  void drop_last();
   // The SM clock over the samples since the last call, and how many holds gave up; both reset.
   // `readings`, when given, receives each sample's reading (0 where it could not be read).
   ClockStats take_clock(std::vector<double>* readings = nullptr);

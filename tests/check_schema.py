@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks attnbench json reports against docs/report.schema.json (JSON Schema 2020-12).
+"""Checks attnbench json reports against docs/report.schema.json (JSON Schema 2020-12): attnbench's
+own, and the peer reports of tests/peers.py --report.
 
     python3 tests/check_schema.py REPORT.json...             every report must be valid
     python3 tests/check_schema.py --drift REPORT.json...     the schema must refuse each report
@@ -45,6 +46,9 @@ def drifts(report):
         if fn(r) is not False:
             out.append((what, r))
 
+    def first_peer(r):
+        return next((row for row in r["rows"] if row.get("status") == "peer"), None)
+
     def first_timing(r):
         for row in r["rows"]:
             if "timing" in row:
@@ -64,6 +68,11 @@ def drifts(report):
         changed("a negative time", lambda r: first_timing(r).__setitem__("min_ms", -1.0))
         if "samples_ms" in t:
             changed("a sample of the wrong type", lambda r: first_timing(r)["samples_ms"].__setitem__(0, None))
+    if first_peer(report) is not None:
+        changed("a peer row without its peer", lambda r: first_peer(r).pop("peer"))
+        changed("a key the schema does not know, in a peer", lambda r: first_peer(r)["peer"].__setitem__("extra", 1))
+        changed("a peer row without its timing",
+                lambda r: [first_peer(r).pop(k) for k in ("timing", "timings", "tflops", "gbps")])
     return out
 
 

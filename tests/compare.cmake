@@ -29,7 +29,7 @@ set(ROW "rows\\[1\\] \\(case \"softmax\", point \"cols=1000\", variant \"warp_on
 set(NAIVE "rows\\[0\\] \\(case \"softmax\", point \"cols=1000\", variant \"naive\", mode \"cold\"\\)")
 
 # 1. Schema: missing, not an integer, or not one this build reads (1 to 3).
-compare_refuses(compare_bad_schema "bad-schema.json: error: the report has schema 4; this build of attnbench reads schema 1 to 3"
+compare_refuses(compare_bad_schema "bad-schema.json: error: the report has schema 99; this build of attnbench reads schema 1 to 4"
                 ${CMP}/base.json ${CMP}/bad-schema.json)
 compare_refuses(compare_schema_string "schema-string.json: error: the report's \"schema\" is the string \"2\", not an integer"
                 ${CMP}/schema-string.json ${CMP}/base.json)

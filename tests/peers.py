@@ -21,20 +21,39 @@ least 5, and the median is reported with TFLOP/s (attention: 4·b·h·d per visi
 causal; GEMM 2·m·n·k), GB/s (every tensor read once, the output written once) and the SM clock read while the samples
 run (torch.cuda.clock_rate(), which needs pynvml; else "-").
 
-  python3 tests/peers.py [--cases GLOB] [--flush write|read] [--json FILE]
+`--report FILE` also writes the rows as an attnbench json report (docs/report.schema.json; a "peer report",
+attnbench.version "peers"), rewritten after every row until the run is complete: each row has the case and sweep
+point labels attnbench's own reports give that point, a variant (torch_sdpa_flash, torch_sdpa_cudnn,
+torch_sdpa_efficient, torch_matmul, torch_softmax; a pipeline case's with the suffix _prefill), status "peer" with
+its cold timing (every sample; the median and quartiles as attnbench computes them), or "skipped" with the reason
+the peer could not run, and the command that times that row alone. `attnbench report RUN.json --peers FILE` and
+app/plot/attnbench_plot.py draw it beside attnbench's variants (docs/results.md). Writing the report needs no torch:
+peer_report() is a function of the measurements (tests/test_peers_report.py builds one from made-up samples).
+
+  python3 tests/peers.py [--cases GLOB] [--point LABEL] [--variant NAME] [--flush write|read] [--json FILE]
+                         [--report FILE]
   python3 tests/peers.py --list      # the shapes it would time; needs no torch and no GPU
 """
-import argparse, contextlib, fnmatch, itertools, json, pathlib, tomllib
+import argparse, contextlib, datetime, fnmatch, glob, itertools, json, math, os, pathlib, shlex, sys, time
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
 
 CASES = pathlib.Path(__file__).resolve().parent.parent / "cases" / "perf"
 BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
 
 # ------------------------------------------------------------------------------------------- cases, as attnbench reads them
-def points(path):
-    """(label, op, dtype, shape) for every point of one case file; the first sweep key varies slowest."""
+def case_points(path):
+    """Every point of one case file, the first sweep key varying slowest, as dicts: label (this script's own,
+    'STEM [k=v,...]'), case and point (the labels attnbench's reports give it: the case's name, and its sweep
+    keys as `key=value` joined by spaces, "" without a sweep), stem (the file's), op, dtype and shape (defaulted)."""
     doc = tomllib.loads(path.read_text())
-    shape, axes = dict(doc.get("shape", {})), dict(doc.get("sweep", {}))
+    shape, axes = dict(doc.get("shape", {})), {}
+    for key, values in doc.get("sweep", {}).items():  # a range string is the list it names, as attnbench reads it
+        axes[key] = range_values(values) if isinstance(values, str) and looks_like_range(values) else values
     for key, value in list(shape.items()):  # a list on a shape key is a sweep; for context only a list of lists
         if isinstance(value, list) and (key != "context" or (value and isinstance(value[0], list))):
             axes[key] = shape.pop(key)
@@ -42,12 +61,51 @@ def points(path):
         point = dict(zip(axes, values))
         label = path.stem + ("" if not point else " [" + ",".join(f"{k}={fmt(v)}" for k, v in point.items()) + "]")
         label += " prefill" if doc["op"] == "pipeline" else ""
+        ours = " ".join(f"{k}={show(v)}" for k, v in point.items())
         dtype = point.pop("dtype", doc.get("dtype", "fp32"))
-        yield label, doc["op"], dtype, defaults(doc["op"], dtype, {**shape, **point})
+        yield dict(label=label, case=doc.get("name", path.stem), point=ours, stem=path.stem, op=doc["op"],
+                   dtype=dtype, shape=defaults(doc["op"], dtype, {**shape, **point}))
 
 
 def fmt(v):
     return str(v).lower() if isinstance(v, bool) else str(v).replace(" ", "")
+
+
+def show(v):
+    """A value as attnbench's sweep labels show it (app/case.cpp's show()): 8, bf16, true, 0.5, [1,7,1000]."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "%g" % v  # C++'s ostream default: 6 significant digits
+    if isinstance(v, list):
+        return "[" + ",".join(show(x) for x in v) + "]"
+    return str(v)
+
+
+def looks_like_range(s):
+    """'START:STOP:*FACTOR' or 'START:STOP:+STEP', as app/case.cpp's looks_like_range()."""
+    a = s.find(":")
+    b = s.find(":", a + 1) if a >= 0 else -1
+    return a >= 0 and b >= 0 and b + 1 < len(s) and s[b + 1] in "*+"
+
+
+def range_values(s):
+    """The values of a sweep range, STOP included when the steps reach it (app/case.cpp's range_values())."""
+    a = s.find(":")
+    b = s.find(":", a + 1)
+    parts = s[:a], s[a + 1:b], s[b + 2:]
+    if not all(p.isdigit() and p.isascii() and len(p) <= 18 for p in parts):
+        raise ValueError(f"sweep range {s!r}: expected START:STOP:*FACTOR or START:STOP:+STEP with whole numbers")
+    start, stop, step = map(int, parts)
+    times = s[b + 1] == "*"
+    if start > stop or (start < 1 or step < 2 if times else step < 1):
+        raise ValueError(f"sweep range {s!r}: needs 1 <= START <= STOP and a FACTOR of at least 2" if times else
+                         f"sweep range {s!r}: needs START <= STOP and a STEP of at least 1")
+    values, v = [], start
+    while v <= stop:
+        values.append(v)
+        v = v * step if times else v + step
+    return values
 
 
 def defaults(op, dtype, s):
@@ -171,13 +229,14 @@ def clock_mhz(torch):
         return None
 
 
-def median_ms(torch, call, flush, budget_ms, max_samples):
-    """Median of samples, each flush, event, call, event; also the SM clock read while they run."""
+def sample(torch, call, flush, budget_ms, max_samples):
+    """Samples, each flush, event, call, event, in the order taken; the SM clock read once per round of up to 10
+    samples, while the card runs it (the readings there were); and the wall time the sampling took, in ms."""
     for _ in range(10):  # warm-up: plans, autotuning, clocks
         flush()
         call()
     torch.cuda.synchronize()
-    times, mhz = [], None
+    times, mhz, began = [], [], time.perf_counter()
     while len(times) < max_samples and (sum(times) < budget_ms or len(times) < 5):
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(min(10, max_samples - len(times)))]
@@ -186,11 +245,12 @@ def median_ms(torch, call, flush, budget_ms, max_samples):
             start.record()
             call()
             end.record()
-        mhz = clock_mhz(torch) or mhz  # the card is busy with this round
+        reading = clock_mhz(torch)  # the card is busy with this round
+        if reading:
+            mhz.append(reading)
         torch.cuda.synchronize()
         times += [start.elapsed_time(end) for start, end in events]
-    times.sort()
-    return times[len(times) // 2], len(times), mhz
+    return times, mhz, 1e3 * (time.perf_counter() - began)
 
 
 def flusher(torch, mode):
@@ -199,71 +259,245 @@ def flusher(torch, mode):
     return (lambda: buf.zero_()) if mode == "write" else (lambda: buf.sum())
 
 
-def run(selected, flush_mode, budget_ms=100, max_samples=500, report=print):
-    """Times every peer of every selected point; returns the rows."""
+def run(selected, flush_mode, budget_ms=100, max_samples=500, report=print, variant=None, on_result=None):
+    """Times every peer of every selected point (only `variant`'s, when given); returns the results, one for each
+    peer of a point that has peers: point (select's), peer, flops, bytes and either samples_ms, mhz, elapsed_ms (as
+    sample() gives them) or unavailable (why). on_result(results) is called after each."""
     import torch
-    flush, rows = flusher(torch, flush_mode), []
+    flush, results = flusher(torch, flush_mode), []
     report(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, flush {flush_mode}")
     report(f"{'case':58s} {'peer':14s} {'ms':>9s} {'TFLOP/s':>8s} {'GB/s':>8s} {'MHz':>5s}")
-    for label, op, dtype, what in selected:
+    for p in selected:
+        label, op, dtype, what = p["label"], p["op"], p["dtype"], p["plan"]
         if isinstance(what, str):
             report(f"{label:58s} {what}")
             continue
         kind, peers, s, flops, nbytes = what
         for peer in peers:
-            row = dict(case=label, op=op, dtype=dtype, peer=peer, flush=flush_mode)
+            if variant is not None and variant_name(op, peer) != variant:
+                continue
+            result = dict(point=p, peer=peer, flops=flops, bytes=nbytes)
             try:
                 call, ctx = build(torch, kind, peer, s, dtype)
                 with ctx:
                     call()  # a backend that cannot run this shape raises here
-                    ms, samples, mhz = median_ms(torch, call, flush, budget_ms, max_samples)
-                row.update(ms=ms, samples=samples, sm_mhz=mhz, gbps=nbytes / ms / 1e6,
-                           tflops=flops / ms / 1e9 if flops else None)
+                    samples, mhz, elapsed_ms = sample(torch, call, flush, budget_ms, max_samples)
+                result.update(samples_ms=samples, mhz=mhz, elapsed_ms=elapsed_ms)
+                row = json_row(result, flush_mode)
                 tf = f"{row['tflops']:8.1f}" if flops else f"{'-':>8s}"
-                report(f"{label:58s} {peer:14s} {ms:9.4f} {tf} {row['gbps']:8.0f} {mhz or '-':>5}")
+                report(f"{label:58s} {peer:14s} {row['ms']:9.4f} {tf} {row['gbps']:8.0f} {row['sm_mhz'] or '-':>5}")
             except Exception as err:  # includes out of memory: the next peer and case still run
-                row["unavailable"] = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
-                report(f"{label:58s} {peer:14s} unavailable: {row['unavailable']}")
-            rows.append(row)
+                for key in ("samples_ms", "mhz", "elapsed_ms"):
+                    result.pop(key, None)
+                result["unavailable"] = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
+                report(f"{label:58s} {peer:14s} unavailable: {result['unavailable']}")
+            results.append(result)
+            if on_result:
+                on_result(results)
             call = ctx = None
             torch.cuda.empty_cache()
-    return rows
+    return results
 
 
-def select(pattern):
-    """Every point of the cases/perf files whose name (with or without .toml) matches pattern."""
+def device_facts(torch):
+    """The report's "device": what torch tells (and pynvml, when it is there: the driver, the SM clock's maximum)."""
+    index = torch.cuda.current_device()
+    p = torch.cuda.get_device_properties(index)
+    d = dict(name=p.name, index=index, sm_count=p.multi_processor_count, compute_capability=f"{p.major}.{p.minor}",
+             memory_bytes=p.total_memory, cuda_runtime=torch.version.cuda or "", sm_clock_max_mhz=0, nvml=False)
+    if getattr(p, "L2_cache_size", 0):  # torch >= 2.5
+        d["l2_bytes"] = int(p.L2_cache_size)
+    if all(isinstance(getattr(p, k, None), int) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+        d["pci_bus_id"] = f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetCudaDriverVersion()
+        d["driver"] = f"{v // 1000}.{v % 1000 // 10}"  # as attnbench writes it
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda._get_nvml_device_index(index))
+        mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        if mhz > 0 and clock_mhz(torch):
+            d["sm_clock_max_mhz"], d["nvml"] = float(mhz), True
+    except Exception:
+        pass
+    return d
+
+
+# ------------------------------------------------------------------------------------------------- what it writes
+# The report's variant for each peer (the name this script's table and --json give it).
+VARIANTS = {"flash": "torch_sdpa_flash", "cudnn": "torch_sdpa_cudnn", "efficient": "torch_sdpa_efficient",
+            "cublas": "torch_matmul", "torch.softmax": "torch_softmax"}
+LOW_CLOCK = 0.9  # a clock reading below this fraction of the maximum is low (app/clocks.hpp's kLowClock)
+# The report layout written (app/report.hpp's kJsonSchema when this was written): raise it with the schema once
+# the keys written here are checked against the new one (tests/test_peers_report.py fails until then).
+SCHEMA = 4
+
+
+def variant_name(op, peer):
+    """The report's variant: a pipeline case's peers time its prefill only, and say so."""
+    return VARIANTS.get(peer, peer) + ("_prefill" if op == "pipeline" else "")
+
+
+def json_row(result, flush):
+    """One row of --json: the median is the upper middle sample; tflops null without flops."""
+    p = result["point"]
+    row = dict(case=p["label"], op=p["op"], dtype=p["dtype"], peer=result["peer"], flush=flush)
+    if "unavailable" in result:
+        row["unavailable"] = result["unavailable"]
+        return row
+    times, flops, nbytes = sorted(result["samples_ms"]), result["flops"], result["bytes"]
+    ms = times[len(times) // 2]
+    row.update(ms=ms, samples=len(times), sm_mhz=result["mhz"][-1] if result["mhz"] else None,
+               gbps=nbytes / ms / 1e6, tflops=flops / ms / 1e9 if flops else None)
+    return row
+
+
+def quantile(xs, q):
+    """Of sorted xs, interpolated, as app/stats.cpp's quantile()."""
+    if not xs:
+        return 0.0
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+
+
+def summarize(samples):
+    """The statistics attnbench's timings give (app/stats.cpp's summarize())."""
+    xs = sorted(samples)
+    median = quantile(xs, 0.5)
+    mad = quantile(sorted(abs(x - median) for x in xs), 0.5)
+    return dict(median_ms=median, min_ms=xs[0], max_ms=xs[-1], q1_ms=quantile(xs, 0.25), q3_ms=quantile(xs, 0.75),
+                mean_ms=sum(xs) / len(xs), noise=1.4826 * mad / median if median > 0 else 0.0, samples=len(xs))
+
+
+def row_command(result, meta):
+    """The command that times this row alone."""
+    p = result["point"]
+    words = ["python3", meta["script"], "--cases", glob.escape(p["stem"])]
+    if p["point"]:
+        words += ["--point", p["point"]]
+    words += ["--variant", variant_name(p["op"], result["peer"]), "--flush", meta["flush"]]
+    if meta.get("budget_ms", 100) != 100:
+        words += ["--budget-ms", f"{meta['budget_ms']:g}"]
+    if meta.get("max_samples", 500) != 500:
+        words += ["--max-samples", str(meta["max_samples"])]
+    return shlex.join(words)
+
+
+def report_row(result, meta):
+    """One result as a row of an attnbench json report (app/report.cpp's row_json(), for a peer)."""
+    p = result["point"]
+    row = dict(case=p["case"], point=p["point"], op=p["op"], dtype=p["dtype"],
+               variant=variant_name(p["op"], result["peer"]), baseline=False, command=row_command(result, meta),
+               flops=float(result["flops"]), bytes=float(result["bytes"]),
+               peer=dict(library=meta["library"], version=meta["version"], backend=result["peer"],
+                         flush=meta["flush"]))
+    if "unavailable" in result:
+        row.update(status="skipped", reason=result["unavailable"])
+        return row
+    t = dict(mode="cold", **summarize(result["samples_ms"]), launches_per_sample=1,
+             elapsed_ms=result["elapsed_ms"], hold_timeouts=0)
+    if not t["median_ms"] > 0:  # no rate to give, and compare divides by the median
+        row.update(status="skipped", reason="the median sample is 0 ms (below the CUDA events' resolution)")
+        return row
+    readings, max_mhz = [m for m in result["mhz"] if m > 0], float(meta["device"].get("sm_clock_max_mhz", 0))
+    if readings:  # as app/clocks.cpp's summarize_clocks(): each reading of a round, not of a sample
+        t["clock"] = dict(mean_mhz=sum(readings) / len(readings), max_mhz=max_mhz, samples=len(readings),
+                          low_samples=sum(max_mhz > 0 and m < LOW_CLOCK * max_mhz for m in readings))
+    median = t["median_ms"]
+    row.update(status="peer", timing=dict(t, samples_ms=[float("%.7g" % ms) for ms in result["samples_ms"]]),
+               timings={"cold": t}, tflops=row["flops"] / (median * 1e9), gbps=row["bytes"] / (median * 1e6))
+    return row
+
+
+def peer_report(results, meta):
+    """The attnbench json report (schema SCHEMA) of run()'s results: a pure function of them and of meta, which holds
+    command (this run's, shell-quoted), date (UTC, ISO 8601), elapsed_ms, complete, device (device_facts()),
+    library and version (the peers', "torch" and torch.__version__), flush, script (this script's path, for the
+    rows' commands), budget_ms and max_samples (--budget-ms and --max-samples)."""
+    return {"schema": SCHEMA,
+            "attnbench": dict(version="peers", command=meta["command"], date=meta["date"], mode="run",
+                              timing_mode="cold", load_ms=0.0, elapsed_ms=meta["elapsed_ms"],
+                              complete=meta["complete"]),
+            "device": meta["device"],
+            "rows": [report_row(r, meta) for r in results]}
+
+
+def write_json(path, doc, **kw):
+    """Whole or not at all: a reader never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, **kw)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------------------- main
+def select(pattern, point=None):
+    """Every point of the cases/perf files whose name (with or without .toml) matches pattern (and whose attnbench
+    label is point, when given), as case_points() gives them with plan: plan()'s answer."""
     for path in sorted(CASES.glob("*.toml")):
         if fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(path.stem, pattern):
-            for label, op, dtype, s in points(path):
-                yield label, op, dtype, plan(op, dtype, s)
+            for p in case_points(path):
+                if point is None or p["point"] == point:
+                    yield dict(p, plan=plan(p["op"], p["dtype"], p["shape"]))
 
 
-def main(argv=None):
+def parser():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="*", help="glob on the cases/perf file names, e.g. 'decode-*'")
+    ap.add_argument("--point", help="only the sweep point attnbench labels so, e.g. 'causal=true' ('' without a sweep)")
+    ap.add_argument("--variant", help="only this peer, by its name in the report",
+                    choices=[*VARIANTS.values(), *(VARIANTS[p] + "_prefill" for p in ("flash", "cudnn", "efficient"))])
     ap.add_argument("--flush", choices=["write", "read"], default="write")
     ap.add_argument("--budget-ms", type=float, default=100, help="stop sampling after this much timed work")
     ap.add_argument("--max-samples", type=int, default=500)
     ap.add_argument("--json", help="write every row to this file")
+    ap.add_argument("--report", metavar="FILE", help="write the rows as an attnbench json report (a peer report)")
     ap.add_argument("--list", action="store_true", help="print the shapes and exit (no torch needed)")
+    return ap
+
+
+def main(argv=None):
+    ap = parser()
     args = ap.parse_args(argv)
-    selected = list(select(args.cases))
+    selected = list(select(args.cases, args.point))
     if not selected:
-        ap.error(f"no case in {CASES} matches {args.cases!r}")
+        ap.error(f"no case in {CASES} matches {args.cases!r}" + ("" if args.point is None else
+                                                                  f" with the point {args.point!r}"))
     if args.list:
-        for label, op, dtype, what in selected:
+        for p in selected:
+            label, what = p["label"], p["plan"]
             if isinstance(what, str):
                 print(f"{label}\n    {what}")
                 continue
             kind, peers, s, flops, nbytes = what
             work = (f"{flops / 1e9:.4g} GFLOP, " if flops else "") + f"{nbytes / 1e6:.4g} MB"
-            print(f"{label}\n    {describe(kind, s, dtype)}: {' '.join(peers)} ({work})")
+            print(f"{label}\n    {describe(kind, s, p['dtype'])}: {' '.join(peers)} ({work})")
         return
-    rows = run(selected, args.flush, args.budget_ms, args.max_samples, report=lambda line: print(line, flush=True))
+    on_result, began = None, time.perf_counter()
+    if args.report:
+        import torch
+        script = sys.argv[0] if argv is None else __file__
+        meta = dict(command=shlex.join(["python3", script, *(sys.argv[1:] if argv is None else argv)]),
+                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    device=device_facts(torch), library="torch", version=torch.__version__, flush=args.flush,
+                    script=script, budget_ms=args.budget_ms, max_samples=args.max_samples)
+
+        def on_result(results, complete=False):
+            meta.update(elapsed_ms=1e3 * (time.perf_counter() - began), complete=complete)
+            write_json(args.report, peer_report(results, meta), indent=1, sort_keys=True, allow_nan=False)
+        on_result([])
+    results = run(selected, args.flush, args.budget_ms, args.max_samples, report=lambda line: print(line, flush=True),
+                  variant=args.variant, on_result=on_result)
     if args.json:
         import torch
+        rows = [json_row(r, args.flush) for r in results]
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
+    if args.report:
+        on_result(results, complete=True)
 
 
 if __name__ == "__main__":

@@ -499,7 +499,7 @@ TEST(CaseErrors, VerifyAndBenchRanges) {
   expect_has(error_of(base + "[verify]\nrtol = nan\n"), {"verify.rtol must be a finite number"});
   expect_has(error_of(base + "[verify]\nmax_rows = -1\n"), {"verify.max_rows must be at least 0"});
   expect_has(error_of(base + "[bench]\nmode = \"warm\"\n"),
-             {"8:8", "unknown bench.mode 'warm' (expected cold, hot or graph)"});
+             {"8:8", "unknown bench.mode 'warm' (expected cold, hot, graph or graph_hot)"});
   expect_has(error_of(base + "[bench]\nwarmup_ms = -1\n"),
              {"bench.warmup_ms must be a finite number between 0 and 60000, got -1"});
   // Sampling that would never end is refused, not started.

@@ -163,7 +163,7 @@ TEST(Compare, MatchesByCasePointVariantAndMode) {
   ASSERT_EQ(c.rows.size(), 3u);
   EXPECT_EQ(c.rows[0].mode, "cold");
   EXPECT_EQ(c.rows[0].verdict, Verdict::same);
-  EXPECT_EQ(c.rows[1].mode, "graph");
+  EXPECT_EQ(c.rows[1].mode, "graph_hot");  // schema 3's graph was warm: schema 4's graph_hot
   EXPECT_EQ(c.rows[1].verdict, Verdict::slow);
   EXPECT_EQ(c.rows[2].point, "cols=2000");
   EXPECT_EQ(c.rows[2].verdict, Verdict::added);
@@ -310,9 +310,12 @@ TEST(CompareRefuses, SchemaMissingWrongTypeOrUnknown) {
   EXPECT_EQ(cmp(good(), r).exit_code(), 0);
 
   r["schema"] = 4;
+  EXPECT_EQ(cmp(good(), r).exit_code(), 0);
+
+  r["schema"] = 5;
   std::string m = refused_as_new(r);
-  EXPECT_TRUE(has(m, "new.json: error: the report has schema 4")) << m;
-  EXPECT_TRUE(has(m, "reads schema 1 to 3")) << m;
+  EXPECT_TRUE(has(m, "new.json: error: the report has schema 5")) << m;
+  EXPECT_TRUE(has(m, "reads schema 1 to 4")) << m;
   for (const json& bad : {json(0), json(-1), json(99999999999LL)}) {
     r["schema"] = bad;
     m = refused_as_new(r);
@@ -322,7 +325,7 @@ TEST(CompareRefuses, SchemaMissingWrongTypeOrUnknown) {
     r["schema"] = bad;
     m = refused_as_new(r);
     EXPECT_TRUE(has(m, "new.json: error: the report's \"schema\" is ")) << m;
-    EXPECT_TRUE(has(m, "not an integer; this build of attnbench reads schema 1 to 3")) << m;
+    EXPECT_TRUE(has(m, "not an integer; this build of attnbench reads schema 1 to 4")) << m;
   }
   r.erase("schema");
   m = refusal([&] { cmp(r, good()); });
@@ -750,4 +753,46 @@ TEST(CompareRefuses, ConfidenceOnlyFrom50To99Point9Percent) {
   // The API refuses what parse_confidence would.
   EXPECT_THROW(compare_reports(good(), good(), 0.05, "BASE", "NEW", 1.0), InputError);
   EXPECT_THROW(compare_reports(good(), good(), 0.05, "BASE", "NEW", std::nan("")), InputError);
+}
+
+// Schema 4's graph is cold (rotating copies of the inputs); the warm graph of schemas 1-3
+// is read as graph_hot, so an old report's graph rows meet a new one's graph_hot rows and
+// never its cold graph rows.
+TEST(Compare, OldWarmGraphIsNewGraphHot) {
+  json old_row = row("warp_online", nullptr);
+  old_row["timings"] = {{"graph", timing(samples(0.5, 0.01), "graph")}};
+  json new_row = row("warp_online", nullptr);
+  new_row["timings"] = {{"graph", timing(samples(0.9, 0.01), "graph")},
+                        {"graph_hot", timing(samples(0.5, 0.01), "graph_hot")}};
+  json new_report = report({new_row});
+  new_report["schema"] = 4;
+  const CompareResult c = cmp(report({old_row}), new_report);
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_EQ(c.rows[0].mode, "graph_hot");
+  EXPECT_EQ(c.rows[0].verdict, Verdict::same);
+  EXPECT_EQ(c.rows[1].mode, "graph");
+  EXPECT_EQ(c.rows[1].verdict, Verdict::added);
+}
+
+// --pair: a peer's row (tests/peers.py --report, status "peer") against one of ours, judged
+// by the same bootstrap, and named after NEW's variant with BASE's in the note.
+TEST(Compare, PairsAPeerRowWithOurs) {
+  json peer = row("torch_sdpa_cudnn", sampled(samples(1.0, 0.01)), "peer");
+  json ours = row("flash_wgmma", sampled(samples(0.8, 0.01)));
+  json ours_base = report({peer});
+  ours_base["schema"] = 4;
+  const CompareResult c = compare_reports(ours_base, report({ours}), 0.05, "BASE", "NEW", 0.95,
+                                          {{"torch_sdpa_cudnn", "flash_wgmma"}});
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].variant, "flash_wgmma");
+  EXPECT_EQ(c.rows[0].verdict, Verdict::fast);
+  EXPECT_TRUE(c.rows[0].by_samples);
+  EXPECT_NE(c.rows[0].note.find("BASE: torch_sdpa_cudnn"), std::string::npos) << c.rows[0].note;
+  // Without the pair the two rows do not meet: nothing in common to compare.
+  EXPECT_THROW(compare_reports(ours_base, report({ours}), 0.05), InputError);
+}
+
+TEST(Compare, PairSyntax) {
+  EXPECT_EQ(parse_pair("a=b"), std::make_pair(std::string("a"), std::string("b")));
+  for (const char* bad : {"a", "=b", "a=", "a=b=c", ""}) EXPECT_THROW(parse_pair(bad), InputError) << bad;
 }

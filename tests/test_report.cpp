@@ -389,7 +389,7 @@ TEST(Report, ProfiledRowsShowNoTimings) {
   TableWriter(table, true).row(r);
   const std::string t = table.str();
   // After the errors: "profiled", then a "-" for each of noise, TFLOP/s, GB/s, floor, %, speedup and MHz.
-  EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +profiled( +-){7}\n)"))) << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +profiled( +-){12}\n)"))) << t;
   EXPECT_NE(t.find("\n      profiled: --nvtx-include 'gemm-case/layout=nt dtype=bf16/mma/'\n"), std::string::npos) << t;
 
   std::ostringstream md;
@@ -473,4 +473,123 @@ TEST(Report, JsonOfNoRowsParses) {
   const auto j = nlohmann::json::parse(out.str());
   EXPECT_TRUE(j["rows"].is_array());
   EXPECT_TRUE(j["rows"].empty());
+}
+
+TEST(Footprint, ShortKernelNames) {
+  EXPECT_EQ(short_kernel_name("void attnbench::flash_mma_kernel<128, true>(attnbench::AttentionParams)"),
+            "flash_mma_kernel");
+  EXPECT_EQ(short_kernel_name("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"),
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1");
+  EXPECT_EQ(short_kernel_name("softmax_rows(float const*, float*, int)"), "softmax_rows");
+  EXPECT_EQ(short_kernel_name("ns::inner::k<int>"), "k");
+}
+
+// The footprint in each format: every kernel's figures in the table (joined by '/'),
+// the csv columns (joined by ';') and the json object; unknown figures stay unknown.
+TEST(Footprint, InEveryFormat) {
+  ResultRow r = timed_row("split_kv", 1.0, 1e9, 1e9);
+  Footprint f;
+  f.sm_count = 132;
+  KernelFootprint a;
+  a.name = "split_kernel";
+  a.blocks = 264;
+  a.threads = 128;
+  a.registers = 96;
+  a.static_smem = 0;
+  a.dynamic_smem = 48 * 1024;
+  a.local_bytes = 0;
+  a.blocks_per_sm = 2;
+  KernelFootprint b;  // a kernel whose attributes could not be read
+  b.name = "combine";
+  b.blocks = 64;
+  b.threads = 256;
+  f.kernels = {a, b};
+  r.footprint = f;
+  r.tensor_bytes = 3 << 20;
+  r.workspace_bytes = 1 << 20;
+
+  std::ostringstream table;
+  write_report(table, Format::table, meta("run"), {r});
+  EXPECT_NE(table.str().find("regs"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(table.str(), std::regex(R"(96/\?\s+48K/\?\s+2/\?\s+1\.00/\?\s+4\.0 MiB)")))
+      << table.str();
+
+  std::ostringstream csv;
+  write_report(csv, Format::csv, meta("run"), {r});
+  EXPECT_NE(csv.str().find(",split_kernel;combine,96;-1,49152;-1,2;-1,1;-1,3145728,1048576"), std::string::npos)
+      << csv.str();
+
+  std::ostringstream js;
+  write_report(js, Format::json, meta("run"), {r});
+  const auto j = nlohmann::json::parse(js.str())["rows"][0]["footprint"];
+  EXPECT_EQ(j["tensor_bytes"], 3 << 20);
+  EXPECT_EQ(j["workspace_bytes"], 1 << 20);
+  ASSERT_EQ(j["kernels"].size(), 2u);
+  EXPECT_EQ(j["kernels"][0]["registers"], 96);
+  EXPECT_EQ(j["kernels"][0]["dynamic_smem"], 48 * 1024);
+  EXPECT_DOUBLE_EQ(j["kernels"][0]["waves"].get<double>(), 1.0);
+  EXPECT_FALSE(j["kernels"][1].contains("registers"));
+  EXPECT_FALSE(j["kernels"][1].contains("waves"));
+
+  // A launch that could not be captured says why, and the table shows dashes.
+  r.footprint->kernels.clear();
+  r.footprint->error = "its launch cannot be captured: operation not permitted when stream is capturing";
+  std::ostringstream js2;
+  write_report(js2, Format::json, meta("run"), {r});
+  EXPECT_NE(nlohmann::json::parse(js2.str())["rows"][0]["footprint"]["error"].get<std::string>().find("captured"),
+            std::string::npos);
+}
+
+// Throttling in each format: dropped samples, NVML's reasons by name, and an interleaved
+// run's speedup interval.
+TEST(Report, ThrottlingAndSpeedupInterval) {
+  ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
+  r.timing->dropped = 3;
+  r.timing->throttle_reasons = 0x4 | 0x20 | 0x1;  // power cap, thermal; idle is not a reason
+  r.timing->clock = ClockStats{10, 2, 1700, 1980};
+  r.speedup = 1.5;
+  r.speedup_ci = Interval{1.4, 1.6};
+  r.rounds = 3;
+  std::ostringstream table;
+  write_report(table, Format::table, meta("run"), {r});
+  EXPECT_NE(table.str().find("1.50x [1.40-1.60]"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("3 throttled samples dropped and taken again; 2 of 10 samples ran below 90% of the 1980 "
+                             "MHz SM clock (throttled): sw_power_cap, sw_thermal_slowdown"),
+            std::string::npos)
+      << table.str();
+  std::ostringstream js;
+  write_report(js, Format::json, meta("run"), {r});
+  const auto row = nlohmann::json::parse(js.str())["rows"][0];
+  EXPECT_EQ(row["timing"]["dropped_samples"], 3);
+  EXPECT_EQ(row["timing"]["throttle_reasons"], nlohmann::json({"sw_power_cap", "sw_thermal_slowdown"}));
+  EXPECT_EQ(row["speedup_ci"], nlohmann::json({1.4, 1.6}));
+  EXPECT_EQ(row["rounds"], 3);
+  // Without --interleave the table shows the speedup alone.
+  r.rounds = 1;
+  std::ostringstream plain;
+  write_report(plain, Format::table, meta("run"), {r});
+  EXPECT_EQ(plain.str().find("[1.40-1.60]"), std::string::npos);
+}
+
+TEST(Timing, MergeKeepsEverySampleAndSummarisesAgain) {
+  Timing a, b;
+  a.samples = {1.0, 1.0, 1.0};
+  a.samples_mhz = {1980, 1980, 1980};
+  a.clock = summarize_clocks(a.samples_mhz, 1980);
+  a.ms = summarize(a.samples);
+  a.dropped = 1;
+  b.samples = {3.0, 3.0};
+  b.samples_mhz = {1500, 1500};
+  b.throttle_reasons = 0x4;
+  b.dropped = 2;
+  b.clock_gave_up = true;
+  merge_timing(a, b);
+  EXPECT_EQ(a.samples.size(), 5u);
+  EXPECT_DOUBLE_EQ(a.ms.median, 1.0);
+  EXPECT_DOUBLE_EQ(a.ms.max, 3.0);
+  EXPECT_EQ(a.clock.samples, 5);
+  EXPECT_EQ(a.clock.low_samples, 2);
+  EXPECT_EQ(a.dropped, 3);
+  EXPECT_EQ(a.throttle_reasons, 0x4u);
+  EXPECT_TRUE(a.clock_gave_up);
 }

@@ -7,8 +7,9 @@ writes into DIR:
   throughput-CASE.png  for each case with timed rows: each variant's TFLOP/s (compute-bound rows) or
                        GB/s (memory-bound rows) against the swept shape key, one panel for each value of
                        the other swept keys; the card's measured ceilings the rows' floors use as
-                       horizontal lines; the rows of PEERS (another attnbench report, or the --json of
-                       tests/peers.py) on the same case as dashed lines
+                       horizontal lines; the rows of PEERS (another attnbench report, a peer report of
+                       tests/peers.py --report, or its --json) on the same case as dashed lines, and so
+                       are RUN's own peer rows (status "peer"); a case with peer rows only is drawn too
   compare.png          with --compare: RUN's median over BASE's for every row timed in both, as bars
                        (below 1: RUN is faster), whiskers from the interquartile ranges
   plots.json           which file shows what, read by `attnbench report`:
@@ -28,8 +29,11 @@ import sys
 # in tests/test_results.cpp fails when it moves past NEWEST_SCHEMA). Every key read here means
 # the same in all of them: rows' case, point, variant, baseline, status, flops, bytes, tflops,
 # gbps, bound, floor_compute_ms, floor_memory_ms, timing and timings (mode, median_ms, q1_ms,
-# q3_ms); device.name; ceilings.
-OLDEST_SCHEMA, NEWEST_SCHEMA = 1, 3
+# q3_ms); device.name; ceilings. Status "peer" (a peer library's row, tests/peers.py --report)
+# is schema 3's; older reports have none. Schema 4 made mode "graph" cold (rotating copies of the
+# inputs) and named the warm graph of schemas 1-3 "graph_hot": older reports' graph timings are
+# read as graph_hot, as `attnbench compare` reads them.
+OLDEST_SCHEMA, NEWEST_SCHEMA = 1, 4
 MAX_PANELS = 12     # a case with more combinations of its other swept keys is drawn as one panel by label
 MAX_BARS = 1000     # compare rows past this are left out (the page's table has them all)
 
@@ -73,6 +77,15 @@ def load_report(path, what="report"):
     if not OLDEST_SCHEMA <= schema <= NEWEST_SCHEMA:
         raise BadInput(f"{path}: the report has schema {schema}; this script reads schema "
                        f"{OLDEST_SCHEMA} to {NEWEST_SCHEMA}")
+    if schema < 4:
+        for row in doc["rows"]:
+            if not isinstance(row, dict):
+                continue
+            if isinstance(row.get("timings"), dict) and "graph" in row["timings"]:
+                row["timings"]["graph_hot"] = row["timings"].pop("graph")
+            for t in [row.get("timing")] + list((row.get("timings") or {}).values()):
+                if isinstance(t, dict) and t.get("mode") == "graph":
+                    t["mode"] = "graph_hot"
     return doc
 
 
@@ -127,17 +140,19 @@ class Row:
         if self.gbps is None and self.bytes:
             self.gbps = self.bytes / (median * 1e6)
         self.bound = text(row, "bound")
+        self.is_peer = False  # drawn as a peer (dashed) even where it sets a panel's axes
         # The ceilings the row's floor divided by, recovered from the floor's two terms.
         fc, fm = number(row, "floor_compute_ms"), number(row, "floor_memory_ms")
         self.compute_ceiling = self.flops / (fc * 1e9) if fc and self.flops else None
         self.memory_ceiling = self.bytes / (fm * 1e6) if fm and self.bytes else None
 
 
-def report_rows(doc, prefix=""):
-    """The timed rows that verified (a wrong answer's speed is no result), each in its own mode."""
+def report_rows(doc, prefix="", status="verified"):
+    """The timed rows that verified (a wrong answer's speed is no result), each in its own mode; with
+    status="peer", the peer rows instead (a peer library's, timed by tests/peers.py, not verified)."""
     rows = []
     for row in doc["rows"]:
-        if not isinstance(row, dict) or text(row, "status") != "verified":
+        if not isinstance(row, dict) or text(row, "status") != status:
             continue
         t = row.get("timing")
         mode = text(t, "mode") if isinstance(t, dict) else ""
@@ -169,7 +184,7 @@ def peer_rows(path):
     prefix = os.path.splitext(os.path.basename(path))[0] + ": "
     if "schema" in doc:
         load_report(path, "peers file")  # the same checks as a run's
-        return report_rows(doc, prefix)
+        return report_rows(doc, prefix) + report_rows(doc, prefix, "peer")
     return peers_py_rows(doc, prefix)
 
 
@@ -208,8 +223,21 @@ def layout(rows):
     return x, [k for k in keys if k != x and len(values[k]) > 1]
 
 
+def compute_bound(rows):
+    """Whether to plot TFLOP/s: most rows are compute-bound. Peer rows have no bound (a peer report has no
+    floors): a panel of peer rows only goes by most of them doing 100 FLOP or more per byte moved (past the
+    ridge point of the cards attnbench knows, in fp16 and bf16)."""
+    if rows and all(r.is_peer for r in rows):
+        return sum(r.bytes > 0 and r.flops >= 100 * r.bytes for r in rows) > len(rows) / 2
+    return sum(r.bound == "compute" and r.flops > 0 for r in rows) > len(rows) / 2
+
+
 def draw_panel(ax, rows, peers, x_key, doc):
-    compute = sum(r.bound == "compute" and r.flops > 0 for r in rows) > len(rows) / 2
+    if not rows:  # a case with peer rows only: they set the axes
+        rows, peers = peers, []
+        for r in rows:
+            r.is_peer = True
+    compute = compute_bound(rows)
     unit = "TFLOP/s" if compute else "GB/s"
     rate = (lambda r: r.tflops) if compute else (lambda r: r.gbps)
     series = []
@@ -221,7 +249,7 @@ def draw_panel(ax, rows, peers, x_key, doc):
             pts = sorted((numeric(parse_point(r.point).get(x_key, "")), rate(r)) for r in rows + peers
                          if r.series == name and rate(r) is not None and numeric(parse_point(r.point).get(x_key, "")) is not None)
             if pts:
-                is_peer = any(r.series == name for r in peers)
+                is_peer = any(r.series == name for r in peers) or any(r.series == name and r.is_peer for r in rows)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle="--" if is_peer else "-",
                         label=name)
         xs = sorted({numeric(parse_point(r.point)[x_key]) for r in rows})
@@ -241,7 +269,7 @@ def draw_panel(ax, rows, peers, x_key, doc):
             pts = [(labels.index(r.point or "-"), rate(r)) for r in rows + peers
                    if r.series == name and rate(r) is not None and (r.point or "-") in labels]
             if pts:
-                is_peer = any(r.series == name for r in peers)
+                is_peer = any(r.series == name for r in peers) or any(r.series == name and r.is_peer for r in rows)
                 ax.bar([p[0] - 0.4 + width * (i + 0.5) for p in pts], [p[1] for p in pts], width, label=name,
                        hatch="//" if is_peer else None)
         ax.set_xticks(range(len(labels)))
@@ -257,11 +285,15 @@ def draw_panel(ax, rows, peers, x_key, doc):
 
 
 def throughput_plot(plt, case, rows, peers, doc, path):
-    x_key, panel_keys = layout(rows)
+    x_key, panel_keys = layout(rows or peers)
     panels = {}
     for r in rows:
         p = parse_point(r.point) or {}
         panels.setdefault(tuple(p.get(k, "") for k in panel_keys), []).append(r)
+    if not rows:  # peer rows only: each panel's are its peers
+        for r in peers:
+            p = parse_point(r.point) or {}
+            panels.setdefault(tuple(p.get(k, "") for k in panel_keys), [])
     if len(panels) > MAX_PANELS:  # too many to read side by side: one panel, by label
         x_key, panel_keys, panels = None, [], {(): rows}
     n = len(panels)
@@ -295,7 +327,7 @@ def compare_plot(plt, base, now, path, base_name, now_name):
     b, n = by_key(base), by_key(now)
     bars = []
     for key, (bt, _) in b.items():
-        if key in n and n[key][1] == "verified":
+        if key in n and n[key][1] in ("verified", "peer"):  # peer: two peer reports compared
             nt = n[key][0]
             ratio = nt[0] / bt[0]
             lo, hi = nt[1] / bt[2], nt[2] / bt[1]  # the ratio's range, from the two interquartile ranges
@@ -353,9 +385,11 @@ def main(argv=None):
         return 3
 
     rows = report_rows(run)
+    own_peers = report_rows(run, status="peer")  # the run's own peer rows (a peer report's are all such)
+    peers = own_peers + peers
     manifest = {"throughput": {}}
     used = set()
-    for case in dict.fromkeys(r.case for r in rows):
+    for case in dict.fromkeys(r.case for r in rows + own_peers):
         name = "throughput-" + slug(case)
         while name in used:
             name += "_"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the schema 3 fixtures of tests/compare.cmake's verdict tests, as `run` would:
+"""Writes the schema 4 fixtures of tests/compare.cmake's verdict tests, as `run` would:
 
     samples-base.json   four rows of 20 samples each
     samples-new.json    the same rows: one 0.1% slower (SAME), one 25% slower with tight
@@ -68,7 +68,7 @@ def row(point, samples):
 
 
 def report(rows):
-    return {"schema": 3,
+    return {"schema": 4,
             "attnbench": {"version": "0.1.0", "command": "build/bin/attnbench run cases/softmax/fp32.toml -o r.json",
                           "date": "2026-12-01T00:00:00Z", "mode": "run", "timing_mode": "per case", "load_ms": 3.2,
                           "elapsed_ms": 4200.0, "complete": True},
