@@ -25,7 +25,8 @@ template <class Fn>
 void find(const char* symbol, Fn*& fn) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &status) == cudaSuccess &&
+  // The version this runtime was built for: cuFuncGetName, for one, appeared in 12.3.
+  if (cudaGetDriverEntryPointByVersion(symbol, &p, CUDART_VERSION, cudaEnableDefault, &status) == cudaSuccess &&
       status == cudaDriverEntryPointSuccess)
     fn = reinterpret_cast<Fn*>(p);
   cudaGetLastError();
@@ -74,10 +75,14 @@ KernelFootprint read_kernel(CUgraphNode node) {
 }  // namespace
 
 std::string short_kernel_name(const std::string& demangled) {
-  // Cut at the first '<' or '(' outside the leading return type: the name is the last
-  // word before it ("void ns::kernel<...>(...)" -> "ns::kernel" -> "kernel").
-  const size_t cut = demangled.find_first_of("<(");
-  std::string s = demangled.substr(0, cut);
+  // Cut at the first '<' or '(' after the leading return type: the name is the last word
+  // before it ("void ns::kernel<...>(...)" -> "ns::kernel" -> "kernel"). An anonymous
+  // namespace's parentheses are no parameter list: dropped first.
+  std::string full = demangled;
+  static const std::string kAnonymous = "(anonymous namespace)::";
+  for (size_t p; (p = full.find(kAnonymous)) != std::string::npos;) full.erase(p, kAnonymous.size());
+  const size_t cut = full.find_first_of("<(");
+  std::string s = full.substr(0, cut);
   const size_t space = s.rfind(' ');
   if (space != std::string::npos) s = s.substr(space + 1);
   const size_t scope = s.rfind("::");

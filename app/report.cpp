@@ -86,12 +86,13 @@ std::string detail(const ResultRow& r) {
     const ClockStats& c = t.clock;
     if (t.dropped)
       s << t.dropped << " throttled samples dropped and taken again"
-        << (t.clock_gave_up ? " until the clock did not come back; " : "; ");
+        << (t.clock_gave_up ? " until the clock did not come back" : "");
+    if (t.dropped && c.low_samples) s << "; ";
     if (c.low_samples)
       s << c.low_samples << " of " << c.samples << " samples ran below " << fmt_fixed(100 * kLowClock, 0)
         << "% of the " << fmt_fixed(c.max_mhz, 0) << " MHz SM clock (throttled)";
     const std::vector<std::string> why = clock_reason_names(t.throttle_reasons);
-    for (size_t i = 0; i < why.size(); ++i) s << (i ? ", " : ": ") << why[i];
+    for (size_t i = 0; i < why.size(); ++i) s << (i ? ", " : " (") << why[i] << (i + 1 == why.size() ? ")" : "");
     if (r.status == Status::verified && r.stages.empty()) return s.str();
     s << "; ";
   }

@@ -482,6 +482,9 @@ TEST(Footprint, ShortKernelNames) {
             "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1");
   EXPECT_EQ(short_kernel_name("softmax_rows(float const*, float*, int)"), "softmax_rows");
   EXPECT_EQ(short_kernel_name("ns::inner::k<int>"), "k");
+  EXPECT_EQ(short_kernel_name("void attnbench::decode_impl::(anonymous namespace)::naive_kernel<float, false, false>("
+                              "attnbench::decode_impl::Decode, float*, long)"),
+            "naive_kernel");
 }
 
 // The footprint in each format: every kernel's figures in the table (joined by '/'),
@@ -554,7 +557,7 @@ TEST(Report, ThrottlingAndSpeedupInterval) {
   write_report(table, Format::table, meta("run"), {r});
   EXPECT_NE(table.str().find("1.50x [1.40-1.60]"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("3 throttled samples dropped and taken again; 2 of 10 samples ran below 90% of the 1980 "
-                             "MHz SM clock (throttled): sw_power_cap, sw_thermal_slowdown"),
+                             "MHz SM clock (throttled) (sw_power_cap, sw_thermal_slowdown)"),
             std::string::npos)
       << table.str();
   std::ostringstream js;
@@ -592,4 +595,16 @@ TEST(Timing, MergeKeepsEverySampleAndSummarisesAgain) {
   EXPECT_EQ(a.dropped, 3);
   EXPECT_EQ(a.throttle_reasons, 0x4u);
   EXPECT_TRUE(a.clock_gave_up);
+}
+
+// Dropped samples alone (none kept below 90%): the note names the drops and the reasons.
+TEST(Report, DroppedSamplesAlone) {
+  ResultRow r = timed_row("wgmma", 2.0, 1e12, 1e9);
+  r.timing->dropped = 4;
+  r.timing->throttle_reasons = 0x4;
+  r.timing->clock = ClockStats{10, 0, 1950, 1980};
+  std::ostringstream table;
+  write_report(table, Format::table, meta("run"), {r});
+  EXPECT_NE(table.str().find("      4 throttled samples dropped and taken again (sw_power_cap)\n"), std::string::npos)
+      << table.str();
 }

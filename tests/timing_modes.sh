@@ -7,7 +7,7 @@
 bin=$1 smoke=$2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 "$bin" run "$smoke/softmax.toml" "$smoke/decode.toml" --mode all --interleave 3 --set verify.trials=1 \
-  --set bench.warmup_ms=1 --set bench.min_time_ms=3 --set bench.max_time_ms=30 -o "$dir/run.json" \
+  --set bench.warmup_ms=1 --set bench.min_time_ms=3 --set bench.max_time_ms=90 -o "$dir/run.json" \
   >"$dir/stdout" 2>"$dir/stderr"; rc=$?
 if [ "$rc" = 3 ] && grep -q "no CUDA device\|no usable CUDA device" "$dir/stderr"; then echo "skipped: no GPU"; exit 3; fi
 [ "$rc" = 0 ] || { echo "run failed: exit $rc"; cat "$dir/stderr"; exit 1; }
