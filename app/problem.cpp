@@ -236,7 +236,7 @@ Problem::Readback Problem::read_back(const ref::Rows& rows) const {
 }
 
 Comparison Problem::judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
-  Comparison c = compare(ref, b.got, rows, tol);
+  Comparison c = compare(ref, b.got, rows, tol, tolerance_magnitude());
   c.rows_total = output_rows();
   c.nonfinite = b.nonfinite;
   c.also_wrong = b.also_wrong;

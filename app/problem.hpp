@@ -94,6 +94,9 @@ class Problem {
 
   virtual Work work() const = 0;
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
+  // Per checked element of the last reference(), a magnitude the relative tolerance applies
+  // to beside the reference value's own (the terms an output cancelled from); null: none.
+  virtual const ref::Matrix* tolerance_magnitude() const { return nullptr; }
   // Rows verification must always include (e.g. queries that see no key).
   virtual ref::Rows must_check_rows() const { return {}; }
   virtual Tolerance tolerance() const { return default_tolerance(point_.dtype); }
@@ -275,6 +278,13 @@ void for_chunks(int64_t n, const Fn& fn) {
   // Several operations an element (a conversion, a compare): parallel from a few million.
   parallel_for((n + kChunk - 1) / kChunk, 8.0 * static_cast<double>(n),
                [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+// A pair variant "first+second" (the pipeline's prefill+decode, mha's GEMM+attention) as
+// its two names; the second is "" without a '+'.
+inline std::pair<std::string, std::string> split_pair(const std::string& v) {
+  const auto plus = v.find('+');
+  return {v.substr(0, plus), plus == std::string::npos ? "" : v.substr(plus + 1)};
 }
 
 // What `--dry-run` assumes about the card it has not got: an H100 (sm_90, 132 SMs).

@@ -41,7 +41,8 @@ void Comparison::merge(const Comparison& o) {
   rel_l2 = std::max(rel_l2, o.rel_l2);
 }
 
-Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol) {
+Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol,
+                   const ref::Matrix* magnitude) {
   Comparison c;
   c.rows_checked = ref.rows();
   double err2 = 0, ref2 = 0, worst_excess = -INFINITY;
@@ -49,7 +50,8 @@ Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const
     for (int64_t j = 0; j < ref.cols(); ++j) {
       const double want = ref(r, j), have = got[static_cast<size_t>(r * ref.cols() + j)];
       const double err = std::fabs(have - want);
-      const double allowed = tol.atol + tol.rtol * std::fabs(want);
+      const double allowed =
+          tol.atol + tol.rtol * (magnitude ? std::max(std::fabs(want), std::fabs((*magnitude)(r, j))) : std::fabs(want));
       ++c.elements_checked;
       // NaN compares false everywhere, so test for a pass rather than a failure.
       const bool ok = err <= allowed;

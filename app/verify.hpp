@@ -41,7 +41,10 @@ struct Comparison {
 
 // got: the same rows as ref, row-major [ref.rows(), ref.cols()]. `row_ids` maps
 // each ref row to its row index in the whole output (for worst_row).
-Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol);
+// `magnitude`, when given (the shape of ref), is what the relative tolerance applies to
+// beside |ref|: an element passes when |got - ref| <= atol + rtol * max(|ref|, magnitude).
+Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol,
+                   const ref::Matrix* magnitude = nullptr);
 
 // Deterministic sample of at most max_rows (0 = all) of `total` rows: always the
 // first and last, then every row in `must` (e.g. fully masked rows) while room

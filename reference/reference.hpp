@@ -9,3 +9,4 @@
 #include "reference/paged.hpp"
 #include "reference/cache_append.hpp"
 #include "reference/reshape_and_cache.hpp"
+#include "reference/mha.hpp"

@@ -11,6 +11,7 @@ What it measures, per case point (a case's [sweep] expanded as attnbench expands
              (one query sees every key, so no mask)
   paged      dense decode peers on the same contexts, cache in the query dtype (SDPA has no paged or fp8 cache)
   pipeline   its prefill only: causal attention over the prompt
+  mha        the layer in PyTorch: F.linear (fused QKV, bias), SDPA on each backend, F.linear (output, bias)
 A peer that cannot run a shape prints "unavailable: reason" instead of a time.
 
 How: each sample is flush, CUDA event, the call, CUDA event, after a warm-up. The flush leaves L2 cold:
@@ -24,7 +25,8 @@ run (torch.cuda.clock_rate(), which needs pynvml; else "-").
 `--report FILE` also writes the rows as an attnbench json report (docs/report.schema.json; a "peer report",
 attnbench.version "peers"), rewritten after every row until the run is complete: each row has the case and sweep
 point labels attnbench's own reports give that point, a variant (torch_sdpa_flash, torch_sdpa_cudnn,
-torch_sdpa_efficient, torch_matmul, torch_softmax; a pipeline case's with the suffix _prefill), status "peer" with
+torch_sdpa_efficient, torch_matmul, torch_softmax; a pipeline case's with the suffix _prefill, an mha case's,
+the whole layer in PyTorch, with _layer), status "peer" with
 its cold timing (every sample; the median and quartiles as attnbench computes them), or "skipped" with the reason
 the peer could not run, and the command that times that row alone. `attnbench report RUN.json --peers FILE` and
 app/plot/attnbench_plot.py draw it beside attnbench's variants (docs/results.md). Writing the report needs no torch:
@@ -112,8 +114,13 @@ def defaults(op, dtype, s):
     s.setdefault("batch", 1)
     if op == "gemm":
         s.setdefault("layout", "nt")
-    if op in ("attention", "decode", "paged", "pipeline"):
+    if op in ("attention", "decode", "paged", "pipeline", "mha"):
         s.setdefault("kv_heads", s["heads"])
+    if op == "mha":
+        s.setdefault("head_dim", s["d_model"] // s["heads"])
+        s.setdefault("causal", False)
+        s.setdefault("window", 0)
+        s.setdefault("alibi", False)
     if op == "attention":
         s.setdefault("seq_k", s["seq_q"])
         for key, value in (("causal", False), ("window", 0), ("alibi", False)):
@@ -169,6 +176,13 @@ def plan(op, dtype, s):
             return "skip: SDPA takes one context for the whole batch; this case's contexts differ"
         b, h, g, d, ctx = s["batch"], s["heads"], s["kv_heads"], s["head_dim"], s["context"][0]
         return "decode", sdpa, s, 4 * b * h * ctx * d, e * b * d * (2 * h + 2 * ctx * g)
+    if op == "mha":
+        if s["window"] or s["alibi"]:
+            return "skip: SDPA's fused backends take no sliding window or ALiBi"
+        b, n, dm, h, g, d = (s[k] for k in ("batch", "seq", "d_model", "heads", "kv_heads", "head_dim"))
+        width, tokens = (h + 2 * g) * d, b * n
+        flops = 2 * tokens * dm * width + 4 * b * h * d * visible_pairs(n, n, s["causal"], 0) + 2 * tokens * h * d * dm
+        return "mha", sdpa, s, flops, e * (2 * tokens * dm + width * (dm + 1) + dm * (h * d + 1))
     return f"skip: no peer for op {op}"
 
 
@@ -182,6 +196,9 @@ def describe(kind, s, dtype):
     if kind == "attention":
         causal = " causal" if s["causal"] else ""
         return f"q [{b}, {s['seq_q']}, {h}, {d}] k,v [{b}, {s['seq_k']}, {g}, {d}] {dtype}{causal}"
+    if kind == "mha":
+        causal = " causal" if s["causal"] else ""
+        return f"x [{b}, {s['seq']}, {s['d_model']}] heads {h}, kv_heads {g}, head_dim {d} {dtype}{causal}: F.linear, SDPA, F.linear"
     ctx = f"{s['context'][0]}" + (f" of {s['max_context']}" if s["context"][0] < s["max_context"] else "")
     return f"q [{b}, 1, {h}, {d}] k,v [{b}, {ctx}, {g}, {d}] {dtype}"
 
@@ -204,6 +221,19 @@ def build(torch, kind, peer, s, dtype):
     F = torch.nn.functional
     b, h, g, d = s["batch"], s["heads"], s["kv_heads"], s["head_dim"]
     kw = dict(enable_gqa=g != h)
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION}[peer]
+    if kind == "mha":  # the layer as PyTorch writes it: fused QKV linear, SDPA, output linear
+        n, dm = s["seq"], s["d_model"]
+        x, w_qkv, b_qkv = rand(b, n, dm), rand((h + 2 * g) * d, dm) * dm ** -0.5, rand((h + 2 * g) * d)
+        w_o, b_o = rand(dm, h * d) * (h * d) ** -0.5, rand(dm)
+
+        def layer():
+            q, k, v = F.linear(x, w_qkv, b_qkv).split([h * d, g * d, g * d], dim=-1)
+            q, k, v = (t.view(b, n, -1, d).transpose(1, 2) for t in (q, k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=bool(s["causal"]), **kw)
+            return F.linear(o.transpose(1, 2).reshape(b, n, h * d), w_o, b_o)
+        return layer, sdpa_kernel([backend])
     if kind == "attention":
         sq, sk = s["seq_q"], s["seq_k"]
         q, k, v = rand(b, sq, h, d), rand(b, sk, g, d), rand(b, sk, g, d)  # attnbench's [b, s, h, d]
@@ -217,8 +247,6 @@ def build(torch, kind, peer, s, dtype):
         cache = s["max_context"]
         k, v = rand(b, cache, g, d)[:, :s["context"][0]], rand(b, cache, g, d)[:, :s["context"][0]]
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views as [b, h, s, d]: SDPA's order, attnbench's memory
-    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-               "efficient": SDPBackend.EFFICIENT_ATTENTION}[peer]
     return (lambda: F.scaled_dot_product_attention(q, k, v, **kw)), sdpa_kernel([backend])
 
 
@@ -334,8 +362,9 @@ SCHEMA = 4
 
 
 def variant_name(op, peer):
-    """The report's variant: a pipeline case's peers time its prefill only, and say so."""
-    return VARIANTS.get(peer, peer) + ("_prefill" if op == "pipeline" else "")
+    """The report's variant: a pipeline case's peers time its prefill only, and say so; an mha case's time the whole
+    layer (F.linear, SDPA, F.linear)."""
+    return VARIANTS.get(peer, peer) + {"pipeline": "_prefill", "mha": "_layer"}.get(op, "")
 
 
 def json_row(result, flush):
@@ -449,7 +478,8 @@ def parser():
     ap.add_argument("--cases", default="*", help="glob on the cases/perf file names, e.g. 'decode-*'")
     ap.add_argument("--point", help="only the sweep point attnbench labels so, e.g. 'causal=true' ('' without a sweep)")
     ap.add_argument("--variant", help="only this peer, by its name in the report",
-                    choices=[*VARIANTS.values(), *(VARIANTS[p] + "_prefill" for p in ("flash", "cudnn", "efficient"))])
+                    choices=[*VARIANTS.values(),
+                             *(VARIANTS[p] + suffix for p in ("flash", "cudnn", "efficient") for suffix in ("_prefill", "_layer"))])
     ap.add_argument("--flush", choices=["write", "read"], default="write")
     ap.add_argument("--budget-ms", type=float, default=100, help="stop sampling after this much timed work")
     ap.add_argument("--max-samples", type=int, default=500)

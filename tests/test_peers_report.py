@@ -144,7 +144,7 @@ def check_rows(peers, results, doc):
     for r, row in zip(results, doc["rows"]):
         p, at = r["point"], f"row {row['case']} [{row['point']}] {row['variant']}"
         check((row["case"], row["point"]) == (p["case"], p["point"]), f"{at}: labels")
-        want = names[r["peer"]] + ("_prefill" if p["op"] == "pipeline" else "")
+        want = names[r["peer"]] + {"pipeline": "_prefill", "mha": "_layer"}.get(p["op"], "")
         check(row["variant"] == want, f"{at}: variant, want {want}")
         check(row["op"] == p["op"] and row["dtype"] == p["dtype"] and row["baseline"] is False, f"{at}: op, dtype")
         check(row["flops"] == r["flops"] and row["bytes"] == r["bytes"], f"{at}: flops and bytes are not the plan's")

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <numeric>
@@ -828,6 +829,84 @@ TEST(Errors, BadShapesThrow) {
   EXPECT_THROW(paged(p, q.data(), pool.data(), pool.data(), good.data(), {0}), std::invalid_argument);
   p.x = 8;
   EXPECT_NO_THROW(paged(p, q.data(), pool.data(), pool.data(), good.data(), {0}));
+}
+
+}  // namespace
+}  // namespace attnbench::ref
+
+namespace attnbench::ref {
+namespace {
+
+// mha against the layer written out with loops: projection, split, causal GQA attention with
+// the softmax spelled out, output projection, with the storage roundings where the chain
+// stores (`store`; none: only q, k, v pass through float on the reference's side).
+void check_mha_by_hand(const std::function<float(float)>& store) {
+  const int64_t B = 2, S = 5, D = 8, H = 2, G = 1, hd = 4, W = (H + 2 * G) * hd;
+  const std::vector<float> x = random_values(B * S * D, 1), wqkv = random_values(W * D, 2), bqkv = random_values(W, 3),
+                           wo = random_values(D * H * hd, 4), bo = random_values(D, 5);
+  const auto st = [&](double v) { return store ? double{store(static_cast<float>(v))} : v; };
+  MhaShape s;
+  s.batch = B;
+  s.seq = S;
+  s.d_model = D;
+  s.attention.heads = H;
+  s.attention.kv_heads = G;
+  s.attention.head_dim = hd;
+  s.attention.causal = true;
+  s.store = store;
+  const Rows rows = {0, 4, 5, 9, 7};
+  const Matrix got = mha(s, x.data(), wqkv.data(), bqkv.data(), wo.data(), bo.data(), rows);
+  Matrix want(static_cast<int64_t>(rows.size()), D);
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const int64_t b = rows[n] / S, t = rows[n] % S;
+    auto proj = [&](int64_t token, int64_t c) {  // column c of [q | k | v] for a token of sequence b, as stored
+      double acc = 0;
+      for (int64_t i = 0; i < D; ++i) acc += double{x[(b * S + token) * D + i]} * wqkv[c * D + i];
+      return st(st(acc) + bqkv[c]);
+    };
+    std::vector<double> o(H * hd, 0.0);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / G);
+      std::vector<double> score(t + 1);
+      double m = -1e300, sum = 0;
+      for (int64_t j = 0; j <= t; ++j) {  // causal: keys 0..t
+        double dot = 0;
+        for (int64_t e = 0; e < hd; ++e) dot += proj(t, h * hd + e) * proj(j, H * hd + g * hd + e);
+        score[j] = dot / std::sqrt(double(hd));
+        m = std::max(m, score[j]);
+      }
+      for (int64_t j = 0; j <= t; ++j) sum += score[j] = std::exp(score[j] - m);
+      for (int64_t j = 0; j <= t; ++j)
+        for (int64_t e = 0; e < hd; ++e) o[h * hd + e] += score[j] / sum * proj(j, (H + G) * hd + g * hd + e);
+    }
+    for (int64_t c = 0; c < D; ++c) {
+      double acc = 0;
+      for (int64_t i = 0; i < H * hd; ++i) acc += st(o[i]) * wo[c * H * hd + i];
+      want(static_cast<int64_t>(n), c) = acc + bo[c];
+    }
+  }
+  expect_near(got, want, 1e-6);
+}
+
+TEST(Mha, LoopsByHandCausalGqa) { check_mha_by_hand(nullptr); }
+
+// Storage rounded to quarters: coarse enough that a rounding left out or added is seen.
+TEST(Mha, LoopsByHandWithStorageRounding) {
+  check_mha_by_hand([](float v) { return std::round(v * 4) / 4; });
+}
+
+TEST(Mha, RowsOutOfRangeAndBadHeadsAreRefused) {
+  MhaShape s;
+  s.batch = 1;
+  s.seq = 2;
+  s.d_model = 8;
+  s.attention.heads = 2;
+  s.attention.kv_heads = 2;
+  s.attention.head_dim = 4;
+  const std::vector<float> x(16), w(256), b(32), wo(64), bo(8);
+  EXPECT_THROW(mha(s, x.data(), w.data(), b.data(), wo.data(), bo.data(), {2}), std::out_of_range);
+  s.attention.kv_heads = 3;
+  EXPECT_THROW(mha(s, x.data(), w.data(), b.data(), wo.data(), bo.data(), {0}), std::invalid_argument);
 }
 
 }  // namespace

@@ -110,3 +110,18 @@ TEST(SampleRows, DeterministicPerSeedAndSpread) {
 }
 
 TEST(Coord, Prints) { EXPECT_EQ(to_string(Coord{1, 2, 3, 4}), "(1, 2, 3, 4)"); }
+
+// A cancelled output is held to its terms' magnitude too: 1.0 + -0.99 checked at rtol
+// 1e-2 allows 0.0102 against the terms' 1.0, 0.0001 against the sum's 0.01 alone.
+TEST(Compare, MagnitudeWidensTheRelativeTermOnlyWhereItIsLarger) {
+  ref::Matrix want(1, 2);
+  want << 0.01, 5.0;
+  ref::Matrix magnitude(1, 2);
+  magnitude << 1.0, 1.0;
+  const std::vector<double> got = {0.015, 5.04};
+  const Tolerance tol{0, 1e-2};
+  EXPECT_EQ(compare(want, got, {0}, tol).mismatches, 1);              // 0.005 > 1e-4; 0.04 <= 0.05
+  EXPECT_EQ(compare(want, got, {0}, tol, &magnitude).mismatches, 0);  // 0.005 <= 1e-2; |5| > 1 still rules
+  const std::vector<double> far = {0.03, 5.06};
+  EXPECT_EQ(compare(want, far, {0}, tol, &magnitude).mismatches, 2);
+}

@@ -18,11 +18,6 @@
 namespace attnbench {
 namespace {
 
-std::pair<std::string, std::string> split_pair(const std::string& v) {
-  const auto plus = v.find('+');
-  return {v.substr(0, plus), plus == std::string::npos ? "" : v.substr(plus + 1)};
-}
-
 class PipelineProblem : public Problem {
  public:
   explicit PipelineProblem(const CasePoint& p) : Problem(p) {

@@ -12,11 +12,12 @@ OpSpec paged_op();
 OpSpec pipeline_op();
 OpSpec cache_append_op();
 OpSpec reshape_and_cache_op();
+OpSpec mha_op();
 
 const std::vector<OpSpec>& ops() {
   static const std::vector<OpSpec> all = {
       softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(), cache_append_op(),
-      reshape_and_cache_op(),
+      reshape_and_cache_op(), mha_op(),
   };
   return all;
 }

@@ -1,0 +1,234 @@
+// mha: multi-head attention with its projections, the layer a model runs. X [batch, seq,
+// d_model] goes through one fused QKV GEMM (GQA-shaped when kv_heads < heads) and its bias,
+// the attention, then the output projection and its bias. Variants are pairs
+// "GEMM+attention" of the gemm and attention ops' variants, verified as one chain against
+// the fp64 reference of the whole layer, which stores its activations (QKV, q, k, v, the
+// attention's output) in the dtype where the chain does.
+#include <algorithm>
+#include <cmath>
+
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/ops/attention.hpp"
+#include "app/problem.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/gemm/gemm.hpp"
+#include "kernels/mha/mha.hpp"
+
+namespace attnbench {
+namespace {
+
+class MhaProblem : public Problem {
+ public:
+  explicit MhaProblem(const CasePoint& p) : Problem(p), scores_(p.shape, p.shape.num("heads")) {
+    const Shape& s = p.shape;
+    batch_ = s.num("batch");
+    seq_ = s.num("seq");
+    d_model_ = s.num("d_model");
+    heads_ = s.num("heads");
+    kv_heads_ = s.num("kv_heads");
+    head_dim_ = s.num("head_dim");
+    mask_ = {seq_, seq_, causal_of(s), s.num("window"), top_left_of(s)};
+    const int64_t tokens = batch_ * seq_, hd = heads_ * head_dim_, width = (heads_ + 2 * kv_heads_) * head_dim_;
+    // Weights as nn.Linear keeps them, [out, in]: each projection is X·Wᵀ, the GEMMs' nt
+    // layout. U(-a, a) with a = sqrt(3 / in) keeps every projected value O(1) whatever the width.
+    add_input("x", p.dtype, {{"batch", batch_}, {"seq", seq_}, {"d_model", d_model_}}, 1.f, true);
+    add_input("w_qkv", p.dtype, {{"qkv", width}, {"d_model", d_model_}}, static_cast<float>(std::sqrt(3.0 / d_model_)),
+              false, "rows: the query heads, then K's kv heads, then V's");
+    add_input("b_qkv", p.dtype, {{"qkv", width}}, 1.f, false);
+    add_input("w_o", p.dtype, {{"d_model", d_model_}, {"heads_x_head_dim", hd}}, static_cast<float>(std::sqrt(3.0 / hd)),
+              false);
+    add_input("b_o", p.dtype, {{"d_model", d_model_}}, 1.f, false);
+    add_output("y", p.dtype, {{"batch", batch_, 'b'}, {"seq", seq_, 'i'}, {"d_model", d_model_, 'd'}}, 2);
+    const std::size_t e = dtype_bytes(p.dtype);
+    // The chain's intermediates: QKV, then q, k, v split from it, then the attention's o.
+    const std::size_t qkv = e * count_elements("qkv", {{"tokens", tokens}, {"qkv", width}}),
+                      q = e * count_elements("q", {{"tokens", tokens}, {"heads_x_head_dim", hd}}),
+                      kv = e * count_elements("k", {{"tokens", tokens}, {"kv_heads_x_head_dim", kv_heads_ * head_dim_}});
+    qkv_ = &add_buffer(qkv);
+    q_ = &add_buffer(q);
+    k_ = &add_buffer(kv);
+    v_ = &add_buffer(kv);
+    o_ = &add_buffer(q);
+    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    rope_ = RopeOptions(s, 0, seq_);
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+  }
+
+  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
+    std::vector<VariantChoice> out;
+    const AttentionParams ap = attention_params();
+    for (const auto& g : gemm_variants()) {
+      std::string why_g = g.supports(qkv_gemm(), caps);
+      if (why_g.empty()) why_g = g.supports(out_gemm(), caps);
+      for (const auto& a : attention_variants()) {
+        const std::string why_a = a.supports(ap, caps);
+        out.push_back({std::string(g.name) + "+" + a.name, "projections " + std::string(g.name) + ", attention " + a.name,
+                       !why_g.empty() ? "GEMM: " + why_g : !why_a.empty() ? "attention: " + why_a : ""});
+      }
+    }
+    return out;
+  }
+
+  // The tables run from the learner's version to the fastest: by default the last GEMM and
+  // the last attention variant that support the point (with the baseline pair in `run`).
+  std::vector<std::string> default_variants(const DeviceCaps& caps) const override {
+    std::string g, a;
+    for (const auto& x : gemm_variants())
+      if (x.supports(qkv_gemm(), caps).empty() && x.supports(out_gemm(), caps).empty()) g = x.name;
+    for (const auto& x : attention_variants())
+      if (x.supports(attention_params(), caps).empty()) a = x.name;
+    return {g + "+" + a};
+  }
+
+  // Both projections' and the attention's FLOPs; every tensor read or written once.
+  Work work() const override {
+    const double tokens = static_cast<double>(batch_ * seq_), hd = static_cast<double>(heads_ * head_dim_),
+                 width = static_cast<double>((heads_ + 2 * kv_heads_) * head_dim_), e = dtype_bytes(point().dtype);
+    const double flops = 2.0 * tokens * d_model_ * width + 4.0 * batch_ * heads_ * head_dim_ * static_cast<double>(mask_.pairs()) +
+                         2.0 * tokens * hd * d_model_;
+    const double bytes = e * (2.0 * tokens * d_model_ + width * (d_model_ + 1) + d_model_ * (hd + 1));
+    return {flops, bytes, Bandwidth::copy};
+  }
+
+  ref::Matrix reference(const ref::Rows& rows) const override {
+    ref::MhaShape m;
+    m.batch = batch_;
+    m.seq = seq_;
+    m.d_model = d_model_;
+    ref::AttentionShape& a = m.attention;
+    a.heads = heads_;
+    a.kv_heads = kv_heads_;
+    a.head_dim = head_dim_;
+    a.causal = mask_.causal;
+    a.top_left = mask_.top_left;
+    a.window = mask_.window;
+    scores_.set_reference(a);
+    a.rope = rope_.reference();
+    const DType t = point().dtype;
+    m.store = [t](float x) { return round_to(t, x); };
+    return ref::mha(m, input(0).host.data(), input(1).host.data(), input(2).host.data(), input(3).host.data(),
+                    input(4).host.data(), rows, &product_);
+  }
+  // y = p + bo, where the chain stores the product p in the dtype before adding the bias: a
+  // y that cancels near 0 keeps p's rounding (2^-8 |p| in bf16) and the error the stored
+  // activations before it carry into p. So y is held to the tolerance relative to |p| too,
+  // as a GEMM's output is to its own magnitude.
+  const ref::Matrix* tolerance_magnitude() const override { return &product_; }
+
+  std::size_t workspace(const std::string& v) const override {
+    const auto [g, a] = split_pair(v);
+    return std::max({variant_workspace(gemm_variants(), g, qkv_gemm()), variant_workspace(gemm_variants(), g, out_gemm()),
+                     variant_workspace(attention_variants(), a, attention_params())});
+  }
+
+  void launch(const std::string& v, const LaunchContext& ctx) override {
+    const auto [g, a] = split_pair(v);
+    const cudaStream_t s = ctx.stream;
+    launch_variant(gemm_variants(), g, qkv_gemm(), ctx);
+    QkvSplit split{qkv_->get(), input(2).device.get(), q_->get(), k_->get(), v_->get()};
+    split.tokens = batch_ * seq_;
+    split.heads = heads_;
+    split.kv_heads = kv_heads_;
+    split.head_dim = head_dim_;
+    split.dtype = point().dtype;
+    qkv_split(split, s);
+    launch_variant(attention_variants(), a, attention_params(), ctx);
+    launch_variant(gemm_variants(), g, out_gemm(), ctx);
+    add_bias(output().device.get(), input(4).device.get(), batch_ * seq_, d_model_, point().dtype, s);
+  }
+
+  void poison_output(cudaStream_t stream) override {
+    Problem::poison_output(stream);
+    // A stage that leaves its part unwritten hands NaN to the next, and fails.
+    for (DeviceBuffer* b : {qkv_, q_, k_, v_, o_})
+      check_cuda(cudaMemsetAsync(b->get(), 0xff, b->bytes(), stream), "poison mha intermediates");
+  }
+
+ private:
+  GemmParams qkv_gemm() const {
+    return {input(0).device.get(), input(1).device.get(), qkv_->get(), 1, batch_ * seq_,
+            (heads_ + 2 * kv_heads_) * head_dim_, d_model_, GemmLayout::nt, point().dtype};
+  }
+  GemmParams out_gemm() const {
+    return {o_->get(), input(3).device.get(), output().device.get(), 1, batch_ * seq_, d_model_, heads_ * head_dim_,
+            GemmLayout::nt, point().dtype};
+  }
+  AttentionParams attention_params() const {
+    AttentionParams p;
+    p.q = q_->get();
+    p.k = k_->get();
+    p.v = v_->get();
+    p.o = o_->get();
+    p.batch = batch_;
+    p.heads = heads_;
+    p.kv_heads = kv_heads_;
+    p.seq_q = p.seq_k = seq_;
+    p.head_dim = head_dim_;
+    p.causal = mask_.causal;
+    p.top_left = mask_.top_left;
+    p.window = mask_.window;
+    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    p.dtype = point().dtype;
+    finish_attention_params(p);
+    return p;
+  }
+
+  int64_t batch_, seq_, d_model_, heads_, kv_heads_, head_dim_;
+  AttentionMask mask_;
+  ScoreOptions scores_;
+  RopeOptions rope_;
+  mutable ref::Matrix product_;  // the last reference()'s O·Woᵀ, for tolerance_magnitude()
+  DeviceBuffer *qkv_, *q_, *k_, *v_, *o_;
+  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
+};
+
+}  // namespace
+
+OpSpec mha_op() {
+  OpSpec op;
+  op.name = "mha";
+  op.summary = "attention with its projections: y = attention(split(x·Wqkvᵀ + b)) · Woᵀ + b";
+  op.keys = {
+      batch_key(),
+      int_key("seq", "tokens per sequence (queries and keys)"),
+      int_key("d_model", "the model width: x's and y's last dim"),
+      heads_key(),
+      kv_heads_key(),
+      derived_int_key("head_dim", "elements per head: a multiple of 8, at most 256", "d_model / heads"),
+      causal_key(),
+      int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
+      alibi_key(),
+      alibi_slopes_key(),
+      scale_key(),
+      softcap_key(),
+      rope_key(),
+      rope_theta_key(),
+      rotary_dim_key(),
+  };
+  op.finish = [](ShapeCheck& c) {
+    const int64_t d_model = c.shape.num("d_model"), heads = c.shape.num("heads");
+    if (!c.given("head_dim")) {
+      if (d_model % heads != 0)
+        c.fail("heads", "shape.d_model (" + std::to_string(d_model) + ") is not a multiple of heads (" +
+                            std::to_string(heads) + "): give head_dim");
+      c.shape.set("head_dim", d_model / heads);
+    }
+    finish_heads(c);
+    finish_scores(c);
+    finish_rope(c);
+  };
+  op.variants = [] {
+    std::vector<VariantInfo> out;
+    for (const auto& g : gemm_variants())
+      for (const auto& a : attention_variants())
+        out.push_back({std::string(g.name) + "+" + a.name, "projections " + std::string(g.name) + ", attention " + a.name});
+    return out;
+  };
+  op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<MhaProblem>(p); };
+  return op;
+}
+
+}  // namespace attnbench
