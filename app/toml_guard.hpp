@@ -15,6 +15,9 @@
 //  - a table header whose name does not start with a key character, `[` newline `x]`
 //    or `[.]`: parse_key() asserts on it where NDEBUG is not set (Debug and sanitizer
 //    builds abort; Release reports it);
+//  - in an array, a '}' or ',' where a value must start (after '[' or ','), `[64, 80,} 256]`:
+//    parse_value() asserts that it is not at a value's terminator (Debug and sanitizer
+//    builds abort);
 //  - keys and values nested more than kMaxTomlDepth levels: dotted keys and table
 //    headers are not bounded by TOML_MAX_NESTED_VALUES, and toml++ recurses once per
 //    level (`a.a.a....a = 1` with 50,000 segments overflows the stack).
@@ -135,10 +138,12 @@ class Scanner {
           check_depth(header_segments_ + static_cast<int>(stack_.size()));
           if (c == '{') begin_key();
           step();
+          if (c == '[') array_value_start();
           break;
         case ',':
           if (!stack_.empty() && stack_.back() == '{') begin_key();
           step();
+          if (!stack_.empty() && stack_.back() == '[') array_value_start();
           break;
         case ']':
         case '}':
@@ -173,6 +178,26 @@ class Scanner {
 
   void fail(const std::string& what) {
     if (!error_) error_ = TomlGuardError{line_, column_, what};
+  }
+
+  // After an array's '[' or ',': what follows (past whitespace, line breaks and comments) must
+  // start a value or close the array; toml++ asserts on a '}' or ',' there.
+  void array_value_start() {
+    size_t k = i_;
+    while (k < s_.size()) {
+      const unsigned char c = at(k);
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        ++k;
+      } else if (c == '#') {
+        while (k < s_.size() && at(k) != '\n') ++k;
+      } else {
+        break;
+      }
+    }
+    if (at(k) == '}' || at(k) == ',') {
+      while (i_ < k) step();  // the error points at the character
+      fail("expected a value or ']' in an array, saw " + show_char(s_, k));
+    }
   }
 
   void begin_key() {
