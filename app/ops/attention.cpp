@@ -253,6 +253,16 @@ KeySpec rotary_dim_key() {
                          "head_dim", 2, 256);
 }
 
+std::vector<KeySpec> score_keys() { return {alibi_key(), alibi_slopes_key(), scale_key(), softcap_key()}; }
+
+std::vector<KeySpec> rope_keys() { return {rope_key(), rope_theta_key(), rotary_dim_key()}; }
+
+std::vector<KeySpec> joined_keys(std::initializer_list<std::vector<KeySpec>> groups) {
+  std::vector<KeySpec> keys;
+  for (const auto& g : groups) keys.insert(keys.end(), g.begin(), g.end());
+  return keys;
+}
+
 void finish_rope(ShapeCheck& c) {
   Shape& s = c.shape;
   if (!c.given("rotary_dim")) s.set("rotary_dim", s.num("head_dim"));
@@ -377,7 +387,7 @@ OpSpec attention_op() {
   OpSpec op;
   op.name = "attention";
   op.summary = "prefill attention O = softmax(Q·Kᵀ/√d + mask)·V over seq_q queries and seq_k keys";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       heads_key(),
       kv_heads_key(),
@@ -386,18 +396,12 @@ OpSpec attention_op() {
       head_dim_key(),
       causal_key(),
       int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
-      alibi_key(),
-      alibi_slopes_key(),
-      scale_key(),
-      softcap_key(),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
+  }, score_keys(), rope_keys(), {
       sparse_block_key(),
       sparse_local_key(),
       sparse_global_key(),
       sparse_random_key(),
-  };
+  }});
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);

@@ -2,6 +2,7 @@
 // which keys a query sees, so FLOPs count only unmasked pairs.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,12 @@ inline int64_t seen_keys(int64_t context, int64_t window) { return window > 0 &&
 KeySpec rope_key();
 KeySpec rope_theta_key();
 KeySpec rotary_dim_key();
+// The score keys (alibi, alibi_slopes, scale, softcap) and the RoPE keys (rope, rope_theta,
+// rotary_dim), in that order, as every op with them lists them; and an op's key groups as
+// one list.
+std::vector<KeySpec> score_keys();
+std::vector<KeySpec> rope_keys();
+std::vector<KeySpec> joined_keys(std::initializer_list<std::vector<KeySpec>> groups);
 bool causal_of(const Shape& s);
 bool top_left_of(const Shape& s);
 

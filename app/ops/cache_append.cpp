@@ -103,17 +103,14 @@ OpSpec cache_append_op() {
   OpSpec op;
   op.name = "cache_append";
   op.summary = "new K/V rows appended to a dense KV cache (between decode steps)";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       int_key("kv_heads", "key/value heads"),
       head_dim_key(),
       lengths_key("context", "rows already in each sequence's cache: where its new rows start", 0),
       int_key("tokens", "new rows per sequence", 1),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context + tokens"),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
-  };
+  }, rope_keys()});
   op.finish = [](ShapeCheck& c) {
     Shape& s = c.shape;
     const int64_t head_dim = s.num("head_dim"), tokens = s.num("tokens");

@@ -107,7 +107,7 @@ OpSpec decode_op() {
   OpSpec op;
   op.name = "decode";
   op.summary = "one query per sequence over its KV cache (a generation step)";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       heads_key(),
       kv_heads_key(),
@@ -115,14 +115,7 @@ OpSpec decode_op() {
       lengths_key("context", "tokens in each sequence's cache: one integer for all, or one per sequence"),
       derived_int_key("max_context", "the cache's allocated rows per sequence", "the longest context"),
       decode_window_key(),
-      alibi_key(),
-      alibi_slopes_key(),
-      scale_key(),
-      softcap_key(),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
-  };
+  }, score_keys(), rope_keys()});
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);

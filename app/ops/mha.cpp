@@ -191,7 +191,7 @@ OpSpec mha_op() {
   OpSpec op;
   op.name = "mha";
   op.summary = "attention with its projections: y = attention(split(x·Wqkvᵀ + b)) · Woᵀ + b";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       int_key("seq", "tokens per sequence (queries and keys)"),
       int_key("d_model", "the model width: x's and y's last dim"),
@@ -200,14 +200,7 @@ OpSpec mha_op() {
       derived_int_key("head_dim", "elements per head: a multiple of 8, at most 256", "d_model / heads"),
       causal_key(),
       int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
-      alibi_key(),
-      alibi_slopes_key(),
-      scale_key(),
-      softcap_key(),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
-  };
+  }, score_keys(), rope_keys()});
   op.finish = [](ShapeCheck& c) {
     const int64_t d_model = c.shape.num("d_model"), heads = c.shape.num("heads");
     if (!c.given("head_dim")) {

@@ -326,7 +326,7 @@ OpSpec paged_op() {
   OpSpec op;
   op.name = "paged";
   op.summary = "decode over a paged KV cache (vLLM block tables), fp8 cache optional";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       heads_key(),
       kv_heads_key(),
@@ -338,14 +338,7 @@ OpSpec paged_op() {
       int_key("partition_size", "v2: tokens per partition, a multiple of block_size", 512),
       choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt, "dtype"),
       decode_window_key(),
-      alibi_key(),
-      alibi_slopes_key(),
-      scale_key(),
-      softcap_key(),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
-  };
+  }, score_keys(), rope_keys()});
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);

@@ -154,7 +154,7 @@ OpSpec reshape_and_cache_op() {
   OpSpec op;
   op.name = "reshape_and_cache";
   op.summary = "tokens' K/V scattered into a paged KV cache (vLLM layouts), fp8 optional";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       int_key("kv_heads", "key/value heads"),
       head_dim_key("elements per head: a multiple of 8 (of 16 for fp8), at most 256"),
@@ -163,10 +163,7 @@ OpSpec reshape_and_cache_op() {
       derived_int_key("num_blocks", "blocks in the pool; more than the sequences need (one spare at least)",
                       "needed + needed / 4 + 1"),
       choice_key("kv_dtype", "the cache's storage type", {"fp32", "fp16", "bf16", "fp8_e4m3"}, std::nullopt, "dtype"),
-      rope_key(),
-      rope_theta_key(),
-      rotary_dim_key(),
-  };
+  }, rope_keys()});
   op.finish = [](ShapeCheck& c) {
     const int64_t head_dim = c.shape.num("head_dim");
     if (head_dim % 8 != 0 || head_dim > 256)
