@@ -142,12 +142,10 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
                 << dtype_name(p.dtype);
       auto problem = make_problem(p);
       const std::vector<VariantChoice> choices = problem->variants(assumed_caps());
-      std::vector<std::string> names;
-      for (const auto& v : choices) names.push_back(v.name);
       std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
       const auto defaults = problem->default_variants(assumed_caps());
       // Each variant that would run, and for each that would not, why.
-      for (const auto& n : select_variants(names, p, {o.kernels, o.exclude}, baseline, defaults)) {
+      for (const auto& n : select_variants(choices, p, {o.kernels, o.exclude}, baseline, defaults)) {
         const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
                              return v.name == n;
                            })->skip;

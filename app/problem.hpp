@@ -25,7 +25,8 @@ namespace attnbench {
 
 struct VariantChoice {
   std::string name, note;
-  std::string skip;  // why it cannot run this point; empty = it can
+  std::string skip;     // why it cannot run this point; empty = it can
+  bool applies = true;  // false: it means nothing for this point, and runs only when named
 };
 
 enum class Bandwidth { copy, read };  // which measured bandwidth bounds the op
@@ -207,7 +208,7 @@ class TableProblem : public Problem {
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
     std::vector<VariantChoice> out;
     const Params p = params();
-    for (const auto& v : table_) out.push_back({v.name, v.note, v.supports(p, caps)});
+    for (const auto& v : table_) out.push_back({v.name, v.note, v.supports(p, caps), !v.applies || v.applies(p)});
     return out;
   }
   std::size_t workspace(const std::string& name) const override {

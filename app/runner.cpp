@@ -46,14 +46,17 @@ bool VariantFilter::excludes(const std::string& name) const {
   return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& g) { return glob_match(g, name); });
 }
 
-std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
+std::vector<std::string> select_variants(const std::vector<VariantChoice>& all, const CasePoint& p,
                                          const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults) {
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   std::vector<std::string> out;
-  for (const auto& name : all) {
+  for (const auto& choice : all) {
+    const std::string& name = choice.name;
+    // A variant that means nothing here runs only when named exactly (a glob does not name it).
+    if (!choice.applies && !in(p.kernels, name) && !in(cli.only, name)) continue;
     const std::vector<std::string>& chosen = p.kernels.empty() ? defaults : p.kernels;
     const bool wanted = !cli.only.empty() ? cli.picks(name) : chosen.empty() || in(chosen, name);
     if ((wanted || (timed && name == p.baseline)) && !cli.excludes(name)) out.push_back(name);
@@ -162,10 +165,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
 
   auto problem = make_problem(p);
   const std::vector<VariantChoice> choices = problem->variants(gpu_.info().caps);
-  std::vector<std::string> names;
-  for (const auto& v : choices) names.push_back(v.name);
   // A profile has no speedup column: the baseline runs only when asked for.
-  const std::vector<std::string> selected = select_variants(names, p, opts_.kernels, opts_.timed && !opts_.profile,
+  const std::vector<std::string> selected = select_variants(choices, p, opts_.kernels, opts_.timed && !opts_.profile,
                                                             problem->default_variants(gpu_.info().caps));
   if (selected.empty()) return;
 

@@ -88,8 +88,10 @@ class Runner {
 // The variants a point runs: -k's matches (of this op), else the case's `kernels`,
 // else all; in `run` the baseline too, for the speedup column; less --exclude's
 // matches, the baseline included. Table order. `defaults` (the problem's own choice)
-// stands in for the case's `kernels` when it names none.
-std::vector<std::string> select_variants(const std::vector<std::string>& all, const CasePoint& p,
+// stands in for the case's `kernels` when it names none. A variant that does not apply to
+// the point (VariantChoice::applies) is left out unless the case's kernels or -k name it
+// exactly.
+std::vector<std::string> select_variants(const std::vector<VariantChoice>& all, const CasePoint& p,
                                          const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults = {});
 

@@ -608,3 +608,19 @@ TEST(Report, DroppedSamplesAlone) {
   EXPECT_NE(table.str().find("      4 throttled samples dropped and taken again (sw_power_cap)\n"), std::string::npos)
       << table.str();
 }
+
+// A variant that means nothing for a point (an unfused-RoPE baseline without RoPE) is left
+// out of its rows unless the case or -k names it exactly; a glob does not.
+TEST(SelectVariants, InapplicableOnlyWhenNamed) {
+  const std::vector<VariantChoice> all = {{"naive", "", "", true},
+                                          {"flash_mma", "", "", true},
+                                          {"flash_mma_rope_first", "", "only for cases with rope", false}};
+  CasePoint p;
+  p.baseline = "naive";
+  EXPECT_EQ(select_variants(all, p, {}, false), (std::vector<std::string>{"naive", "flash_mma"}));
+  EXPECT_EQ(select_variants(all, p, {{"flash*"}, {}}, false), (std::vector<std::string>{"flash_mma"}));
+  EXPECT_EQ(select_variants(all, p, {{"flash_mma_rope_first"}, {}}, false),
+            (std::vector<std::string>{"flash_mma_rope_first"}));
+  p.kernels = {"flash_mma", "flash_mma_rope_first"};
+  EXPECT_EQ(select_variants(all, p, {}, true), (std::vector<std::string>{"naive", "flash_mma", "flash_mma_rope_first"}));
+}

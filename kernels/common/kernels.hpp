@@ -77,6 +77,10 @@ struct Variant {
   std::string (*supports)(const Params& p, const DeviceCaps& caps);
   // Scratch bytes the launch needs; nullptr when none.
   std::size_t (*workspace)(const Params& p) = nullptr;
+  // Whether the variant means anything for p (nullptr: always). One that does not (an
+  // unfused-RoPE baseline on a point without RoPE) is left out of the point's rows unless a
+  // case or -k names it; supports() still says why it would not run.
+  bool (*applies)(const Params& p) = nullptr;
 };
 
 // Variants a test binary adds to a family's table before main (a deliberately faulting

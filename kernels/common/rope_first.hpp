@@ -56,6 +56,12 @@ std::string passthrough_supports(const P& p, const DeviceCaps& caps) {
   return Supports(r, caps);
 }
 
+// The unfused baselines apply to points with RoPE only.
+template <class P>
+bool applies(const P& p) {
+  return p.rope.on();
+}
+
 // Listed only for cases with RoPE; otherwise the rung's own answer.
 template <class P, std::string (*Supports)(const P&, const DeviceCaps&)>
 std::string supports(const P& p, const DeviceCaps& caps) {

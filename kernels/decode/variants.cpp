@@ -24,7 +24,7 @@ const std::vector<Variant<DecodeParams>>& decode_variants() {
        split_kv, fused_supports, split_workspace},
       {"split_kv_rope_first", "split_kv after a separate RoPE pass over the queries (the unfused baseline)",
        rope_first::launch<DecodeParams, split_kv, split_workspace>, rope_first::supports<DecodeParams, fused_supports>,
-       rope_first::workspace<DecodeParams, split_workspace>},
+       rope_first::workspace<DecodeParams, split_workspace>, rope_first::applies<DecodeParams>},
   };
   return table;
 }

@@ -34,7 +34,7 @@ const std::vector<Variant<PagedParams>>& paged_variants() {
       {"paged_flash_rope_first", "paged_flash after a separate RoPE pass over the queries (the unfused baseline)",
        rope_first::launch<PagedParams, paged_flash, paged_flash_workspace>,
        rope_first::supports<PagedParams, paged_flash_supports>,
-       rope_first::workspace<PagedParams, paged_flash_workspace>},
+       rope_first::workspace<PagedParams, paged_flash_workspace>, rope_first::applies<PagedParams>},
   };
   return table;
 }
