@@ -22,6 +22,7 @@ const char* status_name(Status s) {
     case Status::failed: return "FAILED";
     case Status::skipped: return "skipped";
     case Status::error: return "ERROR";
+    case Status::peer: return "peer";
   }
   return "?";
 }

@@ -14,7 +14,9 @@
 
 namespace attnbench {
 
-enum class Status { verified, failed, skipped, error };
+// peer: a peer library's row read from a peer report (tests/peers.py --report), timed but
+// never verified by attnbench; `run` and `verify` write none.
+enum class Status { verified, failed, skipped, error, peer };
 const char* status_name(Status s);
 
 struct ResultRow {

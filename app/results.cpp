@@ -55,7 +55,7 @@ std::string text(const json& o, const char* key, std::size_t max = 2000) {
 }
 
 Status status_of(const std::string& s) {
-  for (Status st : {Status::verified, Status::failed, Status::skipped, Status::error})
+  for (Status st : {Status::verified, Status::failed, Status::skipped, Status::error, Status::peer})
     if (s == status_name(st)) return st;
   return Status::error;
 }

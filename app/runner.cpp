@@ -97,6 +97,7 @@ void Runner::emit(ResultRow r) {
     case Status::failed: ++tally_.failed; break;
     case Status::skipped: ++tally_.skipped; break;
     case Status::error: ++tally_.errors; break;
+    case Status::peer: break;  // never run here: only read from peer reports
   }
   rows_.push_back(r);
   if (opts_.progress) std::fputs("\r\033[K", stderr);

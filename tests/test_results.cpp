@@ -133,6 +133,20 @@ TEST(Results, RowsReadBackPrintAsRunPrintedThem) {
   EXPECT_TRUE(std::isinf(back[2].cmp->max_abs));
 }
 
+// A peer report's rows (tests/peers.py --report) read back as peer rows with their timing,
+// not as errors.
+TEST(Results, PeerRowsReadAsPeerRows) {
+  const auto doc = nlohmann::json::parse(R"({"rows": [
+    {"case": "mha-x", "point": "", "variant": "torch_sdpa_flash_layer", "status": "peer",
+     "timing": {"mode": "cold", "median_ms": 0.084, "q1_ms": 0.083, "q3_ms": 0.085, "samples": 5},
+     "tflops": 307.6, "gbps": 207}]})");
+  const std::vector<ResultRow> rows = rows_from_json(doc);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, Status::peer);
+  ASSERT_TRUE(rows[0].timing.has_value());
+  EXPECT_NE(markdown(rows).find("| torch_sdpa_flash_layer | peer |"), std::string::npos) << markdown(rows);
+}
+
 // Hand-written or damaged reports: a value of the wrong type reads as absent, never throws.
 TEST(Results, WrongTypesReadAsAbsent) {
   const auto doc = nlohmann::json::parse(R"({"rows": [
