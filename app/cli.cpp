@@ -446,12 +446,14 @@ int run_cli(int argc, char** argv) {
                       "drop a sample whose SM clock read below PCT% of the maximum, cool down 50 ms and take it "
                       "again (8 in a row: the clock is what this load runs at, and the samples are kept); NVML's "
                       "throttle reasons are reported. Default 0: keep every sample, flag those below 90%")
-          ->check(CLI::Range(0.0, 100.0));
+          ->check(CLI::Range(0.0, 100.0))
+          ->type_name("PCT");
   auto* interleave =
       run->add_option("--interleave", o.interleave,
                       "time each point's variants in N rounds, the variants in a seeded random order each round, "
                       "so that drift (clocks, heat) falls on all alike; speedups get a 95% bootstrap interval")
-          ->check(CLI::Range(1, 100));
+          ->check(CLI::Range(1, 100))
+          ->type_name("N");
   // Timing flags mean nothing without timing: refused rather than silently ignored.
   run->add_flag("--profile", o.profile,
                 "for Nsight Compute / Systems: verify, then one warm-up and one launch per variant inside NVTX "
