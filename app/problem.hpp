@@ -232,6 +232,55 @@ std::vector<VariantInfo> variant_infos(const std::vector<Variant<Params>>& table
   return out;
 }
 
+// An op whose variants are pairs "a+b" of two kernel tables (the pipeline's prefill+decode,
+// mha's projections+attention), every combination in table order, noted with each half's
+// role. `why_a(v)` / `why_b(v)` say why a variant of that table cannot run the point ("" =
+// it can); a pair that cannot run gives the first half's reason, under its role.
+template <class A, class B>
+struct PairedTables {
+  const std::vector<Variant<A>>& first;
+  std::string first_role;
+  const std::vector<Variant<B>>& second;
+  std::string second_role;
+
+  std::vector<VariantInfo> infos() const {
+    std::vector<VariantInfo> out;
+    for (const auto& a : first)
+      for (const auto& b : second) out.push_back({name(a, b), note(a, b)});
+    return out;
+  }
+  template <class WhyA, class WhyB>
+  std::vector<VariantChoice> choices(const WhyA& why_a, const WhyB& why_b) const {
+    std::vector<VariantChoice> out;
+    for (const auto& a : first) {
+      const std::string wa = why_a(a);
+      for (const auto& b : second) {
+        const std::string wb = wa.empty() ? why_b(b) : "";
+        out.push_back({name(a, b), note(a, b),
+                       !wa.empty() ? first_role + ": " + wa : !wb.empty() ? second_role + ": " + wb : ""});
+      }
+    }
+    return out;
+  }
+  // The tables run from the learner's version to the fastest: the last variant of each that
+  // can run the point, as {first, second}.
+  template <class WhyA, class WhyB>
+  std::pair<std::string, std::string> fastest(const WhyA& why_a, const WhyB& why_b) const {
+    std::pair<std::string, std::string> out;
+    for (const auto& a : first)
+      if (why_a(a).empty()) out.first = a.name;
+    for (const auto& b : second)
+      if (why_b(b).empty()) out.second = b.name;
+    return out;
+  }
+
+ private:
+  static std::string name(const Variant<A>& a, const Variant<B>& b) { return std::string(a.name) + "+" + b.name; }
+  std::string note(const Variant<A>& a, const Variant<B>& b) const {
+    return first_role + " " + a.name + ", " + second_role + " " + b.name;
+  }
+};
+
 // A variant of `table` by name; an unknown name is a bug in the caller (the loader
 // checked every name the user gave).
 template <class Params>

@@ -154,9 +154,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     a.seq_q = mask_.seq_q;
     a.seq_k = mask_.seq_k;
     a.head_dim = head_dim_;
-    a.causal = mask_.causal;
-    a.top_left = mask_.top_left;
-    a.window = mask_.window;
+    mask_.set(a);
     scores_.set_reference(a);
     a.rope = rope_.reference();
     a.sparse = sparse_.heads;
@@ -176,9 +174,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.seq_q = mask_.seq_q;
     p.seq_k = mask_.seq_k;
     p.head_dim = head_dim_;
-    p.causal = mask_.causal;
-    p.top_left = mask_.top_left;
-    p.window = mask_.window;
+    mask_.set(p);
     scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
     p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     if (sparse_.block > 0) {

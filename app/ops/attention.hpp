@@ -140,6 +140,13 @@ struct AttentionMask {
   std::pair<int64_t, int64_t> key_range(int64_t i) const;
   int64_t visible_keys(int64_t i) const;
   int64_t pairs() const;  // the (query, key) pairs of one head that are not masked
+  // The mask's fields of AttentionParams or ref::AttentionShape.
+  template <class T>
+  void set(T& s) const {
+    s.causal = causal;
+    s.top_left = top_left;
+    s.window = window;
+  }
 };
 
 }  // namespace attnbench

@@ -5,6 +5,7 @@
 // the fp64 reference of the whole layer, which stores its activations (QKV, q, k, v, the
 // attention's output) in the dtype where the chain does.
 #include <algorithm>
+#include <functional>
 #include <cmath>
 
 #include "app/numeric.hpp"
@@ -55,29 +56,18 @@ class MhaProblem : public Problem {
     if (rope_.on()) rope_table_ = &add_constant(rope_.table());
   }
 
-  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
-    std::vector<VariantChoice> out;
-    const AttentionParams ap = attention_params();
-    for (const auto& g : gemm_variants()) {
-      std::string why_g = g.supports(qkv_gemm(), caps);
-      if (why_g.empty()) why_g = g.supports(out_gemm(), caps);
-      for (const auto& a : attention_variants()) {
-        const std::string why_a = a.supports(ap, caps);
-        out.push_back({std::string(g.name) + "+" + a.name, "projections " + std::string(g.name) + ", attention " + a.name,
-                       !why_g.empty() ? "GEMM: " + why_g : !why_a.empty() ? "attention: " + why_a : ""});
-      }
-    }
-    return out;
+  static PairedTables<GemmParams, AttentionParams> pairs() {
+    return {gemm_variants(), "projections", attention_variants(), "attention"};
   }
 
-  // The tables run from the learner's version to the fastest: by default the last GEMM and
-  // the last attention variant that support the point (with the baseline pair in `run`).
+  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
+    return pairs().choices(gemm_why(caps), attention_why(caps));
+  }
+
+  // The last GEMM and the last attention variant that support the point (with the baseline
+  // pair in `run`).
   std::vector<std::string> default_variants(const DeviceCaps& caps) const override {
-    std::string g, a;
-    for (const auto& x : gemm_variants())
-      if (x.supports(qkv_gemm(), caps).empty() && x.supports(out_gemm(), caps).empty()) g = x.name;
-    for (const auto& x : attention_variants())
-      if (x.supports(attention_params(), caps).empty()) a = x.name;
+    const auto [g, a] = pairs().fastest(gemm_why(caps), attention_why(caps));
     return {g + "+" + a};
   }
 
@@ -100,9 +90,7 @@ class MhaProblem : public Problem {
     a.heads = heads_;
     a.kv_heads = kv_heads_;
     a.head_dim = head_dim_;
-    a.causal = mask_.causal;
-    a.top_left = mask_.top_left;
-    a.window = mask_.window;
+    mask_.set(a);
     scores_.set_reference(a);
     a.rope = rope_.reference();
     const DType t = point().dtype;
@@ -146,6 +134,16 @@ class MhaProblem : public Problem {
   }
 
  private:
+  // Why a GEMM variant cannot run either projection, or an attention variant the attention.
+  std::function<std::string(const Variant<GemmParams>&)> gemm_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<GemmParams>& g) {
+      const std::string why = g.supports(qkv_gemm(), caps);
+      return why.empty() ? g.supports(out_gemm(), caps) : why;
+    };
+  }
+  std::function<std::string(const Variant<AttentionParams>&)> attention_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<AttentionParams>& a) { return a.supports(attention_params(), caps); };
+  }
   GemmParams qkv_gemm() const {
     return {input(0).device.get(), input(1).device.get(), qkv_->get(), 1, batch_ * seq_,
             (heads_ + 2 * kv_heads_) * head_dim_, d_model_, GemmLayout::nt, point().dtype};
@@ -165,9 +163,7 @@ class MhaProblem : public Problem {
     p.kv_heads = kv_heads_;
     p.seq_q = p.seq_k = seq_;
     p.head_dim = head_dim_;
-    p.causal = mask_.causal;
-    p.top_left = mask_.top_left;
-    p.window = mask_.window;
+    mask_.set(p);
     scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
     p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
@@ -213,13 +209,7 @@ OpSpec mha_op() {
     finish_scores(c);
     finish_rope(c);
   };
-  op.variants = [] {
-    std::vector<VariantInfo> out;
-    for (const auto& g : gemm_variants())
-      for (const auto& a : attention_variants())
-        out.push_back({std::string(g.name) + "+" + a.name, "projections " + std::string(g.name) + ", attention " + a.name});
-    return out;
-  };
+  op.variants = [] { return MhaProblem::pairs().infos(); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<MhaProblem>(p); };
   return op;
 }

@@ -5,6 +5,7 @@
 // decode step's o, [generate, batch, heads, head_dim]; the cache must end up holding
 // exactly what was appended.
 #include <algorithm>
+#include <functional>
 #include <cstring>
 
 #include "app/numeric.hpp"
@@ -58,32 +59,18 @@ class PipelineProblem : public Problem {
   }
 
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
-    std::vector<VariantChoice> out;
-    const AttentionParams ap = prefill_params();
-    const DecodeParams dp = decode_params(0);
-    for (const auto& a : attention_variants()) {
-      const std::string why_a = a.supports(ap, caps);
-      for (const auto& d : decode_variants()) {
-        const std::string why_d = d.supports(dp, caps);
-        std::string skip = !why_a.empty() ? "prefill: " + why_a : !why_d.empty() ? "decode: " + why_d : "";
-        out.push_back({std::string(a.name) + "+" + d.name, "prefill " + std::string(a.name) + ", decode " + d.name,
-                       skip});
-      }
-    }
-    return out;
+    return pairs().choices(prefill_why(caps), decode_why(caps));
   }
 
+  // The last variant of each table that supports the case, unless the case names its half
+  // (plus the baseline pair in `run`).
   std::vector<std::string> default_variants(const DeviceCaps& caps) const override {
-    // Tables run from the learner's version to the fastest, so the default pair is the
-    // last variant of each that supports the case (plus the baseline pair in `run`).
-    std::string a = prefill_, d = decode_;
-    if (a.empty())
-      for (const auto& x : attention_variants())
-        if (x.supports(prefill_params(), caps).empty()) a = x.name;
-    if (d.empty())
-      for (const auto& x : decode_variants())
-        if (x.supports(decode_params(0), caps).empty()) d = x.name;
-    return {a + "+" + d};
+    const auto [a, d] = pairs().fastest(prefill_why(caps), decode_why(caps));
+    return {(prefill_.empty() ? a : prefill_) + "+" + (decode_.empty() ? d : decode_)};
+  }
+
+  static PairedTables<AttentionParams, DecodeParams> pairs() {
+    return {attention_variants(), "prefill", decode_variants(), "decode"};
   }
 
   // The prefill's work: the TFLOP/s and GB/s columns describe the time to first token.
@@ -188,6 +175,12 @@ class PipelineProblem : public Problem {
     return c;
   }
 
+  std::function<std::string(const Variant<AttentionParams>&)> prefill_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<AttentionParams>& a) { return a.supports(prefill_params(), caps); };
+  }
+  std::function<std::string(const Variant<DecodeParams>&)> decode_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<DecodeParams>& d) { return d.supports(decode_params(0), caps); };
+  }
   AttentionParams prefill_params() const {
     AttentionParams p;
     p.q = input(0).device.get();
@@ -285,13 +278,7 @@ OpSpec pipeline_op() {
                                 ") must be at least prompt + generate (" + std::to_string(needed) + ")");
   };
   // A pipeline runs a pair: "prefill+decode".
-  op.variants = [] {
-    std::vector<VariantInfo> out;
-    for (const auto& a : attention_variants())
-      for (const auto& d : decode_variants())
-        out.push_back({std::string(a.name) + "+" + d.name, "prefill " + std::string(a.name) + ", decode " + d.name});
-    return out;
-  };
+  op.variants = [] { return PipelineProblem::pairs().infos(); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<PipelineProblem>(p); };
   return op;
 }
