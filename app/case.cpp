@@ -327,7 +327,9 @@ bool is_shape_key(const std::string& name) {
 // A key whose one value is a list (context, alibi_slopes): only a list of lists sweeps it.
 bool is_list_key(const std::string& name) {
   for (const OpSpec& op : ops())
-    if (const KeySpec* k = op.key(name); k && (k->type == KeyType::lengths || k->type == KeyType::numbers)) return true;
+    if (const KeySpec* k = op.key(name);
+        k && (k->type == KeyType::lengths || k->type == KeyType::numbers || k->type == KeyType::integers))
+      return true;
   return false;
 }
 
@@ -418,6 +420,24 @@ class PointReader : public ShapeCheck {
         shape.set(key.name, values);
         break;
       }
+      case KeyType::integers: {
+        const auto* list = it.node->as_array();
+        if (!list) wrong_type(ctx_, it, "a list of integers");
+        std::vector<int64_t> values;
+        for (size_t i = 0; i < list->size(); ++i)
+          values.push_back(read_int(ctx_, Item{it.name + "[" + std::to_string(i) + "]", &(*list)[i]}, key.min, key.max));
+        shape.set(key.name, values);
+        break;
+      }
+      case KeyType::path: {
+        // Relative to the case file, so that a case and its files move together.
+        fs::path file = read_string(ctx_, it);
+        const fs::path folder = fs::path(ctx_.file()).parent_path();
+        if (!file.empty() && file.is_relative() && !folder.empty()) file = folder / file;
+        shape.set(key.name, file.string());
+        break;
+      }
+      case KeyType::text: shape.set(key.name, read_string(ctx_, it)); break;
       case KeyType::variant: {
         // Empty means "the fastest verified one", so it is allowed.
         std::string name = read_string(ctx_, it);
@@ -482,11 +502,13 @@ class CaseReader {
       : ctx_(ctx), doc_(doc), max_points_(max_points) {}
 
   Case read() {
-    check_keys(ctx_, doc_, "",
-               {"name", "description", "op", "dtype", "kernels", "baseline", "shape", "sweep", "verify", "bench"});
+    const OpSpec& op = read_op();
+    std::vector<std::string> top = {"name",    "description", "op",    "dtype",  "kernels",
+                                    "baseline", "shape",      "sweep", "verify", "bench"};
+    for (const std::string& k : op.top_key_names()) top.push_back(k);
+    check_keys(ctx_, doc_, "", top);
     Case c;
     c.file = ctx_.file();
-    const OpSpec& op = read_op();
     c.op = op.name;
     c.name = fs::path(c.file).stem().string();
     if (auto it = field(&doc_, "", "name")) c.name = read_text(*it, 100);
@@ -501,7 +523,7 @@ class CaseReader {
     const toml::table* shape = section("shape");
     if (shape) check_keys(ctx_, *shape, "shape", op.key_names(), "valid keys for " + op.name);
     const auto axes = read_sweep(op);
-    RawPoint base = base_point(shape);
+    RawPoint base = base_point(shape, op);
     check_sweep_conflicts(base, axes);
     check_required(base, axes, op, shape);
     check_point_count(axes);
@@ -641,13 +663,16 @@ class CaseReader {
     return axes;
   }
 
-  RawPoint base_point(const toml::table* shape) const {
+  RawPoint base_point(const toml::table* shape, const OpSpec& op) const {
     RawPoint base;
     if (shape)
       for (const auto& kv : *shape) {
         const std::string key(kv.first.str());
         base.shape[key] = Item("shape." + key, &kv.second, kv.first.source());
       }
+    // The op's top-level keys are read with the point's [shape], under their own names.
+    for (const std::string& key : op.top_key_names())
+      if (auto it = field(&doc_, "", key.c_str())) base.shape[key] = *it;
     base.dtype = field(&doc_, "", "dtype");
     return base;
   }

@@ -84,6 +84,29 @@ KeySpec variant_key(std::string name, std::string meaning, std::string variant_o
   return k;
 }
 
+KeySpec integers_key(std::string name, std::string meaning, int64_t min, int64_t max) {
+  KeySpec k = int_key(std::move(name), std::move(meaning), std::nullopt, min, max);
+  k.type = KeyType::integers;
+  k.fallback = std::vector<int64_t>();
+  return k;
+}
+
+KeySpec path_key(std::string name, std::string meaning) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::path;
+  k.meaning = std::move(meaning);
+  k.fallback = std::string();
+  k.top_level = true;
+  return k;
+}
+
+KeySpec text_key(std::string name, std::string meaning) {
+  KeySpec k = path_key(std::move(name), std::move(meaning));
+  k.type = KeyType::text;
+  return k;
+}
+
 const KeySpec* OpSpec::key(const std::string& key_name) const {
   for (const KeySpec& k : keys)
     if (k.name == key_name) return &k;
@@ -92,7 +115,15 @@ const KeySpec* OpSpec::key(const std::string& key_name) const {
 
 std::vector<std::string> OpSpec::key_names() const {
   std::vector<std::string> out;
-  for (const KeySpec& k : keys) out.push_back(k.name);
+  for (const KeySpec& k : keys)
+    if (!k.top_level) out.push_back(k.name);
+  return out;
+}
+
+std::vector<std::string> OpSpec::top_key_names() const {
+  std::vector<std::string> out;
+  for (const KeySpec& k : keys)
+    if (k.top_level) out.push_back(k.name);
   return out;
 }
 

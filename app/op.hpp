@@ -28,6 +28,9 @@ enum class KeyType {
   variant,  // the name of a variant of op `variant_of`; "" = the fastest that supports the point
   number,   // a finite real in [low, high]; integers are accepted
   numbers,  // a list of such reals (its length is the op's finish() to check)
+  integers, // a list of integers in [min, max] (its length is the op's finish() to check)
+  path,     // a file's path: relative ones are taken from the case file's folder
+  text,     // one line of text
 };
 
 struct KeySpec {
@@ -41,6 +44,9 @@ struct KeySpec {
   std::vector<std::string> bool_words;  // choice: false and true also accepted, as these two words
   double low = 0, high = 0;             // number, numbers
   std::string variant_of;               // variant
+  // Read from the case's top level, beside op and dtype, instead of [shape]: what a whole
+  // case shares and no sweep varies (a model's weights file). Never swept.
+  bool top_level = false;
 
   bool required() const { return !fallback && derived.empty(); }
 };
@@ -59,6 +65,11 @@ KeySpec number_key(std::string name, std::string meaning, std::optional<double> 
                    std::string derived = "");
 KeySpec numbers_key(std::string name, std::string meaning, double low, double high);
 KeySpec variant_key(std::string name, std::string meaning, std::string variant_of);
+// Optional lists of integers (an empty list is the default, read as "not given").
+KeySpec integers_key(std::string name, std::string meaning, int64_t min, int64_t max = kMaxIndex);
+// Optional top-level keys; "" is the default, read as "not given".
+KeySpec path_key(std::string name, std::string meaning);
+KeySpec text_key(std::string name, std::string meaning);
 
 // What an op's `finish` sees of one sweep point: the keys read so far, which of them
 // the case gave, and a way to fail at the key's position in the file.
@@ -91,7 +102,8 @@ struct OpSpec {
   std::vector<DType> dtypes = {DType::fp32, DType::fp16, DType::bf16};
 
   const KeySpec* key(const std::string& key_name) const;
-  std::vector<std::string> key_names() const;
+  std::vector<std::string> key_names() const;      // the [shape] keys (and sweep's)
+  std::vector<std::string> top_key_names() const;  // the op's own top-level keys
   std::vector<std::string> variant_names() const;
   std::string baseline() const;  // the first variant; "" when there is none
 };

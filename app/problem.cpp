@@ -93,6 +93,7 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
   for (size_t t = 0; t < inputs_.size(); ++t) {
     Input& in = inputs_[t];
     Tensor& x = in.tensor;
+    if (!in.drawn) continue;
     // Drawn on the device in the storage type, then read back exactly: the host's
     // values are what the kernels read, whatever the device's rounding was.
     launch_fill_random(x.device.get(), x.count, x.dtype, seed, t, in.scale, in.normal, ctx.stream);

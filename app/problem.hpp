@@ -92,6 +92,12 @@ class Problem {
   virtual void launch(const std::string& variant, const LaunchContext& ctx) = 0;
   // What the harness times; by default the whole launch as one stage.
   virtual std::vector<Stage> stages(const std::string& variant, const LaunchContext& ctx);
+  // After a variant's timing: what else the op measures of it, for the row's note (a model's
+  // decode step split by kernel kind); "" = nothing.
+  virtual std::string timing_note(const std::string& variant, const LaunchContext& ctx) {
+    (void)variant, (void)ctx;
+    return "";
+  }
 
   virtual Work work() const = 0;
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
@@ -116,10 +122,11 @@ class Problem {
     std::vector<double> got;
     int64_t nonfinite = 0;
     std::string also_wrong;  // empty, or what else is wrong
+    std::vector<int64_t> ids;  // integers the op reads back beside the output (a model's tokens)
   };
   virtual Readback read_back(const ref::Rows& rows) const;
   // A read-back output against the reference rows.
-  Comparison judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
+  virtual Comparison judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
   Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
     return judge(read_back(rows), rows, ref, tol);
   }
@@ -165,6 +172,9 @@ class Problem {
     return add_buffer(size, std::move(bytes));
   }
   const Tensor& input(size_t i) const { return inputs_[i].tensor; }
+  // An input generate() leaves alone: the op fills its host values and device buffer itself
+  // in prepare() (a model's weights read from a checkpoint).
+  void keep_input(size_t i) { inputs_[i].drawn = false; }
   const Tensor& output() const { return output_; }
   // Called once the inputs are on the device: e.g. a paged cache written from them.
   virtual void prepare(uint64_t seed, const LaunchContext& ctx) { (void)seed, (void)ctx; }
@@ -182,6 +192,7 @@ class Problem {
     Tensor tensor;
     float scale;
     bool normal;
+    bool drawn = true;
   };
   struct Buffer {
     DeviceBuffer device;

@@ -40,6 +40,7 @@ void derive_rates(ResultRow& r, DType dtype, const Ceilings& c) {
   r.floor_ms = std::max(r.floor_compute_ms, r.floor_memory_ms);
   r.bound = r.floor_compute_ms > r.floor_memory_ms ? "compute" : "memory";
   r.pct_of_floor = r.floor_ms > 0 ? 100.0 * r.floor_ms / ms : 0;
+  for (StageTiming& st : r.stages) st.floor_ms = c.read_gbps > 0 ? st.bytes / (c.read_gbps * 1e6) : 0;
 }
 
 std::optional<Format> parse_format(const std::string& s) {
@@ -78,7 +79,7 @@ std::string fmt_fixed(double v, int decimals) {
 namespace {
 
 // Why a row is not simply "verified": after a skipped row, under a failed one.
-std::string detail(const ResultRow& r) {
+std::string detail_of_status(const ResultRow& r) {
   std::ostringstream s;
   if (r.status == Status::skipped || r.status == Status::error) return r.reason;
   if (!r.profiled.empty() && r.status == Status::verified) return "profiled: --nvtx-include " + shell_quote(r.profiled);
@@ -102,6 +103,8 @@ std::string detail(const ResultRow& r) {
       const StageTiming& st = r.stages[i];
       s << (i ? "; " : "") << st.name << " mean " << fmt_fixed(st.ms.mean, 4) << " ms, p50 " << fmt_fixed(st.ms.median, 4)
         << ", p99 " << fmt_fixed(st.p99, 4) << " over " << st.runs << " runs (" << st.what << ")";
+      if (st.floor_ms > 0)
+        s << ", floor " << fmt_fixed(st.floor_ms, 4) << " ms (" << fmt_fixed(st.ms.mean / st.floor_ms, 2) << "x)";
     }
     if (r.status == Status::verified) return s.str();
     s << "; ";
@@ -116,6 +119,15 @@ std::string detail(const ResultRow& r) {
     if (!r.reason.empty()) s << "; " << r.reason;
   }
   return s.str();
+}
+
+// The row's note: what its op's check adds (a model's tokens), then detail_of_status.
+std::string detail(const ResultRow& r) {
+  std::string d = detail_of_status(r);
+  if (r.status == Status::skipped || r.status == Status::error) return d;
+  if (!r.timing_note.empty()) d += (d.empty() ? "" : "; ") + r.timing_note;
+  if (!r.cmp || r.cmp->note.empty()) return d;
+  return r.cmp->note + (d.empty() ? "" : "; " + d);
 }
 
 // The median of one of the row's other modes (--mode all), "-" when not measured.
@@ -446,6 +458,7 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
                    {"atol", r.tol.atol},
                    {"rtol", r.tol.rtol},
                    {"trials", r.trials}};
+    if (!c.note.empty()) j["verify"]["note"] = c.note;
     // JSON has no infinity: an unbounded error is reported as null.
     for (const char* k : {"max_abs", "max_rel", "rel_l2"})
       if (!std::isfinite(j["verify"][k].get<double>())) j["verify"][k] = nullptr;
@@ -495,9 +508,12 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   if (r.speedup_ci) j["speedup_ci"] = {r.speedup_ci->lo, r.speedup_ci->hi};
   if (r.rounds > 1) j["rounds"] = r.rounds;
   if (!r.profiled.empty()) j["profiled"] = r.profiled;
+  if (!r.timing_note.empty()) j["timing_note"] = r.timing_note;
   for (const StageTiming& st : r.stages)
     j["stages"].push_back({{"name", st.name}, {"what", st.what}, {"mean_ms", st.ms.mean}, {"p50_ms", st.ms.median},
                            {"p99_ms", st.p99}, {"min_ms", st.ms.min}, {"max_ms", st.ms.max}, {"runs", st.runs}});
+  for (size_t i = 0; i < r.stages.size(); ++i)
+    if (r.stages[i].floor_ms > 0) j["stages"][i]["floor_ms"] = r.stages[i].floor_ms;
   return j;
 }
 

@@ -59,6 +59,7 @@ struct ResultRow {
   // `run --profile`: the NVTX ranges of its one profiled launch, as `ncu --nvtx-include`
   // takes them ("case/point/variant/"); empty when not profiled. Such a row has no timing.
   std::string profiled;
+  std::string timing_note;  // what the op measured of the variant besides its timing (Problem::timing_note)
 };
 
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.

@@ -104,6 +104,7 @@ Comparison comparison_of(const json& v, ResultRow& r) {
   }
   r.tol = {number(v, "atol"), number(v, "rtol")};
   r.trials = static_cast<int>(std::min<int64_t>(integer(v, "trials"), 1 << 30));
+  if (v.contains("note")) c.note = text(v, "note", 2000);
   return c;
 }
 
@@ -147,9 +148,11 @@ ResultRow row_of(const json& j) {
       s.ms.min = number(st, "min_ms");
       s.ms.max = number(st, "max_ms");
       s.runs = integer(st, "runs");
+      s.floor_ms = number(st, "floor_ms");
       r.stages.push_back(s);
     }
   r.profiled = text(j, "profiled", 1000);
+  r.timing_note = text(j, "timing_note", 2000);
   return r;
 }
 

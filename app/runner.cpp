@@ -441,6 +441,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
           }
         }
       }
+      for (size_t i : timed)
+        if (rows[i].timing) rows[i].timing_note = problem->timing_note(rows[i].variant, ctx);
       std::optional<size_t> base;
       for (size_t i : timed) {
         if (!rows[i].timing) continue;  // a multi-stage op asked for a graph mode only

@@ -87,6 +87,7 @@ struct Stage {
   std::string what;  // what one run does, for the report: "cache append + decode"
   int64_t runs = 1;
   std::function<void(int64_t run)> run;
+  double bytes = 0;  // the fewest bytes one run reads, for its floor at the read bandwidth; 0 = not given
 };
 
 // One stage's times, per run, when an op has several stages.
@@ -95,6 +96,8 @@ struct StageTiming {
   Summary ms;
   double p99 = 0;
   int64_t runs = 0;  // runs timed
+  double bytes = 0;     // Stage::bytes
+  double floor_ms = 0;  // bytes at the measured read bandwidth (derive_rates); 0 = none
 };
 
 // Times an op's stages with time_launch's sampler, warm-up, hold, flush and clock:

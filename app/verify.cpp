@@ -30,6 +30,7 @@ void Comparison::merge(const Comparison& o) {
   mismatches += o.mismatches;
   nonfinite += o.nonfinite;
   if (also_wrong.empty()) also_wrong = o.also_wrong;
+  if (note.empty()) note = o.note;
   if (o.max_abs > max_abs || worst_row < 0) {
     worst_row = o.worst_row;
     worst_col = o.worst_col;

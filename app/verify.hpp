@@ -35,6 +35,7 @@ struct Comparison {
   int64_t worst_row = -1, worst_col = -1;  // the element with the largest excess over its tolerance
   double worst_got = 0, worst_ref = 0;
   std::string also_wrong;  // an op's own check beyond the output failed (e.g. a KV cache's contents)
+  std::string note;        // what an op's own check adds that passed or not (a model's greedy tokens)
   bool passed() const { return mismatches == 0 && nonfinite == 0 && elements_checked > 0 && also_wrong.empty(); }
   void merge(const Comparison& other);  // the worse of two trials, for the report
 };

@@ -79,6 +79,11 @@ perf() {
       --set "shape.block_size=[8,32]" "${q[@]}" 2>&1 | tee "$OUT/perf-blocks.txt"
   fi
   PYTHONUNBUFFERED=1 python3 "$2" --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.txt"
+  # The model's peer: the same GPT-2 in PyTorch eager (cases/perf/model-*.toml's shapes).
+  for b in 1 8; do
+    python3 tests/gpt2_check.py bench --batch $b --prompt 512 --generate 128 --dtype bf16 \
+      --json "$OUT/peer-gpt2-b$b.json" 2>&1 | tee "$OUT/peer-gpt2-b$b.txt"
+  done
   if [ "$1" = extras ]; then
     PYTHONUNBUFFERED=1 python3 tests/peer_decode_flush.py --json "$OUT/peers-flush.json" 2>&1 |
       tee "$OUT/peers-flush.txt"

@@ -149,6 +149,8 @@ def visible_pairs(sq, sk, causal, window):
 
 def plan(op, dtype, s):
     """What to time: (kind, peers, dims, flops, bytes), or a reason to skip. Peers run in the query dtype."""
+    if op == "model":
+        return "skip: the model's peer is PyTorch eager GPT-2, tests/gpt2_check.py bench"
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
     if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":

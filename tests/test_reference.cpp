@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reference/reference.hpp"
+#include "tests/expect_near.hpp"
 
 namespace attnbench::ref {
 namespace {
@@ -34,25 +35,6 @@ Rows all_rows(int64_t n) {
   Rows r(n);
   std::iota(r.begin(), r.end(), 0);
   return r;
-}
-
-// Element by element, tol relative to max(1, |expected|); NaN never passes. Reports the first mismatch and the count
-// rather than one failure per element.
-void expect_near(const Matrix& got, const Matrix& expected, double tol) {
-  ASSERT_EQ(got.rows(), expected.rows());
-  ASSERT_EQ(got.cols(), expected.cols());
-  int64_t mismatches = 0;
-  std::ostringstream first;
-  for (Eigen::Index i = 0; i < got.rows(); ++i) {
-    for (Eigen::Index j = 0; j < got.cols(); ++j) {
-      if (std::abs(got(i, j) - expected(i, j)) <= tol * std::max(1.0, std::abs(expected(i, j)))) continue;
-      if (mismatches++ == 0) {
-        first << std::setprecision(17) << "first at (" << i << ", " << j << "): got " << got(i, j) << ", expected "
-              << expected(i, j);
-      }
-    }
-  }
-  EXPECT_EQ(mismatches, 0) << first.str();
 }
 
 Matrix rows_of(std::initializer_list<std::initializer_list<double>> values) {

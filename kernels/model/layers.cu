@@ -1,0 +1,149 @@
+// The GPT-2 layers' kernels besides GEMMs and attention: memory-bound, fp32 arithmetic, each
+// result rounded once to its storage type.
+#include <algorithm>
+
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/model/model.hpp"
+
+namespace attnbench {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kNormThreads = 128;  // a LayerNorm row of GPT-2 (768 to 1600) is a few elements a thread
+
+// Enough blocks to fill the card a few times; the grid-stride loops do the rest.
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 16)));
+}
+
+template <class T>
+__global__ void embed_kernel(EmbedParams p) {
+  const T* wte = static_cast<const T*>(p.wte);
+  const T* wpe = static_cast<const T*>(p.wpe);
+  const int64_t total = p.batch * p.n * p.d;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i % p.d, row = i / p.d, b = row / p.n, t = row % p.n;
+    const int64_t pos = (p.starts ? p.starts[b] : 0) + t;
+    const int64_t id = p.tokens[b * p.token_stride + pos];
+    p.x[i] = to_float(wte[id * p.d + c]) + to_float(wpe[pos * p.d + c]);
+  }
+}
+
+// One block a row: the residual add in place, then mean and variance over the row (two
+// passes, the deviations' squares summed: no cancellation), then the affine map.
+template <class T>
+__global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams p) {
+  __shared__ float red[kNormThreads / 32];
+  float* x = p.x + blockIdx.x * p.d;
+  const T* delta = static_cast<const T*>(p.delta);
+  const T* bias = static_cast<const T*>(p.delta_bias);
+  float sum = 0;
+  for (int64_t c = threadIdx.x; c < p.d; c += kNormThreads) {
+    float v = x[c];
+    if (delta) {
+      v += to_float(delta[blockIdx.x * p.d + c]) + to_float(bias[c]);
+      x[c] = v;
+    }
+    sum += v;
+  }
+  const float mean = block_reduce<false, kNormThreads / 32>(sum, red) / static_cast<float>(p.d);
+  float squares = 0;
+  for (int64_t c = threadIdx.x; c < p.d; c += kNormThreads) {
+    const float u = x[c] - mean;  // each thread rereads what it wrote
+    squares += u * u;
+  }
+  const float rstd = rsqrtf(block_reduce<false, kNormThreads / 32>(squares, red) / static_cast<float>(p.d) + p.eps);
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
+  T* h = static_cast<T*>(p.h) + blockIdx.x * p.d;
+  for (int64_t c = threadIdx.x; c < p.d; c += kNormThreads)
+    h[c] = from_float<T>((x[c] - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]));
+}
+
+template <class T>
+__global__ void bias_gelu_kernel(T* __restrict__ f, const T* __restrict__ bias, int64_t rows, int64_t cols) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float u = to_float(f[i]) + to_float(bias[i % cols]);
+    f[i] = from_float<T>(0.5f * u * (1.f + tanhf(kSqrt2OverPi * (u + 0.044715f * u * u * u))));
+  }
+}
+
+template <class T>
+__global__ void qkv_to_cache_kernel(QkvToCache p) {
+  const int64_t width = p.heads * p.head_dim, total = p.batch * p.n * 3 * width;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* bias = static_cast<const T*>(p.bias);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i % (3 * width), token = i / (3 * width), b = token / p.n, t = token % p.n;
+    const T x = from_float<T>(to_float(qkv[i]) + to_float(bias[c]));
+    const int64_t which = c / width, e = c % width;
+    if (which == 0) {
+      static_cast<T*>(p.q)[token * width + e] = x;
+    } else {
+      const int64_t row = b * p.max_context + (p.starts ? p.starts[b] : 0) + t;
+      static_cast<T*>(which == 1 ? p.k_cache : p.v_cache)[row * width + e] = x;
+    }
+  }
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::fp16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+}  // namespace
+
+void embed(const EmbedParams& p, cudaStream_t stream) {
+  with_storage(p.dtype, "model/embed", [&](auto tag) {
+    embed_kernel<decltype(tag)><<<blocks_for(p.batch * p.n * p.d), kThreads, 0, stream>>>(p);
+  });
+  check_launch("model/embed");
+}
+
+void residual_layernorm(const LayerNormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  with_storage(p.dtype, "model/layernorm", [&](auto tag) {
+    layernorm_kernel<decltype(tag)><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p);
+  });
+  check_launch("model/layernorm");
+}
+
+void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream) {
+  with_storage(dtype, "model/bias_gelu", [&](auto tag) {
+    using T = decltype(tag);
+    bias_gelu_kernel<T>
+        <<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<T*>(f), static_cast<const T*>(bias), rows, cols);
+  });
+  check_launch("model/bias_gelu");
+}
+
+void qkv_to_cache(const QkvToCache& p, cudaStream_t stream) {
+  with_storage(p.dtype, "model/qkv_to_cache", [&](auto tag) {
+    qkv_to_cache_kernel<decltype(tag)>
+        <<<blocks_for(p.batch * p.n * 3 * p.heads * p.head_dim), kThreads, 0, stream>>>(p);
+  });
+  check_launch("model/qkv_to_cache");
+}
+
+void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits, int64_t batch, int64_t vocab,
+                 int64_t d, DType dtype, const LaunchContext& ctx) {
+  // Column-major, cuBLAS's view: logitsᵀ [vocab, batch] = wte [vocab, d] · hᵀ [d, batch].
+  const float one = 1.f, zero = 0.f;
+  const cudaDataType_t t = cuda_type(dtype);
+  check_cublas(
+      cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(vocab), static_cast<int>(batch),
+                   static_cast<int>(d), &one, wte, t, static_cast<int>(d), h, t, static_cast<int>(h_stride), &zero,
+                   logits, CUDA_R_32F, static_cast<int>(vocab), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "model/logits_gemm");
+}
+
+}  // namespace attnbench

@@ -1,0 +1,78 @@
+// model family: the GPT-2 pieces around the GEMMs and the attention kernels (app/ops/model.cpp
+// chains them). The residual stream x is fp32 [tokens, d_model]; what a GEMM reads (LayerNorm's
+// output, GELU's) is stored in the point's dtype. Sequences and positions live on the device, so
+// that one decode step is the same launches at every position and can be replayed as a graph.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/kernels.hpp"
+
+namespace attnbench {
+
+// x [batch, n, d] = wte[tokens[b, s + t]] + wpe[s + t], with s = starts[b] (starts null: s = 0).
+struct EmbedParams {
+  float* x;
+  const void* wte;        // [vocab, d], dtype
+  const void* wpe;        // [max_positions, d], dtype
+  const int32_t* tokens;  // [batch, token_stride]
+  const int32_t* starts;  // [batch] or null
+  int64_t batch = 1, n = 1, d = 1, token_stride = 1;
+  DType dtype = DType::fp32;
+};
+void embed(const EmbedParams& p, cudaStream_t stream);
+
+// Per row: x += delta + delta_bias when delta is not null (the residual add of the projection
+// before), then h = (x - mean) / sqrt(var + eps) * gamma + beta, var the biased variance.
+struct LayerNormParams {
+  float* x;                // [rows, d]
+  const void* delta;       // [rows, d], dtype; null: no residual add
+  const void* delta_bias;  // [d], dtype (with delta)
+  const void* gamma;       // [d], dtype
+  const void* beta;        // [d], dtype
+  void* h;                 // [rows, d], dtype
+  int64_t rows = 1, d = 1;
+  float eps = 1e-5f;
+  DType dtype = DType::fp32;
+};
+void residual_layernorm(const LayerNormParams& p, cudaStream_t stream);
+
+// f [rows, cols] = gelu(f + bias), in place, with GPT-2's tanh approximation
+// 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))).
+void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream);
+
+// The fused QKV projection of n tokens per sequence, plus its bias, split: q into
+// [batch, n, heads, head_dim], k and v into the caches' rows s + t, s = starts[b] (null: 0).
+struct QkvToCache {
+  const void* qkv;          // [batch, n, 3, heads, head_dim]
+  const void* bias;         // [3, heads, head_dim]
+  void* q;                  // [batch, n, heads, head_dim]
+  void *k_cache, *v_cache;  // [batch, max_context, heads, head_dim]
+  const int32_t* starts;    // [batch] or null
+  int64_t batch = 1, n = 1, heads = 1, head_dim = 64, max_context = 1;
+  DType dtype = DType::fp32;
+};
+void qkv_to_cache(const QkvToCache& p, cudaStream_t stream);
+
+// logits [batch, vocab] fp32 = h · wteᵀ, h's rows `h_stride` elements apart (a prefill reads
+// each sequence's last position). cuBLAS with fp32 output: stored in bf16, logits a few units
+// apart would tie and the greedy token would hang on the rounding.
+void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits, int64_t batch, int64_t vocab,
+                 int64_t d, DType dtype, const LaunchContext& ctx);
+
+// The greedy step of every sequence b: with p = positions[b] (the position just run) and
+// step = p - (prompt - 1), copies logits[b] to out[step, b], writes the argmax (the lowest id
+// on a tie) to tokens[b, p + 1], then advances positions[b] to p + 1 and contexts[b] to p + 2
+// (the next step's input position and its keys).
+struct GreedyStep {
+  const float* logits;  // [batch, vocab]
+  float* out;           // [generate, batch, vocab]
+  int32_t* tokens;      // [batch, token_stride]
+  int32_t* positions;   // [batch]
+  int32_t* contexts;    // [batch]
+  int64_t batch = 1, vocab = 1, token_stride = 1, prompt = 1, generate = 1;
+};
+void greedy_step(const GreedyStep& p, cudaStream_t stream);
+
+}  // namespace attnbench
