@@ -85,6 +85,7 @@ void Problem::allocate() {
   output_.device = DeviceBuffer(output_.bytes());
   for (auto& b : buffers_) {
     b.device = DeviceBuffer(b.bytes);
+    if (b.make) b.host = b.make();
     if (!b.host.empty()) b.device.upload(b.host.data(), b.host.size());
   }
 }

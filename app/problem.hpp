@@ -164,6 +164,19 @@ class Problem {
   // Device memory the op keeps beside its tensors (caches, tables); allocated with them.
   // With `host` set, those bytes are uploaded once at allocation.
   DeviceBuffer& add_buffer(std::size_t bytes, std::vector<uint8_t> host = {});
+  // A constant whose values `make` builds only when the point is allocated (a RoPE table): a
+  // case's loader builds every point's problem to check its sizes, and must not pay for them.
+  template <class Make>
+  DeviceBuffer& add_constant(std::size_t bytes, Make make) {
+    DeviceBuffer& b = add_buffer(bytes);
+    buffers_.back().make = [make] {
+      const auto values = make();
+      std::vector<uint8_t> out(values.size() * sizeof(values[0]));
+      std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), out.size(), out.begin());
+      return out;
+    };
+    return b;
+  }
   template <class T>
   DeviceBuffer& add_constant(const std::vector<T>& values) {
     std::vector<uint8_t> bytes(values.size() * sizeof(T));
@@ -198,6 +211,7 @@ class Problem {
     DeviceBuffer device;
     std::size_t bytes;
     std::vector<uint8_t> host;
+    std::function<std::vector<uint8_t>()> make;  // builds `host` at allocation when set
   };
   CasePoint point_;
   std::deque<Input> inputs_;  // deques keep the references add_* returned valid

@@ -105,7 +105,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     // seq_q > seq_k), keys at j.
     const int64_t offset = mask_.position(0), first = std::min<int64_t>(0, offset);
     rope_ = RopeOptions(s, first, std::max(mask_.seq_k, mask_.seq_q + offset) - first);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
     sparse_ = block_sparse(s, heads_, mask_.seq_q, mask_.seq_k, offset, p.verify.seed);
     if (sparse_.block > 0) {
       sparse_live_ = &add_constant(sparse_.live);

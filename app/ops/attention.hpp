@@ -62,6 +62,7 @@ class RopeOptions {
   bool on() const { return rope_.on(); }
   const ref::Rope& reference() const { return rope_; }
   std::vector<float> table() const;  // [rows][rotary_dim / 2][cos, sin]
+  std::size_t table_bytes() const { return sizeof(float) * static_cast<std::size_t>(rows_ * (rope_.rotary_dim / 2) * 2); }
   // The kernels' view of a table uploaded from table(); none when off.
   RopeTable device(const void* table) const;
 

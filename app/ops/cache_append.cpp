@@ -38,7 +38,7 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
     add_output("cache_after", p.dtype, caches, 3);
     positions_ = &add_constant(std::vector<int32_t>(shape_.context.begin(), shape_.context.end()));
     shape_.rope = rope_.reference();
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
   }
   Work work() const override {
     // The new rows, read once and written once, K and V.

@@ -35,7 +35,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
     context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
   }
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.

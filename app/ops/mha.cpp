@@ -53,7 +53,7 @@ class MhaProblem : public Problem {
     o_ = &add_buffer(q);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
     rope_ = RopeOptions(s, 0, seq_);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
   }
 
   static PairedTables<GemmParams, AttentionParams> pairs() {

@@ -57,7 +57,7 @@ class PagedProblem : public TableProblem<PagedParams> {
     slots_ = &add_buffer(8 * tokens_);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
     rope_ = RopeOptions(s, 0, longest_);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table());
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
   }
   // The tokens the queries see (all of them without a window) and their table entries.
   Work work() const override {

@@ -49,7 +49,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
       for (int64_t c : context_)
         for (int64_t i = 0; i < c; ++i) positions.push_back(static_cast<int32_t>(i));
       positions_ = &add_constant(positions);
-      rope_table_ = &add_constant(rope_.table());
+      rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
     }
   }
   Work work() const override {
