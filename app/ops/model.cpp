@@ -192,6 +192,7 @@ class ModelProblem : public Problem {
     max_context_ = prompt_ + generate_;
     gemm_ = s.word("gemm");
     graphs_on_ = s.flag("graph");
+    fused_ = s.flag("fused") && small_linear_supports(batch_, 4 * c_.d_model, p.dtype).empty();
     weights_path_ = s.word("weights");
     given_prompt_ = s.lengths("prompt");
     const DType t = p.dtype;
@@ -236,6 +237,7 @@ class ModelProblem : public Problem {
     std::vector<int32_t> state0(static_cast<size_t>(2 * batch_), static_cast<int32_t>(prompt_ - 1));
     std::fill(state0.begin() + batch_, state0.end(), static_cast<int32_t>(prompt_));
     state0_ = &add_constant(state0);
+    best_ = &add_buffer(8 * static_cast<std::size_t>(batch_));
   }
 
   ~ModelProblem() override {
@@ -290,7 +292,7 @@ class ModelProblem : public Problem {
     if (generate_ > 1) {
       Stage step{"TBT",
                  std::string("one token through every layer, its logits and the greedy token") +
-                     (graphs_on_ ? " (a CUDA graph)" : ""),
+                     (fused_ ? ", on the fused projections" : "") + (graphs_on_ ? " (a CUDA graph)" : ""),
                  generate_ - 1, [this, d = d, ctx](int64_t) { decode_step(d, ctx); }};
       // Every weight once (the position embedding's one row) and the KV cache of the average step.
       const double e = dtype_bytes(point().dtype), mean_context = prompt_ + generate_ / 2.0;
@@ -536,6 +538,15 @@ class ModelProblem : public Problem {
            dtype_bytes(point().dtype) * static_cast<std::size_t>(l * batch_ * max_context_ * c_.d_model);
   }
   int32_t* positions() const { return static_cast<int32_t*>(state_->get()); }
+  Sequences sequences() const {
+    Sequences q{static_cast<int32_t*>(tokens_->get()), positions(), contexts()};
+    q.batch = batch_;
+    q.vocab = c_.vocab;
+    q.token_stride = max_context_;
+    q.prompt = prompt_;
+    q.generate = generate_;
+    return q;
+  }
   int32_t* contexts() const { return static_cast<int32_t*>(state_->get()) + batch_; }
 
   // A layer's four projections over `rows` tokens: QKV, the output, the MLP's two.
@@ -650,13 +661,8 @@ class ModelProblem : public Problem {
       logits_gemm(static_cast<const char*>(h_->get()) + last, n * d, weight(wte), static_cast<float*>(logits_->get()),
                   batch_, c_.vocab, d, t, ctx);
     });
-    GreedyStep g{static_cast<const float*>(logits_->get()), static_cast<float*>(output().device.get()),
-                 static_cast<int32_t*>(tokens_->get()), positions(), contexts()};
-    g.batch = batch_;
-    g.vocab = c_.vocab;
-    g.token_stride = max_context_;
-    g.prompt = prompt_;
-    g.generate = generate_;
+    const GreedyStep g{static_cast<const float*>(logits_->get()), static_cast<float*>(output().device.get()),
+                       sequences()};
     as(kOther, s, [&] { greedy_step(g, s); });
   }
 
@@ -665,13 +671,86 @@ class ModelProblem : public Problem {
                "model: the prompt's tokens");
     check_cuda(cudaMemcpyAsync(state_->get(), state0_->get(), state_->bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
                "model: the positions");
+    check_cuda(cudaMemsetAsync(best_->get(), 0, best_->bytes(), ctx.stream), "model: the fused steps' argmax");
     layers(
         prompt_, nullptr, [&](int64_t l) { launch_variant(attention_variants(), a, prefill_params(l), ctx); }, ctx);
   }
 
   void step_launches(const std::string& d, const LaunchContext& ctx) {
+    if (fused_) return fused_step(d, ctx);
     layers(
         1, positions(), [&](int64_t l) { launch_variant(decode_variants(), d, decode_params(l), ctx); }, ctx);
+  }
+
+  // A decode step on the fused small-batch projections: four a layer, with the LayerNorms in
+  // their prologues and the QKV split, the residual adds, bias and GELU in their epilogues;
+  // the logits keep their argmax as they are written.
+  void fused_step(const std::string& dec, const LaunchContext& ctx) {
+    const cudaStream_t s = ctx.stream;
+    const int64_t d = c_.d_model;
+    const DType t = point().dtype;
+    float* x = static_cast<float*>(x_->get());
+    as(kOther, s, [&] {
+      embed({x, weight(wte), weight(wpe), static_cast<const int32_t*>(tokens_->get()), positions(), batch_, 1, d,
+             max_context_, t},
+            s);
+    });
+    const auto linear = [&](SmallLinear p) {
+      p.m = batch_;
+      p.dtype = t;
+      as(kGemm, s, [&] { small_linear(p, s); });
+    };
+    // A projection (w, bias, n columns) of the fp32 residual stream through a LayerNorm (gamma, beta).
+    const auto normed = [&](const void* gamma, const void* beta, const void* w, const void* bias, int64_t n) {
+      SmallLinear p;
+      p.in = SmallLinear::In::layernorm;
+      p.x = x;
+      p.gamma = gamma;
+      p.beta = beta;
+      p.w = w;
+      p.bias = bias;
+      p.n = n;
+      p.k = d;
+      return p;
+    };
+    // A projection of stored rows added, with its bias, to the residual stream.
+    const auto into_residual = [&](const void* rows, size_t w, size_t b, int64_t l, int64_t k) {
+      SmallLinear p;
+      p.a = rows;
+      p.w = weight(w, l);
+      p.bias = weight(b, l);
+      p.n = d;
+      p.k = k;
+      p.residual = x;
+      return p;
+    };
+    for (int64_t l = 0; l < c_.layers; ++l) {
+      SmallLinear qkv = normed(weight(ln1_g, l), weight(ln1_b, l), weight(w_qkv, l), weight(b_qkv, l), 3 * d);
+      qkv.out = SmallLinear::Out::qkv_to_cache;
+      qkv.q = q_->get();
+      qkv.k_cache = cache(k_cache_, l);
+      qkv.v_cache = cache(v_cache_, l);
+      qkv.positions = positions();
+      qkv.max_context = max_context_;
+      linear(qkv);
+      as(kAttention, s, [&] { launch_variant(decode_variants(), dec, decode_params(l), ctx); });
+      linear(into_residual(o_->get(), w_o, b_o, l, d));
+      SmallLinear fc = normed(weight(ln2_g, l), weight(ln2_b, l), weight(w_fc, l), weight(b_fc, l), 4 * d);
+      fc.out = SmallLinear::Out::bias_gelu;
+      fc.out_rows = f_->get();
+      linear(fc);
+      linear(into_residual(f_->get(), w_proj, b_proj, l, 4 * d));
+    }
+    SmallLinear head = normed(weight(lnf_g), weight(lnf_b), weight(wte), nullptr, c_.vocab);
+    head.out = SmallLinear::Out::logits;
+    head.logits = static_cast<float*>(output().device.get());
+    head.best = static_cast<unsigned long long*>(best_->get());
+    head.positions = positions();
+    head.prompt = prompt_;
+    head.generate = generate_;
+    linear(head);
+    const GreedyFinish g{static_cast<unsigned long long*>(best_->get()), sequences()};
+    as(kOther, s, [&] { greedy_finish(g, s); });
   }
 
   // One decode step: replayed from its graph, captured on first use, unless graphs are off or
@@ -733,13 +812,13 @@ class ModelProblem : public Problem {
   int64_t batch_, prompt_, generate_, max_context_;
   std::vector<Span>* breakdown_ = nullptr;  // while timing_note() splits a step
   std::string gemm_, weights_path_;
-  bool graphs_on_ = true, weights_loaded_ = false;
+  bool graphs_on_ = true, fused_ = true, weights_loaded_ = false;
   std::vector<int64_t> given_prompt_, prompt_ids_;
   std::shared_ptr<Gpt2Vocab> vocab_;
   mutable std::vector<int64_t> ref_tokens_;            // the last reference()'s, [batch, generate]
   mutable std::vector<double> ref_margins_, ref_top_;  // [generate, batch]
   DeviceBuffer *x_, *h_, *qkv_, *q_, *o_, *y_, *f_, *k_cache_, *v_cache_, *logits_, *tokens_, *tokens0_, *state_,
-      *state0_;
+      *state0_, *best_;
   std::map<std::string, cudaGraphExec_t> graphs_;
 };
 
@@ -839,7 +918,8 @@ OpSpec model_op() {
   op.summary = "GPT-2 end to end: prefill (TTFT), then greedy decode with a KV cache (TBT)";
   std::vector<std::string> presets = {"custom"};
   for (const Preset& p : kPresets) presets.push_back(p.name);
-  KeySpec gemm = variant_key("gemm", "the GEMM variant of every projection (the logits use cuBLAS)", "gemm");
+  KeySpec gemm = variant_key(
+      "gemm", "the GEMM variant of the prefill's projections, and of the decode steps' unless fused", "gemm");
   gemm.fallback = std::string("cublas");
   op.keys = {
       choice_key("preset", "GPT-2's sizes (124M, 355M, 774M, 1.5B); keys given override it", presets, "custom"),
@@ -855,6 +935,10 @@ OpSpec model_op() {
       int_key("generate", "new tokens a sequence: the prefill's, then one a decode step", 16),
       gemm,
       bool_key("graph", "replay each decode step from a CUDA graph (launch overhead out of TBT)", true),
+      bool_key("fused",
+               "decode steps at batch <= 8 on fused small-batch projections (LayerNorm, bias, GELU, residual and "
+               "the QKV split inside them); false: the gemm variant and a kernel for each",
+               true),
       path_key("weights", "a Hugging Face GPT-2 checkpoint (model.safetensors); \"\" = random weights"),
       path_key("tokenizer_vocab", "GPT-2's vocab.json: the generated text is shown"),
       path_key("tokenizer_merges", "GPT-2's merges.txt: with tokenizer_vocab, prompt_text is encoded"),

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "kernels/model/model.hpp"
+#include "kernels/model/sequences.cuh"
 
 namespace attnbench {
 namespace {
@@ -25,14 +26,13 @@ __global__ void __launch_bounds__(kThreads) greedy_kernel(GreedyStep p) {
   __shared__ float best_v[kThreads / 32];
   __shared__ int best_id[kThreads / 32];
   const int64_t b = blockIdx.x;
-  const int32_t pos = p.positions[b];
-  const int64_t step = pos - (p.prompt - 1);
-  if (step < 0 || step >= p.generate) return;  // past the last step: nothing to write
-  const float* row = p.logits + b * p.vocab;
-  float* out = p.out + (step * p.batch + b) * p.vocab;
+  const int64_t step = step_of(p.seq, b), vocab = p.seq.vocab;
+  if (step < 0) return;
+  const float* row = p.logits + b * vocab;
+  float* out = p.out + (step * p.seq.batch + b) * vocab;
   float v = -FLT_MAX;
   int id = INT_MAX;
-  for (int64_t c = threadIdx.x; c < p.vocab; c += kThreads) {
+  for (int64_t c = threadIdx.x; c < vocab; c += kThreads) {
     const float x = row[c];
     out[c] = x;
     keep_best(v, id, x, static_cast<int>(c));
@@ -47,15 +47,13 @@ __global__ void __launch_bounds__(kThreads) greedy_kernel(GreedyStep p) {
   if (threadIdx.x != 0) return;
   for (int w = 1; w < kThreads / 32; ++w) keep_best(v, id, best_v[w], best_id[w]);
   // An all-NaN row keeps id INT_MAX: token 0 keeps the next step's reads in bounds.
-  p.tokens[b * p.token_stride + pos + 1] = id < p.vocab ? id : 0;
-  p.positions[b] = pos + 1;
-  p.contexts[b] = pos + 2;
+  advance(p.seq, b, id < vocab ? id : 0);
 }
 
 }  // namespace
 
 void greedy_step(const GreedyStep& p, cudaStream_t stream) {
-  greedy_kernel<<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
+  greedy_kernel<<<static_cast<unsigned>(p.seq.batch), kThreads, 0, stream>>>(p);
   check_launch("model/greedy_step");
 }
 

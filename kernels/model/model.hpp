@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/kernels.hpp"
 
@@ -65,14 +66,60 @@ void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits
 // step = p - (prompt - 1), copies logits[b] to out[step, b], writes the argmax (the lowest id
 // on a tie) to tokens[b, p + 1], then advances positions[b] to p + 1 and contexts[b] to p + 2
 // (the next step's input position and its keys).
+// Where each sequence stands, on the device: its tokens [batch, token_stride] (the prompt, then
+// one a step), the position just run and its context (keys); and the sizes that place a step.
+struct Sequences {
+  int32_t* tokens;
+  int32_t* positions;  // [batch]
+  int32_t* contexts;   // [batch]
+  int64_t batch = 1, vocab = 1, token_stride = 1, prompt = 1, generate = 1;
+};
 struct GreedyStep {
   const float* logits;  // [batch, vocab]
   float* out;           // [generate, batch, vocab]
-  int32_t* tokens;      // [batch, token_stride]
-  int32_t* positions;   // [batch]
-  int32_t* contexts;    // [batch]
-  int64_t batch = 1, vocab = 1, token_stride = 1, prompt = 1, generate = 1;
+  Sequences seq;
 };
 void greedy_step(const GreedyStep& p, cudaStream_t stream);
+
+// A decode step's projection y = in · Wᵀ at m <= kSmallLinearRows rows (kernels/model/small_linear.cu),
+// with its surroundings fused: the input is m stored rows (a), or the fp32 residual stream x
+// normalised by a LayerNorm prologue; the epilogue splits QKV plus its bias into q and the
+// caches' rows positions[r], adds the product and its bias to the residual stream, applies
+// bias and GELU, or writes fp32 logits to out[step, r] (step = positions[r] - (prompt - 1)) and
+// keeps each row's greedy token in `best` for greedy_finish.
+constexpr int64_t kSmallLinearRows = 8;
+struct SmallLinear {
+  enum class In { rows, layernorm };
+  enum class Out { qkv_to_cache, residual, bias_gelu, logits };
+  In in = In::rows;
+  Out out = Out::residual;
+  const void* a = nullptr;   // In::rows: [m, k], dtype
+  const float* x = nullptr;  // In::layernorm: [m, k]
+  const void *gamma = nullptr, *beta = nullptr;
+  float eps = 1e-5f;
+  const void* w = nullptr;     // [n, k], dtype
+  const void* bias = nullptr;  // [n], dtype (not read by Out::logits)
+  int64_t m = 1, n = 1, k = 1;
+  void* out_rows = nullptr;                                   // Out::bias_gelu: [m, n], dtype
+  float* residual = nullptr;                                  // Out::residual: x [m, n]
+  void *q = nullptr, *k_cache = nullptr, *v_cache = nullptr;  // Out::qkv_to_cache (n = 3 · heads · head_dim)
+  const int32_t* positions = nullptr;                         // [m]: qkv_to_cache and logits
+  int64_t max_context = 1;
+  float* logits = nullptr;             // Out::logits: [generate, m, n]
+  unsigned long long* best = nullptr;  // Out::logits: [m], 0 before the step
+  int64_t prompt = 1, generate = 1;
+  DType dtype = DType::fp32;
+};
+// Why small_linear cannot take m rows of k elements ("" = it can).
+std::string small_linear_supports(int64_t m, int64_t k, DType dtype);
+void small_linear(const SmallLinear& p, cudaStream_t stream);
+
+// After small_linear's logits: each sequence's greedy token from `best` (then cleared), written
+// and advanced as greedy_step does.
+struct GreedyFinish {
+  unsigned long long* best;
+  Sequences seq;
+};
+void greedy_finish(const GreedyFinish& p, cudaStream_t stream);
 
 }  // namespace attnbench
