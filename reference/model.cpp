@@ -9,6 +9,10 @@
 // faster, and no 1 GB copy of a 124M model). `store` is called from every thread.
 #include "reference/model.hpp"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -52,11 +56,57 @@ void for_row_blocks(int64_t n, double work, const Body& body) {
 
 Vector widen(const float* p, int64_t n) { return Eigen::Map<const Eigen::RowVectorXf>(p, n).cast<double>(); }
 
+// At most this many rows (a decode step's batch), linear() widens W in registers (few_rows_linear).
+constexpr int64_t kFewRows = 8;
+
+// Row r of a times W's float row wr (k elements) into sums[r][0..3]: W widened to double in registers as it is
+// read, four partial sums a row in a fixed order. N rows at compile time keep the sums in registers.
+template <int N>
+void dot_rows(const float* wr, const double* a, int64_t k, double (*sums)[4]) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d acc[N];
+  for (int r = 0; r < N; ++r) acc[r] = _mm256_setzero_pd();
+  for (; i + 4 <= k; i += 4) {
+    const __m256d wv = _mm256_cvtps_pd(_mm_loadu_ps(wr + i));
+    for (int r = 0; r < N; ++r) acc[r] = _mm256_fmadd_pd(wv, _mm256_loadu_pd(a + r * k + i), acc[r]);
+  }
+  for (int r = 0; r < N; ++r) _mm256_storeu_pd(sums[r], acc[r]);
+#else
+  for (; i + 4 <= k; i += 4)
+    for (int r = 0; r < N; ++r)
+      for (int j = 0; j < 4; ++j) sums[r][j] += static_cast<double>(wr[i + j]) * a[r * k + i + j];
+#endif
+  for (; i < k; ++i)
+    for (int r = 0; r < N; ++r) sums[r][0] += static_cast<double>(wr[i]) * a[r * k + i];
+}
+
+// epilogue(A Wᵀ, column) for a [n <= kFewRows, in]: each output the dot of a float row of W with a row of a
+// (dot_rows). A tile's copy of W to double, made again at every decode step, cost more than the product at
+// these few rows.
+template <class Epilogue>
+Matrix few_rows_linear(const Matrix& a, const FloatView& w, const Epilogue& epilogue) {
+  const int64_t n = a.rows(), out = w.rows(), k = a.cols(), per_task = 64;
+  using Dot = void (*)(const float*, const double*, int64_t, double(*)[4]);
+  static constexpr Dot kDots[kFewRows] = {dot_rows<1>, dot_rows<2>, dot_rows<3>, dot_rows<4>,
+                                          dot_rows<5>, dot_rows<6>, dot_rows<7>, dot_rows<8>};
+  Matrix c(n, out);
+  parallel_for((out + per_task - 1) / per_task, 2.0 * n * out * k, [&](int64_t task) {
+    for (int64_t col = task * per_task; col < std::min(out, (task + 1) * per_task); ++col) {
+      double sums[kFewRows][4] = {};
+      kDots[n - 1](w.data() + col * w.outerStride(), a.data(), k, sums);
+      for (int64_t r = 0; r < n; ++r) c(r, col) = epilogue((sums[r][0] + sums[r][1]) + (sums[r][2] + sums[r][3]), col);
+    }
+  });
+  return c;
+}
+
 // epilogue(A Wᵀ, column) elementwise: a [n, in], w [out, in] (nn.Linear's layout) -> [n, out]. Each task computes a
 // tile of rows by columns, widening its rows of W, and applies the epilogue (bias, GELU, the roundings: scalar calls
 // that would cost more than a thread's share of the product if left to one thread) to it.
 template <class Epilogue>
 Matrix linear(const Matrix& a, const FloatView& w, const Epilogue& epilogue) {
+  if (a.rows() <= kFewRows) return few_rows_linear(a, w, epilogue);
   const int64_t n = a.rows(), out = w.rows(), rows = std::min(n, kRowsPerTask);
   const int64_t cols = std::clamp(kColsPerTask * rows / kRowsPerTask, kMinColsPerTask, kColsPerTask);
   const int64_t col_tiles = (out + cols - 1) / cols, tiles = (n + rows - 1) / rows * col_tiles;

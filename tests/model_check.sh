@@ -7,6 +7,8 @@
 # numpy and torch.
 bin=$1 python=$2 src=$3 real=${4:-}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+# CTest names the Python the build found; a GPU machine running a build made elsewhere has its own.
+command -v "$python" >/dev/null || python=python3
 "$python" -c "import numpy, torch" 2>/dev/null || { echo "skipped: no numpy or torch"; exit 3; }
 if [ "$real" = --real-shapes ]; then
   "$python" "$src/tests/gpt2_check.py" write "$dir/gpt2.safetensors" --real-shapes --seed 5 || exit 1
