@@ -105,6 +105,7 @@ std::string detail_of_status(const ResultRow& r) {
         << ", p99 " << fmt_fixed(st.p99, 4) << " over " << st.runs << " runs (" << st.what << ")";
       if (st.floor_ms > 0)
         s << ", floor " << fmt_fixed(st.floor_ms, 4) << " ms (" << fmt_fixed(st.ms.mean / st.floor_ms, 2) << "x)";
+      if (st.tokens > 0 && st.ms.mean > 0) s << ", " << fmt_fixed(1e3 * st.tokens / st.ms.mean, 0) << " tokens/s";
     }
     if (r.status == Status::verified) return s.str();
     s << "; ";
@@ -514,6 +515,9 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
                            {"p99_ms", st.p99}, {"min_ms", st.ms.min}, {"max_ms", st.ms.max}, {"runs", st.runs}});
   for (size_t i = 0; i < r.stages.size(); ++i)
     if (r.stages[i].floor_ms > 0) j["stages"][i]["floor_ms"] = r.stages[i].floor_ms;
+  for (size_t i = 0; i < r.stages.size(); ++i)
+    if (r.stages[i].tokens > 0 && r.stages[i].ms.mean > 0)
+      j["stages"][i]["tokens_per_s"] = 1e3 * r.stages[i].tokens / r.stages[i].ms.mean;
   return j;
 }
 

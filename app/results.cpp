@@ -149,6 +149,7 @@ ResultRow row_of(const json& j) {
       s.ms.max = number(st, "max_ms");
       s.runs = integer(st, "runs");
       s.floor_ms = number(st, "floor_ms");
+      if (const double rate = number(st, "tokens_per_s"); rate > 0) s.tokens = rate * s.ms.mean / 1e3;
       r.stages.push_back(s);
     }
   r.profiled = text(j, "profiled", 1000);

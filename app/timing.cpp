@@ -350,7 +350,7 @@ Timing time_stages(Gpu& gpu, const std::vector<Stage>& stages, const BenchSpec& 
   if (!all && !before_last) return t;
   if (!all) all = &discarded;
   auto stage_timing = [](const Stage& st, std::vector<double> samples) {
-    StageTiming s{st.name, st.what, summarize(samples), 0, static_cast<int64_t>(samples.size()), st.bytes, 0};
+    StageTiming s{st.name, st.what, summarize(samples), 0, static_cast<int64_t>(samples.size()), st.bytes, 0, st.tokens};
     std::sort(samples.begin(), samples.end());
     s.p99 = quantile(samples, 0.99);
     return s;

@@ -88,6 +88,7 @@ struct Stage {
   int64_t runs = 1;
   std::function<void(int64_t run)> run;
   double bytes = 0;  // the fewest bytes one run reads, for its floor at the read bandwidth; 0 = not given
+  double tokens = 0;  // tokens one run makes (a decode step's batch), for tokens/s; 0 = not given
 };
 
 // One stage's times, per run, when an op has several stages.
@@ -98,6 +99,7 @@ struct StageTiming {
   int64_t runs = 0;  // runs timed
   double bytes = 0;     // Stage::bytes
   double floor_ms = 0;  // bytes at the measured read bandwidth (derive_rates); 0 = none
+  double tokens = 0;    // Stage::tokens
 };
 
 // Times an op's stages with time_launch's sampler, warm-up, hold, flush and clock:

@@ -296,6 +296,7 @@ class ModelProblem : public Problem {
                  generate_ - 1, [this, d = d, ctx](int64_t) { decode_step(d, ctx); }};
       // Every weight once (the position embedding's one row) and the KV cache of the average step.
       const double e = dtype_bytes(point().dtype), mean_context = prompt_ + generate_ / 2.0;
+      step.tokens = static_cast<double>(batch_);
       step.bytes = weight_bytes() - e * (c_.max_positions - 1) * c_.d_model +
                    2.0 * e * c_.layers * batch_ * mean_context * c_.d_model;
       out.push_back(std::move(step));
