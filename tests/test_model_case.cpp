@@ -12,6 +12,7 @@
 
 #include "app/case.hpp"
 #include "app/errors.hpp"
+#include "app/tokenizer.hpp"
 
 namespace attnbench {
 namespace {
@@ -117,6 +118,38 @@ TEST(ModelCase, PromptIdsSetItsLength) {
   EXPECT_NE(error_of("op = \"model\"\nprompt_text = \"Hello\"\n[shape]\npreset = \"gpt2\"\nbatch = 1\n")
                 .find("prompt_text needs tokenizer_vocab and tokenizer_merges"),
             std::string::npos);
+}
+
+// GPT-2's byte alphabet as a vocabulary, byte b with id b, and merges.txt with no merge: text
+// encodes byte by byte.
+std::string byte_tokenizer(const std::string& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    const uint32_t cp = gpt2_char_of_byte(static_cast<uint8_t>(b));  // below U+0800: one or two UTF-8 bytes
+    const std::string token =
+        cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                  : std::string{static_cast<char>(0xc0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3f))};
+    vocab[token] = b;
+  }
+  fs::create_directories(dir);
+  std::ofstream(dir + "/vocab.json") << vocab.dump();
+  std::ofstream(dir + "/merges.txt") << "#version: 0.2\n";
+  return dir;
+}
+
+TEST(ModelCase, PromptTextIsEncodedAtLoad) {
+  const std::string dir = byte_tokenizer((fs::temp_directory_path() / "attnbench_model_tokenizer").string());
+  const std::string top =
+      "op = \"model\"\ntokenizer_vocab = \"" + dir + "/vocab.json\"\ntokenizer_merges = \"" + dir + "/merges.txt\"\n";
+  const Case c = load(top + "prompt_text = \"Hi!\"\n[shape]\npreset = \"gpt2\"\nbatch = 1\n");
+  EXPECT_EQ(c.points.at(0).shape.lengths("prompt"), (std::vector<int64_t>{'H', 'i', '!'}));
+  EXPECT_EQ(c.points.at(0).shape.num("prompt_len"), 3);
+  EXPECT_NE(error_of(top + "prompt_text = \"Hi\"\n[shape]\npreset = \"gpt2\"\nbatch = 1\nprompt = [1]\n")
+                .find("give prompt or prompt_text, not both"),
+            std::string::npos);
+  const std::string missing =
+      "op = \"model\"\ntokenizer_vocab = \"" + dir + "/none.json\"\n[shape]\npreset = \"gpt2\"\nbatch = 1\n";
+  EXPECT_NE(error_of(missing).find("none.json"), std::string::npos);
 }
 
 TEST(ModelCase, TopLevelKeysStayAtTheTop) {

@@ -512,13 +512,13 @@ class ModelProblem : public Problem {
     }
   }
 
+  // Sequence 0's generated tokens as text, quoted on one line: newlines and quotes escaped,
+  // other control bytes shown as '?', at most 200 bytes.
   std::string quoted_text(const std::vector<int64_t>& ids) const {
-    std::vector<int64_t> mine(ids.begin(), ids.begin() + generate_);
-    std::string text;
-    for (int64_t id : mine) {
+    const std::vector<int64_t> mine(ids.begin(), ids.begin() + generate_);
+    for (int64_t id : mine)
       if (id < 0 || id >= vocab_->size()) return "(a token outside the tokenizer's vocabulary)";
-    }
-    text = vocab_->decode(mine);
+    const std::string text = vocab_->decode(mine);
     std::string out = "\"";
     for (unsigned char ch : text.substr(0, 200))
       out += ch == '\n'  ? std::string("\\n")
