@@ -21,6 +21,7 @@
 #include "app/op.hpp"
 #include "app/problem.hpp"
 #include "app/report.hpp"
+#include "app/shard.hpp"
 #include "app/results.hpp"
 #include "app/runner.hpp"
 #include "app/timing.hpp"
@@ -38,6 +39,7 @@ struct Options {
   std::string output;
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
   int64_t max_points = kDefaultMaxPoints;
+  std::string shard;  // --shard I/N
   std::string mode;
   double min_clock_pct = 0;  // --min-clock
   int interleave = 1;        // --interleave
@@ -85,6 +87,9 @@ void add_case_options(CLI::App* cmd, Options& o) {
                   "most sweep points the run may take (default " + std::to_string(kDefaultMaxPoints) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shard", o.shard,
+                  "run part I of N of the points (0 <= I < N; parts are disjoint, balanced by cost and "
+                  "independent of the cases' order); default: Slurm's job array task, when there is one");
   cmd->add_option("--cases-dir", o.cases_dir, "where case names and `all` are looked up (default: ./cases)");
   cmd->add_option("--dump", o.dump, "write inputs, outputs and the reference of every point as .npy files to DIR");
   cmd->add_option("--dump-failures", o.dump_failures, "as --dump, only for variants that fail verification")
@@ -121,6 +126,14 @@ std::vector<Case> load_cases(const Options& o) {
       cases.push_back(load_case(path, o.sets, o.max_points - points));
       points += static_cast<int64_t>(cases.back().points.size());
     }
+  const Shard shard = parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); });
+  if (shard.on()) {
+    int64_t all = 0, mine = 0;
+    for (const Case& c : cases) all += static_cast<int64_t>(c.points.size());
+    keep_shard(cases, shard);
+    for (const Case& c : cases) mine += static_cast<int64_t>(c.points.size());
+    std::cerr << "shard " << shard.label() << ": " << mine << " of " << all << " points\n";
+  }
   // A -k or --exclude pattern must match some variant: a typo should not silently run nothing (or everything).
   for (const auto* list : {&o.kernels, &o.exclude})
     for (const auto& k : *list) {
