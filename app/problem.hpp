@@ -169,18 +169,12 @@ class Problem {
   template <class Make>
   DeviceBuffer& add_constant(std::size_t bytes, Make make) {
     DeviceBuffer& b = add_buffer(bytes);
-    buffers_.back().make = [make] {
-      const auto values = make();
-      std::vector<uint8_t> out(values.size() * sizeof(values[0]));
-      std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), out.size(), out.begin());
-      return out;
-    };
+    buffers_.back().make = [make] { return bytes_of(make()); };
     return b;
   }
   template <class T>
   DeviceBuffer& add_constant(const std::vector<T>& values) {
-    std::vector<uint8_t> bytes(values.size() * sizeof(T));
-    std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), bytes.size(), bytes.begin());
+    std::vector<uint8_t> bytes = bytes_of(values);
     const std::size_t size = bytes.size();  // before the move: argument order is unspecified
     return add_buffer(size, std::move(bytes));
   }
@@ -207,6 +201,12 @@ class Problem {
     bool normal;
     bool drawn = true;
   };
+  template <class T>
+  static std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
+    std::vector<uint8_t> out(values.size() * sizeof(T));
+    std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), out.size(), out.begin());
+    return out;
+  }
   struct Buffer {
     DeviceBuffer device;
     std::size_t bytes;

@@ -25,6 +25,22 @@ constexpr int64_t kMaxGridYZ = 65535;
 
 ATTNBENCH_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Blocks for an elementwise grid-stride loop over n elements: enough to fill an H100's SMs a
+// few times over, the loop strides over the rest.
+inline unsigned grid_stride_blocks(int64_t n, int threads) {
+  const int64_t blocks = ceil_div(n, threads);
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks < 132 * 16 ? blocks : 132 * 16);
+}
+
+// cuBLAS's name for a storage type; fp8 has none here (its GEMMs are not cuBLAS's).
+inline cudaDataType_t cuda_data_type(DType t) {
+  switch (t) {
+    case DType::fp16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
 // Workspace pieces start 256 bytes apart (cudaMalloc's alignment), so each is as aligned as
 // its own allocation would be.
 inline std::size_t round_up_256(std::size_t n) { return (n + 255) / 256 * 256; }

@@ -11,13 +11,8 @@
 namespace attnbench {
 
 void gemm_impl::cublas(const GemmParams& p, const LaunchContext& ctx) {
-  cudaDataType_t type;
-  switch (p.dtype) {
-    case DType::fp32: type = CUDA_R_32F; break;
-    case DType::fp16: type = CUDA_R_16F; break;
-    case DType::bf16: type = CUDA_R_16BF; break;
-    default: unsupported_dtype("cublas", p.dtype);
-  }
+  if (p.dtype == DType::fp8_e4m3) unsupported_dtype("cublas", p.dtype);
+  const cudaDataType_t type = cuda_data_type(p.dtype);
   // Default math: fp32 stays fp32 (TF32 only under CUBLAS_TF32_TENSOR_OP_MATH), while
   // fp16/bf16 still get tensor cores. Pointer mode host: alpha and beta live here.
   check_cublas(cublasSetMathMode(ctx.cublas, CUBLAS_DEFAULT_MATH), "gemm/cublas: cublasSetMathMode");

@@ -35,9 +35,6 @@ __global__ void add_bias_kernel(T* __restrict__ y, const T* __restrict__ bias, i
     y[i] = from_float<T>(to_float(y[i]) + to_float(bias[i % cols]));
 }
 
-// Enough blocks to fill the card a few times; the loops stride over the rest.
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 16)); }
-
 }  // namespace
 
 void qkv_split(const QkvSplit& p, cudaStream_t stream) {
@@ -46,7 +43,7 @@ void qkv_split(const QkvSplit& p, cudaStream_t stream) {
   if (n == 0) return;
   with_storage(p.dtype, "mha/qkv_split", [&](auto tag) {
     using T = decltype(tag);
-    qkv_split_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+    qkv_split_kernel<T><<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(p.qkv), static_cast<const T*>(p.bias), static_cast<T*>(p.q), static_cast<T*>(p.k),
         static_cast<T*>(p.v), p.tokens, q_width, kv_width);
   });
@@ -57,8 +54,8 @@ void add_bias(void* y, const void* bias, int64_t rows, int64_t cols, DType dtype
   if (rows * cols == 0) return;
   with_storage(dtype, "mha/add_bias", [&](auto tag) {
     using T = decltype(tag);
-    add_bias_kernel<T><<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<T*>(y),
-                                                                          static_cast<const T*>(bias), rows, cols);
+    add_bias_kernel<T><<<grid_stride_blocks(rows * cols, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(y), static_cast<const T*>(bias), rows, cols);
   });
   check_launch("mha/add_bias");
 }

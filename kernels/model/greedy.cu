@@ -5,7 +5,7 @@
 #include <climits>
 
 #include "kernels/model/model.hpp"
-#include "kernels/model/sequences.cuh"
+#include "kernels/model/model.cuh"
 
 namespace attnbench {
 namespace {

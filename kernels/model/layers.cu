@@ -4,18 +4,13 @@
 
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/reduce.cuh"
-#include "kernels/model/model.hpp"
+#include "kernels/model/model.cuh"
 
 namespace attnbench {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kNormThreads = 128;  // a LayerNorm row of GPT-2 (768 to 1600) is a few elements a thread
-
-// Enough blocks to fill the card a few times; the grid-stride loops do the rest.
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 16)));
-}
 
 template <class T>
 __global__ void embed_kernel(EmbedParams p) {
@@ -63,11 +58,10 @@ __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams
 
 template <class T>
 __global__ void bias_gelu_kernel(T* __restrict__ f, const T* __restrict__ bias, int64_t rows, int64_t cols) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float u = to_float(f[i]) + to_float(bias[i % cols]);
-    f[i] = from_float<T>(0.5f * u * (1.f + tanhf(kSqrt2OverPi * (u + 0.044715f * u * u * u))));
+    f[i] = from_float<T>(gelu_tanh(u));
   }
 }
 
@@ -89,22 +83,11 @@ __global__ void qkv_to_cache_kernel(QkvToCache p) {
   }
 }
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::fp16:
-      return CUDA_R_16F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    default:
-      return CUDA_R_32F;
-  }
-}
-
 }  // namespace
 
 void embed(const EmbedParams& p, cudaStream_t stream) {
   with_storage(p.dtype, "model/embed", [&](auto tag) {
-    embed_kernel<decltype(tag)><<<blocks_for(p.batch * p.n * p.d), kThreads, 0, stream>>>(p);
+    embed_kernel<decltype(tag)><<<grid_stride_blocks(p.batch * p.n * p.d, kThreads), kThreads, 0, stream>>>(p);
   });
   check_launch("model/embed");
 }
@@ -120,8 +103,8 @@ void residual_layernorm(const LayerNormParams& p, cudaStream_t stream) {
 void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream) {
   with_storage(dtype, "model/bias_gelu", [&](auto tag) {
     using T = decltype(tag);
-    bias_gelu_kernel<T>
-        <<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<T*>(f), static_cast<const T*>(bias), rows, cols);
+    bias_gelu_kernel<T><<<grid_stride_blocks(rows * cols, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(f), static_cast<const T*>(bias), rows, cols);
   });
   check_launch("model/bias_gelu");
 }
@@ -129,7 +112,7 @@ void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtyp
 void qkv_to_cache(const QkvToCache& p, cudaStream_t stream) {
   with_storage(p.dtype, "model/qkv_to_cache", [&](auto tag) {
     qkv_to_cache_kernel<decltype(tag)>
-        <<<blocks_for(p.batch * p.n * 3 * p.heads * p.head_dim), kThreads, 0, stream>>>(p);
+        <<<grid_stride_blocks(p.batch * p.n * 3 * p.heads * p.head_dim, kThreads), kThreads, 0, stream>>>(p);
   });
   check_launch("model/qkv_to_cache");
 }
@@ -138,7 +121,7 @@ void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits
                  int64_t d, DType dtype, const LaunchContext& ctx) {
   // Column-major, cuBLAS's view: logitsᵀ [vocab, batch] = wte [vocab, d] · hᵀ [d, batch].
   const float one = 1.f, zero = 0.f;
-  const cudaDataType_t t = cuda_type(dtype);
+  const cudaDataType_t t = cuda_data_type(dtype);
   check_cublas(
       cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(vocab), static_cast<int>(batch),
                    static_cast<int>(d), &one, wte, t, static_cast<int>(d), h, t, static_cast<int>(h_stride), &zero,

@@ -11,8 +11,8 @@
 
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/reduce.cuh"
+#include "kernels/model/model.cuh"
 #include "kernels/model/model.hpp"
-#include "kernels/model/sequences.cuh"
 
 namespace attnbench {
 namespace {
@@ -26,11 +26,6 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int64_t id) {
   const unsigned u = __float_as_uint(v);
   const unsigned ordered = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
   return (static_cast<unsigned long long>(ordered) << 32) | (0xffffffffu - static_cast<unsigned>(id));
-}
-
-__device__ __forceinline__ float gelu_tanh(float u) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * u * (1.f + tanhf(kSqrt2OverPi * (u + 0.044715f * u * u * u)));
 }
 
 // acc[r] += the 16-byte chunk of W's row times row r's elements at c, for the m rows.
