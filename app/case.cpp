@@ -496,6 +496,14 @@ struct SweepAxis {
   std::vector<Item> values;
 };
 
+// A plugins entry, relative to the case file's folder.
+std::string plugin_path(const std::string& case_file, const std::string& entry) {
+  fs::path file = entry;
+  const fs::path folder = fs::path(case_file).parent_path();
+  if (file.is_relative() && !folder.empty()) file = folder / file;
+  return file.string();
+}
+
 class CaseReader {
  public:
   CaseReader(const Context& ctx, const toml::table& doc, int64_t max_points)
@@ -503,8 +511,8 @@ class CaseReader {
 
   Case read() {
     const OpSpec& op = read_op();
-    std::vector<std::string> top = {"name",    "description", "op",    "dtype",  "kernels",
-                                    "baseline", "shape",      "sweep", "verify", "bench"};
+    std::vector<std::string> top = {"name",  "description", "op",     "dtype", "kernels", "baseline",
+                                    "shape", "sweep",       "verify", "bench", "plugins"};
     for (const std::string& k : op.top_key_names()) top.push_back(k);
     check_keys(ctx_, doc_, "", top);
     Case c;
@@ -514,6 +522,7 @@ class CaseReader {
     if (auto it = field(&doc_, "", "name")) c.name = read_text(*it, 100);
     if (auto it = field(&doc_, "", "description")) c.description = read_text(*it, 1000);
 
+    c.plugins = read_plugins();
     Common common;
     common.op = &op;
     read_kernels(common);
@@ -542,6 +551,24 @@ class CaseReader {
     if (std::any_of(v.begin(), v.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
       ctx_.fail(it.at(), it.name + " '" + clipped(v) + "' has a control character; it must be one printable line");
     return v;
+  }
+
+  // plugins = ["file.cu", ...], relative to the case file. The CLI loads them before any
+  // case (case_plugin_files), so that the kernels key can name their variants.
+  std::vector<std::string> read_plugins() const {
+    std::vector<std::string> out;
+    const auto it = field(&doc_, "", "plugins");
+    if (!it) return out;
+    const auto* list = it->node->as_array();
+    if (!list) wrong_type(ctx_, *it, "a list of plugin files");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Item entry{"plugins[" + std::to_string(i) + "]", &(*list)[i]};
+      const std::string file = plugin_path(ctx_.file(), read_string(ctx_, entry));
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec)) ctx_.fail(entry.at(), "no such plugin file " + clipped(file));
+      out.push_back(file);
+    }
+    return out;
   }
 
   // A [table] by name, or null when the file has none.
@@ -977,6 +1004,20 @@ Case load_case(const std::string& path, const std::vector<std::string>& sets, in
   const std::string s = text.str();
   if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path + ": error: empty case file");
   return parse_case(s, path, sets, max_points);
+}
+
+std::vector<std::string> case_plugin_files(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || toml_guard(text.str())) return out;
+  auto parsed = toml::parse(text.str(), std::string_view(path));
+  if (!parsed) return out;
+  if (const auto* list = parsed.table()["plugins"].as_array())
+    for (const auto& entry : *list)
+      if (const auto* file = entry.as_string()) out.push_back(plugin_path(path, file->get()));
+  return out;
 }
 
 std::vector<std::string> resolve_case_paths(const std::string& arg, const std::string& cases_dir) {

@@ -59,6 +59,7 @@ struct Case {
   std::string name, description, file;
   std::string op;
   std::vector<CasePoint> points;  // the cartesian product of [sweep], in file order
+  std::vector<std::string> plugins;  // the case's plugins = [...], relative to the case file's folder
 };
 
 // `sets` are --set overrides, "key=value" with a TOML value: "shape.seq_q=8192",
@@ -70,6 +71,10 @@ struct Case {
 Case load_case(const std::string& path, const std::vector<std::string>& sets, int64_t max_points = kDefaultMaxPoints);
 Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
                 int64_t max_points = kDefaultMaxPoints);
+
+// The plugin files a case file's top-level plugins = [...] names (relative to its folder),
+// read before any case loads; a file that does not parse gives none (loading it says why).
+std::vector<std::string> case_plugin_files(const std::string& path);
 
 // A case argument to files: a .toml file, a directory (every .toml below it,
 // sorted), "all" (every case under cases_dir), or a bare name looked up in cases_dir

@@ -17,6 +17,7 @@
 #include "app/device.hpp"
 #include "app/host_memory.hpp"
 #include "app/output.hpp"
+#include "app/plugin.hpp"
 #include "app/text.hpp"
 #include "app/op.hpp"
 #include "app/problem.hpp"
@@ -35,6 +36,7 @@ struct Options {
   std::vector<std::string> cases;
   std::vector<std::string> kernels, exclude;
   std::vector<std::string> sets;
+  std::vector<std::string> plugins;  // --plugin
   std::string format;
   std::string output;
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
@@ -73,12 +75,29 @@ std::string now_iso() {
   return buf;
 }
 
+void add_plugin_option(CLI::App* cmd, Options& o) {
+  cmd->add_option("--plugin", o.plugins,
+                  "also run the variants of your kernel file FILE.cu (compiled with nvcc, cached) or FILE.so "
+                  "(docs/plugins.md); repeatable")
+      ->type_name("FILE");
+}
+
+// Plugins first, from --plugin and every selected case file's plugins key: the case
+// loader checks kernel names against the op's variants, theirs included.
+void load_plugin_files(const Options& o, const std::vector<std::string>& case_files) {
+  std::vector<std::string> files = o.plugins;
+  for (const auto& path : case_files)
+    for (const auto& f : case_plugin_files(path)) files.push_back(f);
+  if (!files.empty()) load_plugins(files, o.device);
+}
+
 void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("cases", o.cases, "case files, directories, names under cases/, or `all`")->required();
   cmd->add_option("-k,--kernel", o.kernels,
                   "run only the variants this names; a shell pattern such as 'flash_*' (repeatable)");
   cmd->add_option("--exclude", o.exclude, "never run the variants this names or matches (repeatable)");
   cmd->add_option("--set", o.sets, "override a case key, e.g. shape.seq_q=8192 or dtype=bf16 (repeatable)");
+  add_plugin_option(cmd, o);
   cmd->add_option("--format", o.format, "table | markdown | csv | json (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md", "csv", "json"}));
   cmd->add_option("-o,--output", o.output, "also write the report to FILE");
@@ -119,13 +138,16 @@ void check_outputs(const Options& o) {
 // Loads every case first, so a bad file stops the run before any GPU work.
 std::vector<Case> load_cases(const Options& o) {
   const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
+  std::vector<std::string> paths;
+  for (const auto& arg : o.cases)
+    for (const auto& path : resolve_case_paths(arg, dir)) paths.push_back(path);
+  load_plugin_files(o, paths);
   std::vector<Case> cases;
   int64_t points = 0;
-  for (const auto& arg : o.cases)
-    for (const auto& path : resolve_case_paths(arg, dir)) {
-      cases.push_back(load_case(path, o.sets, o.max_points - points));
-      points += static_cast<int64_t>(cases.back().points.size());
-    }
+  for (const auto& path : paths) {
+    cases.push_back(load_case(path, o.sets, o.max_points - points));
+    points += static_cast<int64_t>(cases.back().points.size());
+  }
   const Shard shard = parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); });
   if (shard.on()) {
     int64_t all = 0, mine = 0;
@@ -223,6 +245,7 @@ int run_or_verify(const Options& o, bool timed) {
   meta.keep_samples = !o.no_samples && !o.profile;
   meta.load_ms = load_ms;
   meta.device = gpu.info();
+  for (const LoadedPlugin& p : loaded_plugins()) meta.plugins.push_back({p.file, p.library, p.variants});
   if (timed && !o.profile) {  // a profile has no rates, and its ceiling kernels would only slow a profiler down
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
@@ -272,17 +295,21 @@ int run_or_verify(const Options& o, bool timed) {
 int list(const Options& o) {
   // Everything is gathered first: a bad cases directory is one line, not the kernel table and then an error.
   std::ostringstream out;
+  const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
+  const bool cases = o.list_what == "cases" || o.list_what == "all";
+  load_plugin_files(o, cases ? resolve_case_paths("all", dir) : std::vector<std::string>{});
   if (o.list_what == "kernels" || o.list_what == "all") {
     for (const OpSpec& op : ops()) {
       const std::vector<VariantInfo> variants = op.variants();
       out << op.name << ": " << op.summary << "\n";
+      size_t width = 18;  // names line up; a long pair name widens its op's column
+      for (const auto& v : variants) width = std::max(width, v.name.size());
       for (size_t i = 0; i < variants.size(); ++i)
-        out << "  " << std::left << std::setw(20) << variants[i].name << variants[i].note
+        out << "  " << std::left << std::setw(static_cast<int>(width + 2)) << variants[i].name << variants[i].note
             << (i == 0 ? " [baseline]" : "") << "\n";
     }
   }
-  if (o.list_what == "cases" || o.list_what == "all") {
-    const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
+  if (cases) {
     if (o.list_what == "all") out << "\n";
     for (const auto& path : resolve_case_paths("all", dir)) {
       const Case c = load_case(path, {});
@@ -483,6 +510,7 @@ int run_cli(int argc, char** argv) {
   lst->add_option("what", o.list_what, "kernels | cases (default: both)")
       ->check(CLI::IsMember({"kernels", "cases", "all"}));
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
+  add_plugin_option(lst, o);
   auto* cmp =
       app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED (needs no GPU)");
   cmp->add_option("base", o.base_report, "the reference report (json)")->required();

@@ -230,14 +230,16 @@ double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t, bool tf32 = f
   return 2.0 * n * n * static_cast<double>(n) / (ms * 1e9);
 }
 
-std::filesystem::path cache_file() {
+std::filesystem::path cache_file() { return cache_dir() / "ceilings.json"; }
+
+}  // namespace
+
+std::filesystem::path cache_dir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   std::filesystem::path dir = xdg && *xdg ? std::filesystem::path(xdg) : home && *home ? std::filesystem::path(home) / ".cache" : std::filesystem::temp_directory_path();
-  return dir / "attnbench" / "ceilings.json";
+  return dir / "attnbench";
 }
-
-}  // namespace
 
 std::optional<Datasheet> datasheet_for(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };

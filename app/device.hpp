@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,10 @@ struct Datasheet {
 };
 // By the CUDA device name ("NVIDIA H100 80GB HBM3", "NVIDIA H200", ...); none for other cards.
 std::optional<Datasheet> datasheet_for(const std::string& device_name);
+
+// Where attnbench keeps what it can make again: $XDG_CACHE_HOME/attnbench, else
+// ~/.cache/attnbench (the ceilings, compiled plugins).
+std::filesystem::path cache_dir();
 
 class Gpu {
  public:

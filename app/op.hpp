@@ -15,6 +15,8 @@
 #include "app/shape.hpp"
 #include "kernels/common/dtype.hpp"
 
+struct attnbench_variant;  // kernels/plugin/include/attnbench/plugin.h
+
 namespace attnbench {
 
 class Problem;
@@ -100,6 +102,10 @@ struct OpSpec {
   std::unique_ptr<Problem> (*make)(const CasePoint& point) = nullptr;
   // The storage dtypes a case may ask for.
   std::vector<DType> dtypes = {DType::fp32, DType::fp16, DType::bf16};
+  // Plugins (app/plugin.hpp): the ABI's ATTNBENCH_OP_* number of this op (0: it takes none),
+  // and how a plugin's variant joins the op's kernel table, from `file`.
+  int plugin_op = 0;
+  void (*add_plugin)(const attnbench_variant& v, const char* file) = nullptr;
 
   const KeySpec* key(const std::string& key_name) const;
   std::vector<std::string> key_names() const;      // the [shape] keys (and sweep's)

@@ -288,14 +288,15 @@ struct PairedTables {
     return out;
   }
   // The tables run from the learner's version to the fastest: the last variant of each that
-  // can run the point, as {first, second}.
+  // can run the point, as {first, second}. A plugin's variants come after attnbench's own
+  // but are not ranked among them: they pair only when named.
   template <class WhyA, class WhyB>
   std::pair<std::string, std::string> fastest(const WhyA& why_a, const WhyB& why_b) const {
     std::pair<std::string, std::string> out;
     for (const auto& a : first)
-      if (why_a(a).empty()) out.first = a.name;
+      if (!a.plugin && why_a(a).empty()) out.first = a.name;
     for (const auto& b : second)
-      if (why_b(b).empty()) out.second = b.name;
+      if (!b.plugin && why_b(b).empty()) out.second = b.name;
     return out;
   }
 

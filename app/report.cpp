@@ -528,6 +528,8 @@ nlohmann::json json_head(const RunMeta& m) {
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
                     {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode},
                     {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}, {"complete", m.complete}};
+  for (const auto& p : m.plugins)
+    j["plugins"].push_back({{"file", p.file}, {"library", p.library}, {"variants", p.variants}});
   if (m.device) {
     const DeviceInfo& d = *m.device;
     j["device"] = {{"name", d.name},

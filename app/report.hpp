@@ -81,6 +81,13 @@ struct RunMeta {
   bool complete = true;  // false while a run is still going (-o is rewritten after each point) or after a fault
   std::optional<DeviceInfo> device;
   std::optional<Ceilings> ceilings;
+  // The run's plugins (app/plugin.hpp): the file given, the library loaded, and the
+  // variants it added as "op/name". Written to json only when there are any.
+  struct Plugin {
+    std::string file, library;
+    std::vector<std::string> variants;
+  };
+  std::vector<Plugin> plugins;
 };
 
 enum class Format { table, markdown, csv, json };

@@ -56,9 +56,9 @@ std::string rows_3_only(const SoftmaxParams& p, const DeviceCaps&) {
 }
 
 const bool registered = [] {
-  test_variants<SoftmaxParams>().push_back(
+  add_variant<SoftmaxParams>(
       {"test_cheat", "TEST ONLY: computes on its first two launches, then skips the work", test_cheat, fp32_only});
-  test_variants<SoftmaxParams>().push_back(
+  add_variant<SoftmaxParams>(
       {"test_trap", "TEST ONLY: traps (a device fault) on rows = 3", test_trap, rows_3_only});
   return true;
 }();

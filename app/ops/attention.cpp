@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "app/op.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/common/random.hpp"
@@ -379,6 +380,38 @@ void finish_heads(ShapeCheck& c) {
            "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(s.num("head_dim")));
 }
 
+namespace {
+
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_attention_params attention_abi(const AttentionParams& p) {
+  attnbench_attention_params a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.o = p.o;
+  a.q_batch_stride = p.q_batch_stride;
+  a.kv_batch_stride = p.kv_batch_stride;
+  a.o_batch_stride = p.o_batch_stride;
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.seq_q = p.seq_q;
+  a.seq_k = p.seq_k;
+  a.head_dim = p.head_dim;
+  a.q_offset = p.q_offset;
+  a.causal = p.causal;
+  abi_score_options(a, p);
+  a.sparse_block = p.sparse.block;
+  a.sparse_q_blocks = p.sparse.q_blocks;
+  a.sparse_k_blocks = p.sparse.k_blocks;
+  a.sparse_live = p.sparse.live;
+  a.sparse_num = p.sparse.num;
+  a.sparse_idx = p.sparse.idx;
+  return a;
+}
+
+}  // namespace
+
 OpSpec attention_op() {
   OpSpec op;
   op.name = "attention";
@@ -406,6 +439,8 @@ OpSpec attention_op() {
     finish_sparse(c);  // after seq_k
   };
   op.variants = [] { return variant_infos(attention_variants()); };
+  op.plugin_op = ATTNBENCH_OP_ATTENTION;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, attention_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<AttentionProblem>(p); };
   return op;
 }

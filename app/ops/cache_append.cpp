@@ -9,6 +9,7 @@
 
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 
 namespace attnbench {
@@ -99,6 +100,28 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
 
 }  // namespace
 
+namespace {
+
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_cache_append_params cache_append_abi(const CacheAppendParams& p) {
+  attnbench_cache_append_params a{};
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.k_new = p.k_new;
+  a.v_new = p.v_new;
+  a.positions = p.positions;
+  a.batch = p.batch;
+  a.tokens = p.tokens;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.max_context = p.max_context;
+  a.dtype = abi_dtype(p.dtype);
+  a.rope = abi_rope(p.rope);
+  return a;
+}
+
+}  // namespace
+
 OpSpec cache_append_op() {
   OpSpec op;
   op.name = "cache_append";
@@ -126,6 +149,8 @@ OpSpec cache_append_op() {
                                   std::to_string(s.num("max_context")));
   };
   op.variants = [] { return variant_infos(cache_append_variants()); };
+  op.plugin_op = ATTNBENCH_OP_CACHE_APPEND;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, cache_append_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<CacheAppendProblem>(p); };
   return op;
 }

@@ -8,6 +8,7 @@
 
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 
 namespace attnbench {
@@ -103,6 +104,28 @@ class DecodeProblem : public TableProblem<DecodeParams> {
 
 }  // namespace
 
+namespace {
+
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_decode_params decode_abi(const DecodeParams& p) {
+  attnbench_decode_params a{};
+  a.q = p.q;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.o = p.o;
+  a.context_lens = p.context_lens;
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.max_context = p.max_context;
+  a.longest_context = p.longest_context;
+  abi_score_options(a, p);
+  return a;
+}
+
+}  // namespace
+
 OpSpec decode_op() {
   OpSpec op;
   op.name = "decode";
@@ -130,6 +153,8 @@ OpSpec decode_op() {
                                   " (the cache's allocated length)");
   };
   op.variants = [] { return variant_infos(decode_variants()); };
+  op.plugin_op = ATTNBENCH_OP_DECODE;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, decode_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<DecodeProblem>(p); };
   return op;
 }

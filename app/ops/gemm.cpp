@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "app/op.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/gemm/gemm.hpp"
 
@@ -52,6 +53,21 @@ class GemmProblem : public TableProblem<GemmParams> {
   int64_t batch_, m_, n_, k_;
 };
 
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_gemm_params gemm_abi(const GemmParams& p) {
+  attnbench_gemm_params a{};
+  a.a = p.a;
+  a.b = p.b;
+  a.c = p.c;
+  a.batch = p.batch;
+  a.m = p.m;
+  a.n = p.n;
+  a.k = p.k;
+  a.layout = p.layout == GemmLayout::nn ? 1 : 0;
+  a.dtype = abi_dtype(p.dtype);
+  return a;
+}
+
 }  // namespace
 
 OpSpec gemm_op() {
@@ -66,6 +82,8 @@ OpSpec gemm_op() {
       int_key("k", "the reduced dimension"),
   };
   op.variants = [] { return variant_infos(gemm_variants()); };
+  op.plugin_op = ATTNBENCH_OP_GEMM;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, gemm_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<GemmProblem>(p); };
   return op;
 }

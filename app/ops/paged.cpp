@@ -11,6 +11,7 @@
 #include "app/numeric.hpp"
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/common/random.hpp"
 #include "kernels/paged/paged.hpp"
@@ -322,6 +323,35 @@ void finish_paged_pool(ShapeCheck& c) {
                            " (the key cache packs 16 bytes of head_dim)");
 }
 
+namespace {
+
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_paged_params paged_abi(const PagedParams& p) {
+  attnbench_paged_params a{};
+  a.q = p.q;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.o = p.o;
+  a.block_tables = p.block_tables;
+  a.context_lens = p.context_lens;
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.block_size = p.block_size;
+  a.num_blocks = p.num_blocks;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.longest_context = p.longest_context;
+  a.partition_size = p.partition_size;
+  abi_score_options(a, p);
+  a.kv_dtype = abi_dtype(p.kv_dtype);
+  a.k_scale = p.k_scale;
+  a.v_scale = p.v_scale;
+  return a;
+}
+
+}  // namespace
+
 OpSpec paged_op() {
   OpSpec op;
   op.name = "paged";
@@ -351,6 +381,8 @@ OpSpec paged_op() {
                  std::to_string(block) + ")");
   };
   op.variants = [] { return variant_infos(paged_variants()); };
+  op.plugin_op = ATTNBENCH_OP_PAGED;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, paged_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<PagedProblem>(p); };
   return op;
 }

@@ -12,6 +12,7 @@
 #include "app/op.hpp"
 #include "app/ops/attention.hpp"
 #include "app/ops/paged.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 
 namespace attnbench {
@@ -150,6 +151,31 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
 
 }  // namespace
 
+namespace {
+
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_reshape_and_cache_params reshape_and_cache_abi(const ReshapeAndCacheParams& p) {
+  attnbench_reshape_and_cache_params a{};
+  a.k = p.k;
+  a.v = p.v;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.slot_mapping = p.slot_mapping;
+  a.positions = p.positions;
+  a.tokens = p.tokens;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.block_size = p.block_size;
+  a.dtype = abi_dtype(p.dtype);
+  a.kv_dtype = abi_dtype(p.kv_dtype);
+  a.k_scale = p.k_scale;
+  a.v_scale = p.v_scale;
+  a.rope = abi_rope(p.rope);
+  return a;
+}
+
+}  // namespace
+
 OpSpec reshape_and_cache_op() {
   OpSpec op;
   op.name = "reshape_and_cache";
@@ -172,6 +198,8 @@ OpSpec reshape_and_cache_op() {
     finish_paged_pool(c);
   };
   op.variants = [] { return variant_infos(reshape_and_cache_variants()); };
+  op.plugin_op = ATTNBENCH_OP_RESHAPE_AND_CACHE;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, reshape_and_cache_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<ReshapeAndCacheProblem>(p); };
   return op;
 }

@@ -1,6 +1,7 @@
 // softmax along each row of x [rows, cols]: y = exp(x - max) / sum(exp(x - max)).
 // Bandwidth-bound: every element is read once and written once.
 #include "app/op.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/softmax/softmax.hpp"
 
@@ -27,6 +28,17 @@ class SoftmaxProblem : public TableProblem<SoftmaxParams> {
   int64_t rows_, cols_;
 };
 
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_softmax_params softmax_abi(const SoftmaxParams& p) {
+  attnbench_softmax_params a{};
+  a.x = p.x;
+  a.y = p.y;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.dtype = abi_dtype(p.dtype);
+  return a;
+}
+
 }  // namespace
 
 OpSpec softmax_op() {
@@ -38,6 +50,8 @@ OpSpec softmax_op() {
       int_key("cols", "elements per row"),
   };
   op.variants = [] { return variant_infos(softmax_variants()); };
+  op.plugin_op = ATTNBENCH_OP_SOFTMAX;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, softmax_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<SoftmaxProblem>(p); };
   return op;
 }

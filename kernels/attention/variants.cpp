@@ -69,7 +69,7 @@ std::string flash_mma_rope_first_supports(const AttentionParams& p, const Device
 
 const std::vector<Variant<AttentionParams>>& attention_variants() {
   using namespace attention_impl;
-  static const std::vector<Variant<AttentionParams>> table = {
+  static const std::vector<Variant<AttentionParams>> table = with_added_variants<AttentionParams>({
       {"naive", "unfused: fp32 scores (thread per score), scale+mask, softmax block_reduce, P V",
        unfused_rope<naive, naive_workspace>, unfused_rope_supports<naive_supports>,
        unfused_rope_workspace<naive_workspace>},
@@ -88,7 +88,7 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
       {"flash_wgmma", "fp16/bf16 d128, sm_90a: wgmma m64n128k16, Q/K/V in 128-byte swizzle, P in registers",
        unfused_rope<flash_wgmma, nullptr>, unfused_rope_supports<flash_wgmma_supports>,
        unfused_rope_workspace<nullptr>},
-  };
+  });
   return table;
 }
 

@@ -23,10 +23,10 @@ std::string supports(const CacheAppendParams& p, const DeviceCaps&) {
 
 const std::vector<Variant<CacheAppendParams>>& cache_append_variants() {
   using namespace cache_append_impl;
-  static const std::vector<Variant<CacheAppendParams>> table = {
+  static const std::vector<Variant<CacheAppendParams>> table = with_added_variants<CacheAppendParams>({
       {"vec_copy", "new K/V rows to positions[b] + t, 16-byte copies, K and V in one launch",
        vec_copy, supports, nullptr},
-  };
+  });
   return table;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -83,34 +84,55 @@ struct LaunchContext {
 };
 
 // One implementation of a family: a rung of its ladder. Each family's variants.cpp holds
-// a table of these, baseline first.
+// a table of these, baseline first. The calls are std::function so that a variant loaded
+// at run time (a user's plugin, app/plugin.cpp) can carry the plugin entry it forwards to;
+// attnbench's own rungs are plain functions.
 template <class Params>
 struct Variant {
   const char* name;  // matches the launch function's name
   const char* note;  // one line for `attnbench list`
-  void (*launch)(const Params&, const LaunchContext&);
+  std::function<void(const Params&, const LaunchContext&)> launch;
   // Empty when the variant can run `p` on this device, else the reason it cannot.
-  std::string (*supports)(const Params& p, const DeviceCaps& caps);
-  // Scratch bytes the launch needs; nullptr when none.
-  std::size_t (*workspace)(const Params& p) = nullptr;
-  // Whether the variant means anything for p (nullptr: always). One that does not (an
+  std::function<std::string(const Params& p, const DeviceCaps& caps)> supports;
+  // Scratch bytes the launch needs; empty when none.
+  std::function<std::size_t(const Params& p)> workspace;
+  // Whether the variant means anything for p (empty: always). One that does not (an
   // unfused-RoPE baseline on a point without RoPE) is left out of the point's rows unless a
   // case or -k names it; supports() still says why it would not run.
-  bool (*applies)(const Params& p) = nullptr;
+  std::function<bool(const Params& p)> applies;
+  // The plugin file a user's variant came from; null for attnbench's own. A plugin's
+  // variant runs beside the built-in ones but is never picked as a default.
+  const char* plugin = nullptr;
 };
 
-// Variants a test binary adds to a family's table before main (a deliberately faulting
-// or cheating kernel, to prove the harness catches it). The shipped binary has none.
+// Variants added to a family's table before it is first built: a test binary's (a
+// deliberately faulting or cheating kernel, to prove the harness catches it) and a user's
+// plugins (app/plugin.cpp). The shipped binary without plugins has none.
 template <class Params>
-std::vector<Variant<Params>>& test_variants() {
+std::vector<Variant<Params>>& added_variants() {
   static std::vector<Variant<Params>> extra;
   return extra;
 }
 
-// A family's table with the test binary's variants after its own.
+// Set once the family's table is built: a variant added later would never be seen.
 template <class Params>
-std::vector<Variant<Params>> with_test_variants(std::vector<Variant<Params>> table) {
-  for (const auto& v : test_variants<Params>()) table.push_back(v);
+bool& variant_table_built() {
+  static bool built = false;
+  return built;
+}
+
+template <class Params>
+void add_variant(Variant<Params> v) {
+  if (variant_table_built<Params>())
+    throw std::logic_error(std::string("variant ") + v.name + " added after its table was built");
+  added_variants<Params>().push_back(std::move(v));
+}
+
+// A family's table with the added variants after its own.
+template <class Params>
+std::vector<Variant<Params>> with_added_variants(std::vector<Variant<Params>> table) {
+  variant_table_built<Params>() = true;
+  for (const auto& v : added_variants<Params>()) table.push_back(v);
   return table;
 }
 

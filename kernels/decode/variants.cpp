@@ -14,7 +14,7 @@ namespace attnbench {
 
 const std::vector<Variant<DecodeParams>>& decode_variants() {
   using namespace decode_impl;
-  static const std::vector<Variant<DecodeParams>> table = {
+  static const std::vector<Variant<DecodeParams>> table = with_added_variants<DecodeParams>({
       {"naive", "one block per (sequence, head): fp32 scores to memory, max, sum, then P V", naive, naive_supports,
        naive_workspace},
       {"flash_decode",
@@ -25,7 +25,7 @@ const std::vector<Variant<DecodeParams>>& decode_variants() {
       {"split_kv_rope_first", "split_kv after a separate RoPE pass over the queries (the unfused baseline)",
        rope_first::launch<DecodeParams, split_kv, split_workspace>, rope_first::supports<DecodeParams, fused_supports>,
        rope_first::workspace<DecodeParams, split_workspace>, rope_first::applies<DecodeParams>},
-  };
+  });
   return table;
 }
 

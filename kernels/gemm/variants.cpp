@@ -11,7 +11,7 @@ namespace attnbench {
 
 const std::vector<Variant<GemmParams>>& gemm_variants() {
   using namespace gemm_impl;
-  static const std::vector<Variant<GemmParams>> table = {
+  static const std::vector<Variant<GemmParams>> table = with_added_variants<GemmParams>({
       {"cublas", "cuBLAS GemmStridedBatchedEx, fp32 compute, no TF32", cublas, cublas_supports},
       {"naive", "one thread per output, k loop from global memory", naive, naive_supports},
       {"smem_tiled", "32x32 shared-memory tiles, one output per thread", smem_tiled, smem_tiled_supports},
@@ -21,7 +21,7 @@ const std::vector<Variant<GemmParams>>& gemm_variants() {
        mma_supports},
       {"wgmma", "fp16/bf16, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
        wgmma_supports},
-  };
+  });
   return table;
 }
 

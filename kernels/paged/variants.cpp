@@ -18,7 +18,7 @@ namespace attnbench {
 
 const std::vector<Variant<PagedParams>>& paged_variants() {
   using namespace paged_impl;
-  static const std::vector<Variant<PagedParams>> table = {
+  static const std::vector<Variant<PagedParams>> table = with_added_variants<PagedParams>({
       {"v1",
        "vLLM PagedAttention v1: one block per (sequence, head), whole context, logits in shared memory; RoPE: a "
        "pass first, as vLLM's rotary kernel",
@@ -35,7 +35,7 @@ const std::vector<Variant<PagedParams>>& paged_variants() {
        rope_first::launch<PagedParams, paged_flash, paged_flash_workspace>,
        rope_first::supports<PagedParams, paged_flash_supports>,
        rope_first::workspace<PagedParams, paged_flash_workspace>, rope_first::applies<PagedParams>},
-  };
+  });
   return table;
 }
 

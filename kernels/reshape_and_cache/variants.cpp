@@ -27,10 +27,10 @@ std::string supports(const ReshapeAndCacheParams& p, const DeviceCaps&) {
 
 const std::vector<Variant<ReshapeAndCacheParams>>& reshape_and_cache_variants() {
   using namespace reshape_and_cache_impl;
-  static const std::vector<Variant<ReshapeAndCacheParams>> table = {
+  static const std::vector<Variant<ReshapeAndCacheParams>> table = with_added_variants<ReshapeAndCacheParams>({
       {"scatter", "token i's K and V rows to slot slot_mapping[i] in vLLM's layouts, fp8 quantised",
        scatter, supports, nullptr},
-  };
+  });
   return table;
 }
 

@@ -23,7 +23,7 @@ std::string supports(const SoftmaxParams& p, const DeviceCaps&) {
 
 const std::vector<Variant<SoftmaxParams>>& softmax_variants() {
   using namespace softmax_impl;
-  static const std::vector<Variant<SoftmaxParams>> table = with_test_variants<SoftmaxParams>({
+  static const std::vector<Variant<SoftmaxParams>> table = with_added_variants<SoftmaxParams>({
       {"naive", "one thread per row, three passes over the row", naive, supports, nullptr},
       {"block_reduce", "one block per row, shared-memory tree reductions for the max, then the sum", block_reduce,
        supports, nullptr},
