@@ -53,6 +53,9 @@ struct CasePoint {
   std::string baseline;              // resolved: the case's, or the family's
   VerifySpec verify;
   BenchSpec bench;
+  // Its place among all the points of the run, in the order a single run takes them: how
+  // the parts of a sharded or multi-GPU run name it (app/shard.hpp's RunPlan). Set by the CLI.
+  int64_t run_index = 0;
 };
 
 struct Case {

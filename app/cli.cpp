@@ -15,6 +15,8 @@
 
 #include "app/compare.hpp"
 #include "app/device.hpp"
+#include "app/devices.hpp"
+#include "app/merge.hpp"
 #include "app/host_memory.hpp"
 #include "app/output.hpp"
 #include "app/plugin.hpp"
@@ -42,6 +44,9 @@ struct Options {
   std::string seed;  // parsed as a case file's [verify].seed is: 0 .. 2^63 - 1
   int64_t max_points = kDefaultMaxPoints;
   std::string shard;  // --shard I/N
+  std::string devices;  // --devices all | 0,2,3
+  std::string worker;   // --worker I/N:CLAIMS, a --devices worker (hidden)
+  std::vector<std::string> argv;
   std::string mode;
   double min_clock_pct = 0;  // --min-clock
   int interleave = 1;        // --interleave
@@ -57,6 +62,7 @@ struct Options {
   std::string base_report, new_report, threshold = "5", confidence = "0.95";
   bool fail_on_unsure = false;
   std::vector<std::string> pairs;  // compare --pair
+  std::vector<std::string> merge_inputs;  // merge
   std::string run_report, peers, plot_script;  // report
   std::string command_line, program = "attnbench";
 };
@@ -105,7 +111,13 @@ void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--max-points", o.max_points,
                   "most sweep points the run may take (default " + std::to_string(kDefaultMaxPoints) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
-  cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  auto* device = cmd->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--devices", o.devices,
+                  "spread the points over these GPUs, one worker process each, and print one report as a "
+                  "single GPU would: all, or indices such as 0,2,3 (docs/cluster.md)")
+      ->excludes(device)
+      ->type_name("LIST");
+  cmd->add_option("--worker", o.worker, "a --devices worker (attnbench's own use)")->group("");
   cmd->add_option("--shard", o.shard,
                   "run part I of N of the points (0 <= I < N; parts are disjoint, balanced by cost and "
                   "independent of the cases' order); default: Slurm's job array task, when there is one");
@@ -135,8 +147,9 @@ void check_outputs(const Options& o) {
   if (!o.dump_failures.empty()) check_output_dir(o.dump_failures, "--dump-failures");
 }
 
-// Loads every case first, so a bad file stops the run before any GPU work.
-std::vector<Case> load_cases(const Options& o) {
+// Loads every case first, so a bad file stops the run before any GPU work. `plan` gets the
+// whole run's points when this process runs a part of it (--shard, a --devices worker).
+std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
   const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
   std::vector<std::string> paths;
   for (const auto& arg : o.cases)
@@ -148,8 +161,27 @@ std::vector<Case> load_cases(const Options& o) {
     cases.push_back(load_case(path, o.sets, o.max_points - points));
     points += static_cast<int64_t>(cases.back().points.size());
   }
-  const Shard shard = parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); });
+  RunPlan whole;
+  for (Case& c : cases)
+    for (CasePoint& p : c.points) {
+      p.run_index = static_cast<int64_t>(whole.points.size());
+      whole.points.emplace_back(c.name, p.label);
+    }
+  const Shard shard = o.worker.empty()
+                          ? parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); })
+                          : Shard{};
+  if (!o.worker.empty()) {
+    const WorkerSpec w = parse_worker(o.worker);
+    whole.by = "devices";
+    whole.index = w.index;
+    whole.count = w.count;
+    plan = whole;
+  }
   if (shard.on()) {
+    whole.by = "shard";
+    whole.index = shard.index;
+    whole.count = shard.count;
+    plan = whole;
     int64_t all = 0, mine = 0;
     for (const Case& c : cases) all += static_cast<int64_t>(c.points.size());
     keep_shard(cases, shard);
@@ -195,6 +227,200 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
   return kExitOk;
 }
 
+// Every point as a case of its own, the costliest first (ties in run order): a --devices
+// worker asks for points in this order, so that the long ones start early and the short ones
+// fill in at the end.
+std::vector<Case> costliest_first(std::vector<Case> cases) {
+  std::vector<Case> out;
+  for (const Case& c : cases)
+    for (const CasePoint& p : c.points) {
+      Case one = c;
+      one.points = {p};
+      out.push_back(std::move(one));
+    }
+  std::stable_sort(out.begin(), out.end(), [](const Case& a, const Case& b) {
+    return point_cost(a.points[0]) > point_cost(b.points[0]);
+  });
+  return out;
+}
+
+// The arguments a worker gets: the run's own, less what the parent alone handles.
+std::vector<std::string> worker_argv(const Options& o) {
+  std::vector<std::string> out;
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  out.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : o.argv.at(0));
+  for (size_t i = 1; i < o.argv.size(); ++i) {
+    const std::string& a = o.argv[i];
+    if (a == "--devices" || a == "-o" || a == "--output" || a == "--format") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--devices=", 0) == 0 || a.rfind("--output=", 0) == 0 || a.rfind("--format=", 0) == 0 ||
+        (a.rfind("-o", 0) == 0 && a.size() > 2))
+      continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+// --devices: one worker per GPU, then one report from their parts (app/devices.hpp).
+int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
+                   std::chrono::steady_clock::time_point start) {
+  const std::vector<int> devices = parse_devices(o.devices);
+  int64_t total = 0;
+  for (const Case& c : cases) total += static_cast<int64_t>(c.points.size());
+  if (o.dry_run) {
+    dry_run(cases, o, timed);
+    std::cout << "--devices: " << devices.size() << " worker(s), one on each of GPU";
+    for (size_t i = 0; i < devices.size(); ++i) std::cout << (i ? ", " : " ") << devices[i];
+    std::cout << "; they take the " << total << " points costliest first, each point once\n";
+    return kExitOk;
+  }
+  (void)device_count_or_throw();  // no GPU: the one line, before any worker starts
+  const Format format = o.format.empty() ? (o.output.empty() ? Format::table : format_for_path(o.output))
+                                         : *parse_format(o.format);
+  // The workers' reports sit beside -o, so that a killed run leaves its parts for
+  // `attnbench merge`; without -o, in a folder removed at the end.
+  std::string dir;
+  if (!o.output.empty()) {
+    dir = o.output + ".parts";
+    std::filesystem::create_directories(dir);
+  } else {
+    char tmpl[] = "/tmp/attnbench-devices-XXXXXX";
+    if (!mkdtemp(tmpl)) throw InputError("error: cannot make a folder for the workers' reports");
+    dir = tmpl;
+  }
+  const std::string claims = dir + "/claims";
+  create_claims(claims, total);
+  const bool progress = isatty(STDERR_FILENO);
+  const auto show = [&](const std::vector<Worker>& workers) {
+    if (!progress) return;
+    const std::vector<uint8_t> taken = read_claims(claims);
+    std::string line = "\r\033[K" + std::to_string(std::count_if(taken.begin(), taken.end(), [](uint8_t b) {
+                         return b != 0;
+                       })) + " of " + std::to_string(total) + " points started:";
+    for (size_t i = 0; i < workers.size(); ++i)
+      line += " GPU " + std::to_string(workers[i].device) + " " +
+              std::to_string(std::count(taken.begin(), taken.end(), static_cast<uint8_t>(i + 1))) +
+              (workers[i].exit_code >= 0 ? " (done)" : "");
+    std::cerr << line << std::flush;
+  };
+  const std::vector<Worker> workers = run_workers(worker_argv(o), devices, dir, claims, show);
+  if (progress) std::cerr << "\r\033[K";
+
+  std::vector<nlohmann::json> parts;
+  std::vector<std::string> names;
+  for (const Worker& w : workers) {
+    std::ifstream in(w.report);
+    if (!in) continue;
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;
+    parts.push_back(std::move(j));
+    names.push_back("GPU " + std::to_string(w.device));
+  }
+  std::string failures;
+  for (const Worker& w : workers)
+    if (w.exit_code != 0 && w.exit_code != 1)
+      failures += (failures.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(w.device) + ": " +
+                  (w.last_error.empty() ? "exit " + std::to_string(w.exit_code) : w.last_error);
+  if (parts.empty()) throw CudaError("no worker finished a point (" + failures + ")");
+  MergeResult merged = merge_reports(parts, names, o.command_line, now_iso());
+  // Points no worker finished: an ERROR row each, saying which worker stopped and why.
+  const std::vector<uint8_t> taken = read_claims(claims);
+  std::map<std::pair<std::string, std::string>, bool> has_rows;
+  for (const auto& r : merged.report["rows"]) has_rows[{r.value("case", ""), r.value("point", "")}] = true;
+  std::vector<nlohmann::json> rows;
+  size_t next = 0;
+  for (const Case& c : cases)
+    for (const CasePoint& p : c.points) {
+      for (; next < merged.report["rows"].size() && merged.report["rows"][next].value("case", "") == c.name &&
+             merged.report["rows"][next].value("point", "") == p.label;
+           ++next)
+        rows.push_back(merged.report["rows"][next]);
+      if (has_rows.count({c.name, p.label})) continue;
+      const uint8_t owner = p.run_index < static_cast<int64_t>(taken.size()) ? taken[p.run_index] : 0;
+      ResultRow r;
+      r.case_name = c.name;
+      r.point = p.label;
+      r.op = p.op;
+      r.dtype = dtype_name(p.dtype);
+      r.variant = "-";
+      r.status = Status::error;
+      if (owner == 0) {
+        r.reason = "not run: every worker stopped (" + failures + ")";
+      } else {
+        const Worker& w = workers[owner - 1];
+        r.reason = "the worker on GPU " + std::to_string(w.device) + " stopped: " + w.last_error;
+      }
+      rows.push_back(row_json(r, false));
+    }
+  for (; next < merged.report["rows"].size(); ++next) rows.push_back(merged.report["rows"][next]);
+  merged.report["rows"] = rows;
+  merged.report["attnbench"]["elapsed_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  // Print as a single run would: a table grouped by case, or the format asked for.
+  const std::vector<ResultRow> result = rows_from_json(merged.report);
+  if (format == Format::json) {
+    std::cout << merged.report.dump(1) << "\n";
+  } else if (format == Format::table || !o.output.empty()) {
+    TableWriter table(std::cout, timed, o.mode == "all");
+    std::string current;
+    for (const ResultRow& r : result) {
+      if (r.case_name != current) {
+        current = r.case_name;
+        const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.name == current; });
+        size_t width = 0;
+        for (const auto& p : c->points) width = std::max(width, p.label.size());
+        table.begin_case(c->name, c->description, width);
+      }
+      table.row(r);
+    }
+  } else {
+    RunMeta meta;
+    meta.version = ATTNBENCH_VERSION;
+    meta.command_line = o.command_line;
+    meta.mode = timed ? "run" : "verify";
+    write_report(std::cout, format, meta, result);
+  }
+  if (!o.output.empty()) {
+    if (format_for_path(o.output) == Format::json || format == Format::json)
+      write_file(o.output, [&](std::ostream& out) { out << merged.report.dump(1) << "\n"; });
+    else
+      write_file(o.output, [&](std::ostream& out) {
+        RunMeta meta;
+        meta.version = ATTNBENCH_VERSION;
+        meta.command_line = o.command_line;
+        meta.mode = timed ? "run" : "verify";
+        write_report(out, format, meta, result);
+      });
+  }
+  // A failed worker's report and stderr stay for a look; otherwise the parts are merged and gone.
+  if (failures.empty()) std::filesystem::remove_all(dir);
+  Tally t;
+  for (const ResultRow& r : result) {
+    if (r.status == Status::verified) ++t.passed;
+    if (r.status == Status::failed) ++t.failed;
+    if (r.status == Status::skipped) ++t.skipped;
+    if (r.status == Status::error) ++t.errors;
+  }
+  if (!timed) {
+    if (t.skipped) std::cout << t.skipped << " skipped\n";
+    std::cout << t.passed << " passed, " << t.failed + t.errors << " failed\n";
+  }
+  std::cerr << "devices";
+  for (const Worker& w : workers) std::cerr << " " << w.device;
+  std::cerr << ": " << parts.size() << " worker report(s) merged, " << total << " points\n";
+  if (!failures.empty()) {
+    std::cerr << "attnbench: CUDA error: a worker stopped (" << one_line(failures)
+              << "); the others went on, every finished row is in the report, and the workers' files are in "
+              << dir << "\n";
+    return kExitDevice;
+  }
+  return t.failed + t.errors > 0 ? kExitFailed : kExitOk;
+}
+
 int run_or_verify(const Options& o, bool timed) {
   const auto start = std::chrono::steady_clock::now();
   const auto ms_since_start = [&] {
@@ -202,9 +428,17 @@ int run_or_verify(const Options& o, bool timed) {
   };
   check_outputs(o);
   const std::optional<uint64_t> seed = parse_seed(o.seed);
-  const std::vector<Case> cases = load_cases(o);
+  std::optional<RunPlan> plan;
+  std::vector<Case> cases = load_cases(o, plan);
   const double load_ms = ms_since_start();
+  if (!o.devices.empty()) return run_on_devices(o, timed, cases, start);
   if (o.dry_run) return dry_run(cases, o, timed);
+  // A --devices worker takes the costliest points first, each only if no other worker has.
+  std::optional<PointClaims> claims;
+  if (!o.worker.empty()) {
+    claims.emplace(parse_worker(o.worker).claims, static_cast<int>(plan->index));
+    cases = costliest_first(std::move(cases));
+  }
 
   Format format = o.format.empty() ? (o.output.empty() ? Format::table : format_for_path(o.output))
                                    : *parse_format(o.format);
@@ -245,6 +479,7 @@ int run_or_verify(const Options& o, bool timed) {
   meta.keep_samples = !o.no_samples && !o.profile;
   meta.load_ms = load_ms;
   meta.device = gpu.info();
+  meta.plan = plan;
   for (const LoadedPlugin& p : loaded_plugins()) meta.plugins.push_back({p.file, p.library, p.variants});
   if (timed && !o.profile) {  // a profile has no rates, and its ceiling kernels would only slow a profiler down
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
@@ -264,7 +499,11 @@ int run_or_verify(const Options& o, bool timed) {
     if (!stream_table) write_report(std::cout, format, meta, runner.rows());
     write_file_report(complete);
   };
-  runner.set_on_point([&] { write_file_report(false); });
+  runner.set_on_point([&](const Case& c, size_t i) {
+    if (meta.plan) meta.plan->done.push_back(c.points[i].run_index);
+    write_file_report(false);
+  });
+  if (claims) runner.set_claim([&](const CasePoint& p) { return claims->claim(p.run_index); });
   size_t points = 0;
   for (const auto& c : cases) points += c.points.size();
   runner.set_total_points(points);
@@ -377,6 +616,28 @@ int compare(const Options& o) {
   return r.exit_code(o.fail_on_unsure);
 }
 
+// One report from the parts of a run. The merged report is written even when points are
+// missing or duplicated (they are listed, and it says it is not complete), with exit 1.
+int merge(const Options& o) {
+  check_output_file(o.output, "-o");
+  std::vector<nlohmann::json> parts;
+  for (const auto& path : o.merge_inputs) parts.push_back(read_report(path));
+  const MergeResult r = merge_reports(parts, o.merge_inputs, o.command_line, now_iso());
+  write_file(o.output, [&](std::ostream& out) { out << r.report.dump(1) << "\n"; });
+  const auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : "") + v[i];
+    return s + (v.size() > 10 ? ", ... (" + std::to_string(v.size()) + " in all)" : "");
+  };
+  std::cout << "merged " << parts.size() << " report(s): " << r.report["rows"].size() << " rows into " << o.output
+            << "\n";
+  if (!r.missing.empty()) std::cout << r.missing.size() << " point(s) no part finished: " << list(r.missing) << "\n";
+  if (!r.duplicated.empty())
+    std::cout << r.duplicated.size() << " point(s) finished by more than one part (the first part's rows kept): "
+              << list(r.duplicated) << "\n";
+  return r.missing.empty() && r.duplicated.empty() ? kExitOk : kExitFailed;
+}
+
 // DIR/Results.md from a json report, with the plot script's PNGs beside it when it can run.
 // The page is written either way; without plots it says why, and so does stderr.
 int report(const Options& o) {
@@ -455,6 +716,7 @@ int report_exception(const std::exception_ptr& error) {
 int run_cli(int argc, char** argv) {
   Options o;
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(argv[i]);
+  o.argv.assign(argv, argv + argc);
   if (argc > 0) o.program = argv[0];
 
   CLI::App app{"attnbench: correctness and speed of attention kernels against an fp64 reference"};
@@ -526,6 +788,10 @@ int run_cli(int argc, char** argv) {
   cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md"}));
   cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
+  auto* mrg = app.add_subcommand(
+      "merge", "one json report from the parts of a run (--shard I/N, --devices); needs no GPU");
+  mrg->add_option("reports", o.merge_inputs, "the parts' json reports")->required();
+  mrg->add_option("-o,--output", o.output, "the merged json report")->required();
   auto* rep = app.add_subcommand("report",
                                  "write DIR/Results.md: a run's tables and plots, optionally against a base run "
                                  "(needs no GPU)");
@@ -563,6 +829,7 @@ int run_cli(int argc, char** argv) {
     if (*inf) return info(o);
     if (*cmp) return compare(o);
     if (*rep) return report(o);
+    if (*mrg) return merge(o);
   } catch (...) {
     return report_exception(std::current_exception());
   }

@@ -1,5 +1,7 @@
 #include "app/device.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -323,8 +325,14 @@ const Ceilings& Gpu::ceilings(bool remeasure) {
                   {"wgmma_bf16_tflops", ceilings_.wgmma_bf16_tflops}};
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    std::ofstream out(path);
-    if (out) out << cache.dump(1) << "\n";  // a read-only home only costs a re-measure next time
+    // Written whole under a name of this process's, then renamed: --devices workers measuring
+    // their cards at once each leave a whole file. A read-only home only costs a re-measure.
+    const std::string partial = path.string() + ".partial." + std::to_string(getpid());
+    std::ofstream out(partial);
+    if (out) out << cache.dump(1) << "\n";
+    out.close();
+    std::filesystem::rename(partial, path, ec);
+    if (ec) std::filesystem::remove(partial, ec);
   }
   have_ceilings_ = true;
   return ceilings_;

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "app/merge.hpp"
 #include "app/output.hpp"
 #include "app/runner.hpp"
 
@@ -439,6 +440,8 @@ nlohmann::json timing_json(const Timing& t, bool keep_samples) {
   return j;
 }
 
+}  // namespace
+
 nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   nlohmann::json j = {{"case", r.case_name}, {"point", r.point},     {"op", r.op},
                       {"dtype", r.dtype},    {"variant", r.variant}, {"baseline", r.baseline},
@@ -521,6 +524,8 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
   return j;
 }
 
+namespace {
+
 // Everything of the json report but its rows.
 nlohmann::json json_head(const RunMeta& m) {
   nlohmann::json j;
@@ -528,6 +533,7 @@ nlohmann::json json_head(const RunMeta& m) {
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
                     {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode},
                     {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}, {"complete", m.complete}};
+  if (m.plan) j["plan"] = plan_json(*m.plan);
   for (const auto& p : m.plugins)
     j["plugins"].push_back({{"file", p.file}, {"library", p.library}, {"variants", p.variants}});
   if (m.device) {

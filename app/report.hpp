@@ -1,6 +1,7 @@
 // Result rows and the four report formats: a terminal table, markdown, csv, json.
 #pragma once
 #include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "app/device.hpp"
 #include "app/footprint.hpp"
 #include "app/problem.hpp"
+#include "app/shard.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
 
@@ -88,6 +90,9 @@ struct RunMeta {
     std::vector<std::string> variants;
   };
   std::vector<Plugin> plugins;
+  // A part of a run (--shard, a --devices worker): the whole run's points and which of them
+  // this part finished (app/merge.hpp). Written to json only then.
+  std::optional<RunPlan> plan;
 };
 
 enum class Format { table, markdown, csv, json };
@@ -114,6 +119,8 @@ class TableWriter {
 };
 
 void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows);
+// One row as the json report writes it.
+nlohmann::json row_json(const ResultRow& r, bool keep_samples);
 
 // The -o file, rewritten whole after every point (through a temporary file renamed over
 // it, so a killed run leaves a document that parses) without rendering a row twice: json

@@ -139,6 +139,7 @@ void Runner::progress(const std::string& what) const {
 
 void Runner::run_case(const Case& c) {
   for (size_t i = 0; i < c.points.size(); ++i) {
+    if (claim_ && !claim_(c.points[i])) continue;
     variant_.clear();
     try {
       run_point(c, c.points[i], i);
@@ -150,7 +151,7 @@ void Runner::run_case(const Case& c) {
                       " (the device is unusable; the rows finished before are in the report)");
     }
     ++done_points_;
-    if (on_point_) on_point_();
+    if (on_point_) on_point_(c, i);
   }
 }
 

@@ -56,7 +56,11 @@ class Runner {
       : gpu_(gpu), opts_(std::move(opts)), on_row_(std::move(on_row)) {}
 
   // Called after each point's rows were emitted (the CLI rewrites -o then).
-  void set_on_point(std::function<void()> f) { on_point_ = std::move(f); }
+  // Called after each point of a case that ran (`point`: its index in the case).
+  void set_on_point(std::function<void(const Case& c, size_t point)> f) { on_point_ = std::move(f); }
+  // Asked before each point: false passes it over (a --devices worker whose point another
+  // worker took). Unset: every point runs.
+  void set_claim(std::function<bool(const CasePoint& p)> f) { claim_ = std::move(f); }
   // The points the whole run will take, for the progress line's "[k/N]" and time left.
   void set_total_points(size_t n) { total_points_ = n; }
   // Throws CudaError when the device is left unusable (after emitting the row).
@@ -75,7 +79,8 @@ class Runner {
   Gpu& gpu_;
   RunOptions opts_;
   std::function<void(const ResultRow&)> on_row_;
-  std::function<void()> on_point_;
+  std::function<void(const Case&, size_t)> on_point_;
+  std::function<bool(const CasePoint&)> claim_;
   std::vector<ResultRow> rows_;
   std::string variant_;  // the variant being launched or timed, for a fault's message
   Tally tally_;

@@ -6,7 +6,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/case.hpp"
@@ -30,6 +32,20 @@ double point_cost(const CasePoint& p);
 
 // The part of every point of `cases`, in the cases' order: part[c][p] for point p of case c.
 std::vector<std::vector<int64_t>> shard_parts(const std::vector<Case>& cases, int64_t count);
+
+// A part of a run (a --shard, a --devices worker), as its json report records it: the whole
+// run's points, in the order a single run takes them, and which of them this part finished.
+// `attnbench merge` checks the parts against each other with it (app/merge.hpp).
+struct RunPlan {
+  std::string by;      // "shard" or "devices"
+  int64_t index = 0;   // this part's number
+  int64_t count = 1;   // how many parts
+  std::vector<std::pair<std::string, std::string>> points;  // (case, point) of the whole run, in order
+  std::vector<int64_t> done;  // indices into points this part finished
+};
+
+// The plan as the json report keeps it (key "plan"); app/merge.cpp.
+nlohmann::json plan_json(const RunPlan& plan);
 
 // Keeps the points of part s.index only; cases left without a point are dropped.
 void keep_shard(std::vector<Case>& cases, const Shard& s);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# devices.sh OUT: the multi-GPU measurements of --devices and merge, on a machine with two
+# GPUs (by hand, or from the device session; docs/cluster.md). Writes its logs under OUT:
+#   1. `verify all` on GPU 0 alone, then on --devices 0,1: wall times, and the same rows;
+#   2. a 64-point sweep, timed, on GPU 0 alone and on --devices 0,1: wall times, and
+#      `attnbench compare` of the two (each point's timing within noise: no interference);
+#   3. smoke cases as --shard 0/2 and 1/2 merged by `attnbench merge`, against one run.
+set -uo pipefail
+out=${1:-out}; mkdir -p "$out"
+bin=build/bin/attnbench
+now() { date +%s.%N; }
+same_rows() {  # the rows' identity and status, in order
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+rows = [[(r["case"], r["point"], r["variant"], r["status"]) for r in json.load(open(f))["rows"]] for f in sys.argv[1:]]
+print("rows:", len(rows[0]), "and", len(rows[1]), "- same rows in the same order:" , rows[0] == rows[1])
+if rows[0] != rows[1]:
+    a, b = set(rows[0]), set(rows[1])
+    print("only in first:", sorted(a - b)[:10]); print("only in second:", sorted(b - a)[:10])
+PY
+}
+sweep=(run softmax-fp32-32768x4096 -k warp_online --set 'shape.rows=[2048,4096,8192,16384,24576,32768,49152,65536]'
+       --set 'shape.cols=[512,1024,1536,2048,3072,4096,6144,8192]')
+
+t0=$(now); $bin verify all --device 0 -o "$out/verify-1gpu.json" > "$out/verify-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
+$bin verify all --devices 0,1 -o "$out/verify-2gpu.json" > "$out/verify-2gpu.txt" 2>&1; rc2=$?; t2=$(now)
+python3 -c "a=$t1-$t0; b=$t2-$t1; print('verify all: 1 GPU %.1f s (exit $rc1), 2 GPUs %.1f s (exit $rc2): %.2fx' % (a, b, a / b))" | tee "$out/summary.txt"
+tail -1 "$out/verify-1gpu.txt" "$out/verify-2gpu.txt" | tee -a "$out/summary.txt"
+same_rows "$out/verify-1gpu.json" "$out/verify-2gpu.json" | tee -a "$out/summary.txt"
+
+t0=$(now); $bin "${sweep[@]}" --device 0 -o "$out/sweep-1gpu.json" > "$out/sweep-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
+$bin "${sweep[@]}" --devices 0,1 -o "$out/sweep-2gpu.json" > "$out/sweep-2gpu.txt" 2>&1; rc2=$?; t2=$(now)
+python3 -c "a=$t1-$t0; b=$t2-$t1; print('sweep of 64 points: 1 GPU %.1f s (exit $rc1), 2 GPUs %.1f s (exit $rc2): %.2fx' % (a, b, a / b))" | tee -a "$out/summary.txt"
+same_rows "$out/sweep-1gpu.json" "$out/sweep-2gpu.json" | tee -a "$out/summary.txt"
+$bin compare "$out/sweep-1gpu.json" "$out/sweep-2gpu.json" > "$out/sweep-compare.txt" 2>&1
+tail -3 "$out/sweep-compare.txt" | tee -a "$out/summary.txt"
+
+$bin verify smoke --device 0 -o "$out/smoke-whole.json" > /dev/null 2>&1
+$bin verify smoke --shard 0/2 --device 0 -o "$out/smoke-0.json" > /dev/null 2>&1
+$bin verify smoke --shard 1/2 --device 1 -o "$out/smoke-1.json" > /dev/null 2>&1
+$bin merge "$out/smoke-0.json" "$out/smoke-1.json" -o "$out/smoke-merged.json" | tee -a "$out/summary.txt"
+same_rows "$out/smoke-whole.json" "$out/smoke-merged.json" | sed 's/^/shard+merge vs one run: /' | tee -a "$out/summary.txt"
+python3 tests/check_schema.py "$out/verify-2gpu.json" "$out/smoke-merged.json" "$out/smoke-0.json" 2>&1 | tail -2 | tee -a "$out/summary.txt"
