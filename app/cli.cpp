@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -278,8 +279,10 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
     return kExitOk;
   }
   (void)device_count_or_throw();  // no GPU: the one line, before any worker starts
-  const Format format = o.format.empty() ? (o.output.empty() ? Format::table : format_for_path(o.output))
-                                         : *parse_format(o.format);
+  // As a single run: the table on stdout unless --format names another and there is no -o;
+  // -o in --format's format, else its extension's.
+  const Format format = o.format.empty() ? Format::table : *parse_format(o.format);
+  const Format file_format = o.format.empty() ? format_for_path(o.output) : format;
   // The workers' reports sit beside -o, so that a killed run leaves its parts for
   // `attnbench merge`; without -o, in a folder removed at the end.
   std::string dir;
@@ -306,6 +309,12 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
               (workers[i].exit_code >= 0 ? " (done)" : "");
     std::cerr << line << std::flush;
   };
+  // The workers share the host: each gets its share of the cores for the fp64 references
+  // (reference/parallel.hpp), rather than all of them each.
+  if (!std::getenv("ATTNBENCH_HOST_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    setenv("ATTNBENCH_HOST_THREADS", std::to_string(std::max<size_t>(1, cores / devices.size())).c_str(), 1);
+  }
   const std::vector<Worker> workers = run_workers(worker_argv(o), devices, dir, claims, show);
   if (progress) std::cerr << "\r\033[K";
 
@@ -326,19 +335,16 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
                   (w.last_error.empty() ? "exit " + std::to_string(w.exit_code) : w.last_error);
   if (parts.empty()) throw CudaError("no worker finished a point (" + failures + ")");
   MergeResult merged = merge_reports(parts, names, o.command_line, now_iso());
-  // Points no worker finished: an ERROR row each, saying which worker stopped and why.
+  // Rows by their point's place in the run; a point no worker finished gets an ERROR row
+  // saying which worker stopped and why.
   const std::vector<uint8_t> taken = read_claims(claims);
-  std::map<std::pair<std::string, std::string>, bool> has_rows;
-  for (const auto& r : merged.report["rows"]) has_rows[{r.value("case", ""), r.value("point", "")}] = true;
+  std::vector<std::vector<nlohmann::json>> by_point(static_cast<size_t>(total));
+  for (const auto& r : merged.report["rows"]) by_point.at(r.value("plan_index", int64_t{0})).push_back(r);
   std::vector<nlohmann::json> rows;
-  size_t next = 0;
   for (const Case& c : cases)
     for (const CasePoint& p : c.points) {
-      for (; next < merged.report["rows"].size() && merged.report["rows"][next].value("case", "") == c.name &&
-             merged.report["rows"][next].value("point", "") == p.label;
-           ++next)
-        rows.push_back(merged.report["rows"][next]);
-      if (has_rows.count({c.name, p.label})) continue;
+      for (const auto& r : by_point[p.run_index]) rows.push_back(r);
+      if (!by_point[p.run_index].empty()) continue;
       const uint8_t owner = p.run_index < static_cast<int64_t>(taken.size()) ? taken[p.run_index] : 0;
       ResultRow r;
       r.case_name = c.name;
@@ -347,6 +353,7 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
       r.dtype = dtype_name(p.dtype);
       r.variant = "-";
       r.status = Status::error;
+      r.plan_index = p.run_index;
       if (owner == 0) {
         r.reason = "not run: every worker stopped (" + failures + ")";
       } else {
@@ -355,47 +362,42 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
       }
       rows.push_back(row_json(r, false));
     }
-  for (; next < merged.report["rows"].size(); ++next) rows.push_back(merged.report["rows"][next]);
   merged.report["rows"] = rows;
   merged.report["attnbench"]["elapsed_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   // Print as a single run would: a table grouped by case, or the format asked for.
   const std::vector<ResultRow> result = rows_from_json(merged.report);
-  if (format == Format::json) {
-    std::cout << merged.report.dump(1) << "\n";
-  } else if (format == Format::table || !o.output.empty()) {
+  RunMeta meta;  // the text formats' header; json is the merged report itself
+  meta.version = ATTNBENCH_VERSION;
+  meta.command_line = o.command_line;
+  meta.mode = timed ? "run" : "verify";
+  const auto write_as = [&](std::ostream& out, Format f) {
+    if (f == Format::json)
+      out << merged.report.dump(1) << "\n";
+    else
+      write_report(out, f, meta, result);
+  };
+  if (format == Format::table || !o.output.empty()) {
     TableWriter table(std::cout, timed, o.mode == "all");
-    std::string current;
-    for (const ResultRow& r : result) {
-      if (r.case_name != current) {
-        current = r.case_name;
-        const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.name == current; });
+    int64_t current = -1;
+    for (size_t i = 0; i < result.size(); ++i) {
+      const int64_t k = merged.report["rows"][i].value("plan_index", int64_t{0});
+      const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) {
+        return !x.points.empty() && x.points.front().run_index <= k && k <= x.points.back().run_index;
+      });
+      if (c->points.front().run_index != current) {
+        current = c->points.front().run_index;
         size_t width = 0;
         for (const auto& p : c->points) width = std::max(width, p.label.size());
         table.begin_case(c->name, c->description, width);
       }
-      table.row(r);
+      table.row(result[i]);
     }
   } else {
-    RunMeta meta;
-    meta.version = ATTNBENCH_VERSION;
-    meta.command_line = o.command_line;
-    meta.mode = timed ? "run" : "verify";
-    write_report(std::cout, format, meta, result);
+    write_as(std::cout, format);
   }
-  if (!o.output.empty()) {
-    if (format_for_path(o.output) == Format::json || format == Format::json)
-      write_file(o.output, [&](std::ostream& out) { out << merged.report.dump(1) << "\n"; });
-    else
-      write_file(o.output, [&](std::ostream& out) {
-        RunMeta meta;
-        meta.version = ATTNBENCH_VERSION;
-        meta.command_line = o.command_line;
-        meta.mode = timed ? "run" : "verify";
-        write_report(out, format, meta, result);
-      });
-  }
+  if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_as(out, file_format); });
   // A failed worker's report and stderr stay for a look; otherwise the parts are merged and gone.
   if (failures.empty()) std::filesystem::remove_all(dir);
   Tally t;
@@ -465,6 +467,7 @@ int run_or_verify(const Options& o, bool timed) {
   ro.dump_dir = o.dump.empty() ? o.dump_failures : o.dump;
   ro.dump_failures_only = !o.dump_failures.empty();
   ro.progress = isatty(STDERR_FILENO);
+  ro.plan_rows = plan.has_value();
   TableWriter table(std::cout, timed, ro.all_modes);
   Runner runner(gpu, ro, [&](const ResultRow& r) {
     if (stream_table) table.row(r);

@@ -92,14 +92,22 @@ MergeResult merge_reports(const std::vector<json>& parts, const std::vector<std:
   for (size_t i = 0; i < parts.size(); ++i)
     for (const json& row : parts[i]["rows"]) {
       const auto key = std::make_pair(row.value("case", std::string()), row.value("point", std::string()));
-      const auto it = index.find(key);
-      if (it == index.end())
+      // The row's plan index names its point (two cases may share a name); a row without one
+      // is found by its case and point.
+      int64_t k = -1;
+      if (row.contains("plan_index") && row["plan_index"].is_number_integer()) {
+        k = row["plan_index"].get<int64_t>();
+        if (k >= static_cast<int64_t>(plan.size()) || plan[k] != key) k = -1;
+      } else if (const auto it = index.find(key); it != index.end()) {
+        k = static_cast<int64_t>(it->second);
+      }
+      if (k < 0)
         throw InputError(one_line(names[i] + ": error: has a row of " + point_label(key) + ", which its plan lacks"));
       // A point finished twice keeps the first part's rows; an unfinished one (a fault) keeps what there is.
-      if (owner[it->second] < 0 || owner[it->second] == static_cast<int64_t>(i)) {
+      if (owner[k] < 0 || owner[k] == static_cast<int64_t>(i)) {
         json kept = row;
         kept["part"] = i;  // which of `parts` it ran in
-        by_point[it->second].push_back(kept);
+        by_point[k].push_back(kept);
       }
     }
   for (size_t k = 0; k < plan.size(); ++k)

@@ -447,6 +447,7 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
                       {"dtype", r.dtype},    {"variant", r.variant}, {"baseline", r.baseline},
                       {"status", status_name(r.status)}};
   if (!r.reason.empty()) j["reason"] = r.reason;
+  if (r.plan_index >= 0) j["plan_index"] = r.plan_index;
   j["command"] = r.command;
   if (r.cmp) {
     const Comparison& c = *r.cmp;

@@ -23,6 +23,9 @@ const char* status_name(Status s);
 
 struct ResultRow {
   std::string case_name, point, op, dtype, variant;
+  // A part of a run's rows (--shard, --devices): its point's index in the run's plan, which
+  // names the point even where two cases share a name. -1 otherwise.
+  int64_t plan_index = -1;
   bool baseline = false;
   Status status = Status::skipped;
   std::string reason;                // why skipped, or the error

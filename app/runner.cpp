@@ -164,6 +164,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
   base.point = p.label;
   base.op = p.op;
   base.dtype = dtype_name(p.dtype);
+  if (opts_.plan_rows) base.plan_index = p.run_index;
 
   auto problem = make_problem(p);
   const std::vector<VariantChoice> choices = problem->variants(gpu_.info().caps);

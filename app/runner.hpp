@@ -36,6 +36,7 @@ struct RunOptions {
   // its NVTX ranges, for Nsight Compute or Nsight Systems; nothing is timed, no baseline added.
   bool profile = false;
   bool progress = false;             // a progress line on stderr
+  bool plan_rows = false;            // a part of a run: rows carry their point's plan index
   std::string dump_dir;              // --dump: inputs, outputs and reference as .npy (app/dump.hpp)
   bool dump_failures_only = false;   // --dump-failures: only variants that failed
   // How this run was asked for, so that every row can carry the command that redoes it.

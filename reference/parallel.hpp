@@ -2,6 +2,7 @@
 // inputs, scanning outputs) spread their loops over the cores with it.
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -98,7 +99,10 @@ class HostPool {
   };
 
   HostPool() {
-    const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    // ATTNBENCH_HOST_THREADS: a --devices worker's share of the host (app/cli.cpp sets it).
+    int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("ATTNBENCH_HOST_THREADS"); env && std::atoll(env) > 0)
+      cores = std::min<int64_t>(cores, std::atoll(env));
     for (int64_t t = 1; t < cores; ++t) threads_.emplace_back([this] { serve(); });
   }
 

@@ -25,7 +25,7 @@ sweep=(run softmax-fp32-32768x4096 -k warp_online --set 'shape.rows=[2048,4096,8
 t0=$(now); $bin verify all --device 0 -o "$out/verify-1gpu.json" > "$out/verify-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
 $bin verify all --devices 0,1 -o "$out/verify-2gpu.json" > "$out/verify-2gpu.txt" 2>&1; rc2=$?; t2=$(now)
 python3 -c "a=$t1-$t0; b=$t2-$t1; print('verify all: 1 GPU %.1f s (exit $rc1), 2 GPUs %.1f s (exit $rc2): %.2fx' % (a, b, a / b))" | tee "$out/summary.txt"
-tail -1 "$out/verify-1gpu.txt" "$out/verify-2gpu.txt" | tee -a "$out/summary.txt"
+tail -q -n 1 "$out/verify-1gpu.txt" "$out/verify-2gpu.txt" | tee -a "$out/summary.txt"
 same_rows "$out/verify-1gpu.json" "$out/verify-2gpu.json" | tee -a "$out/summary.txt"
 
 t0=$(now); $bin "${sweep[@]}" --device 0 -o "$out/sweep-1gpu.json" > "$out/sweep-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
@@ -41,3 +41,16 @@ $bin verify smoke --shard 1/2 --device 1 -o "$out/smoke-1.json" > /dev/null 2>&1
 $bin merge "$out/smoke-0.json" "$out/smoke-1.json" -o "$out/smoke-merged.json" | tee -a "$out/summary.txt"
 same_rows "$out/smoke-whole.json" "$out/smoke-merged.json" | sed 's/^/shard+merge vs one run: /' | tee -a "$out/summary.txt"
 python3 tests/check_schema.py "$out/verify-2gpu.json" "$out/smoke-merged.json" "$out/smoke-0.json" 2>&1 | tail -2 | tee -a "$out/summary.txt"
+
+# 4. A worker that faults (test_trap on the rows = 3 point): exit 3, one line naming the GPU,
+#    the other worker's rows and the finished ones kept, the faulted point's ERROR row.
+build/bin/attnbench_testvariants verify tests/cli/fault.toml --devices 0,1 -o "$out/fault-2gpu.json" \
+  > "$out/fault-2gpu.txt" 2> "$out/fault-2gpu.err"; rc=$?
+echo "a faulting worker: exit $rc; stderr: $(grep -v '^devices ' "$out/fault-2gpu.err")" | tee -a "$out/summary.txt"
+python3 - "$out/fault-2gpu.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys, collections
+r = json.load(open(sys.argv[1]))
+print("  rows by status:", dict(collections.Counter(x["status"] for x in r["rows"])), "complete:", r["attnbench"]["complete"])
+for x in r["rows"]:
+    if x["status"] == "ERROR": print("  ERROR", x["case"], x["point"], x["variant"], "-", x.get("reason", "")[:160])
+PY

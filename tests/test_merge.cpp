@@ -80,6 +80,25 @@ TEST(Merge, KeepsTheFirstPartsRowsOfAPointFinishedTwice) {
   EXPECT_EQ(rows_of_b2, 2);
 }
 
+TEST(Merge, TellsCasesOfOneNameApartByPlanIndex) {
+  // Two case files named alike (cases/attention/head-dims.toml, cases/decode/head-dims.toml).
+  const std::vector<std::pair<std::string, std::string>> points = {{"same", ""}, {"same", ""}};
+  auto make = [&](int64_t index, int64_t k, const char* variant) {
+    json r = part(index, {});
+    r["plan"] = plan_json(RunPlan{"devices", index, 2, points, {k}});
+    json one = row("same", "", variant);
+    one["plan_index"] = k;
+    r["rows"].push_back(one);
+    return r;
+  };
+  const MergeResult m = merge_reports({make(0, 1, "decode_kernel"), make(1, 0, "attention_kernel")}, {"p0", "p1"},
+                                      "merge", "now");
+  ASSERT_EQ(m.report["rows"].size(), 2u);
+  EXPECT_EQ(m.report["rows"][0]["variant"], "attention_kernel");
+  EXPECT_EQ(m.report["rows"][1]["variant"], "decode_kernel");
+  EXPECT_TRUE(m.missing.empty());
+}
+
 TEST(Merge, RefusesPartsOfDifferentRuns) {
   EXPECT_THROW(merge_reports({part(0, {0}), part(1, {1}, "0.2.0")}, {"p0", "p1"}, "m", "d"), InputError);
   json other = part(1, {1});
