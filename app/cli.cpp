@@ -309,12 +309,9 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
               (workers[i].exit_code >= 0 ? " (done)" : "");
     std::cerr << line << std::flush;
   };
-  // The workers share the host: each gets its share of the cores for the fp64 references
-  // (reference/parallel.hpp), rather than all of them each.
-  if (!std::getenv("ATTNBENCH_HOST_THREADS")) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    setenv("ATTNBENCH_HOST_THREADS", std::to_string(std::max<size_t>(1, cores / devices.size())).c_str(), 1);
-  }
+  // Each worker's fp64 references use every core (reference/parallel.hpp): while one worker
+  // waits on its GPU the other's references take the cores. Splitting the cores between the
+  // workers (ATTNBENCH_HOST_THREADS) made two-GPU verify all slower: 1.64x against 1.79x.
   const std::vector<Worker> workers = run_workers(worker_argv(o), devices, dir, claims, show);
   if (progress) std::cerr << "\r\033[K";
 

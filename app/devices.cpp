@@ -155,7 +155,7 @@ std::vector<Worker> run_workers(const std::vector<std::string>& argv, const std:
     }
     if (progress) progress(workers);
     if (!running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return workers;
 }

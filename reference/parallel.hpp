@@ -99,7 +99,7 @@ class HostPool {
   };
 
   HostPool() {
-    // ATTNBENCH_HOST_THREADS: a --devices worker's share of the host (app/cli.cpp sets it).
+    // ATTNBENCH_HOST_THREADS=N caps the threads, for jobs that share a node (docs/cluster.md).
     int64_t cores = std::max(1u, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("ATTNBENCH_HOST_THREADS"); env && std::atoll(env) > 0)
       cores = std::min<int64_t>(cores, std::atoll(env));
