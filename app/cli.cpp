@@ -168,16 +168,9 @@ std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
       p.run_index = static_cast<int64_t>(whole.points.size());
       whole.points.emplace_back(c.name, p.label);
     }
-  const Shard shard = o.worker.empty()
-                          ? parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); })
-                          : Shard{};
-  if (!o.worker.empty()) {
-    const WorkerSpec w = parse_worker(o.worker);
-    whole.by = "devices";
-    whole.index = w.index;
-    whole.count = w.count;
-    plan = whole;
-  }
+  // A --shard part of a --devices run (a Slurm task on a node of several GPUs): the workers
+  // share the shard's points, and the parent's report is the shard's part of the whole run.
+  const Shard shard = parse_shard(o.shard, [](const char* name) -> const char* { return std::getenv(name); });
   if (shard.on()) {
     whole.by = "shard";
     whole.index = shard.index;
@@ -187,7 +180,14 @@ std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
     for (const Case& c : cases) all += static_cast<int64_t>(c.points.size());
     keep_shard(cases, shard);
     for (const Case& c : cases) mine += static_cast<int64_t>(c.points.size());
-    std::cerr << "shard " << shard.label() << ": " << mine << " of " << all << " points\n";
+    if (o.worker.empty()) std::cerr << "shard " << shard.label() << ": " << mine << " of " << all << " points\n";
+  }
+  if (!o.worker.empty()) {
+    const WorkerSpec w = parse_worker(o.worker);
+    whole.by = "devices";
+    whole.index = w.index;
+    whole.count = w.count;
+    plan = whole;
   }
   // A -k or --exclude pattern must match some variant: a typo should not silently run nothing (or everything).
   for (const auto* list : {&o.kernels, &o.exclude})
@@ -267,10 +267,12 @@ std::vector<std::string> worker_argv(const Options& o) {
 
 // --devices: one worker per GPU, then one report from their parts (app/devices.hpp).
 int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
-                   std::chrono::steady_clock::time_point start) {
+                   const std::optional<RunPlan>& shard_plan, std::chrono::steady_clock::time_point start) {
   const std::vector<int> devices = parse_devices(o.devices);
-  int64_t total = 0;
+  int64_t total = 0;  // this run's points (a shard's, with --shard)
   for (const Case& c : cases) total += static_cast<int64_t>(c.points.size());
+  // Claims and rows are indexed by the points' places in the whole run.
+  const int64_t places = shard_plan ? static_cast<int64_t>(shard_plan->points.size()) : total;
   if (o.dry_run) {
     dry_run(cases, o, timed);
     std::cout << "--devices: " << devices.size() << " worker(s), one on each of GPU";
@@ -295,7 +297,7 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
     dir = tmpl;
   }
   const std::string claims = dir + "/claims";
-  create_claims(claims, total);
+  create_claims(claims, places);
   const bool progress = isatty(STDERR_FILENO);
   const auto show = [&](const std::vector<Worker>& workers) {
     if (!progress) return;
@@ -335,7 +337,7 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
   // Rows by their point's place in the run; a point no worker finished gets an ERROR row
   // saying which worker stopped and why.
   const std::vector<uint8_t> taken = read_claims(claims);
-  std::vector<std::vector<nlohmann::json>> by_point(static_cast<size_t>(total));
+  std::vector<std::vector<nlohmann::json>> by_point(static_cast<size_t>(places));
   for (const auto& r : merged.report["rows"]) by_point.at(r.value("plan_index", int64_t{0})).push_back(r);
   std::vector<nlohmann::json> rows;
   for (const Case& c : cases)
@@ -360,6 +362,14 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
       rows.push_back(row_json(r, false));
     }
   merged.report["rows"] = rows;
+  // With --shard, the whole is this shard's part of the run, for `attnbench merge`.
+  if (shard_plan) {
+    RunPlan part = *shard_plan;
+    for (const Case& c : cases)
+      for (const CasePoint& p : c.points)
+        if (!by_point[p.run_index].empty()) part.done.push_back(p.run_index);
+    merged.report["plan"] = plan_json(part);
+  }
   merged.report["attnbench"]["elapsed_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -430,7 +440,7 @@ int run_or_verify(const Options& o, bool timed) {
   std::optional<RunPlan> plan;
   std::vector<Case> cases = load_cases(o, plan);
   const double load_ms = ms_since_start();
-  if (!o.devices.empty()) return run_on_devices(o, timed, cases, start);
+  if (!o.devices.empty()) return run_on_devices(o, timed, cases, plan, start);
   if (o.dry_run) return dry_run(cases, o, timed);
   // A --devices worker takes the costliest points first, each only if no other worker has.
   std::optional<PointClaims> claims;
