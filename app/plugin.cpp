@@ -147,7 +147,9 @@ fs::path compile(const fs::path& file, const std::string& arch) {
   std::string command = shell_quote(nvcc);
   for (const auto& f : flags) command += " " + shell_quote(f);
   command += " " + shell_quote(file.string()) + " -o " + shell_quote(partial.string());
-  std::cerr << "attnbench: compiling plugin " << file.string() << " for sm_" << arch << "\n";
+  // Progress, as the run's own progress line: on a terminal only, so that logs and error
+  // output stay one line per problem.
+  if (isatty(STDERR_FILENO)) std::cerr << "attnbench: compiling plugin " << file.string() << " for sm_" << arch << "\n";
   const std::string messages = run_capture(command, code);
   std::cerr << messages;
   if (code != 0) {

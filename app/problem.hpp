@@ -288,19 +288,24 @@ struct PairedTables {
     return out;
   }
   // The tables run from the learner's version to the fastest: the last variant of each that
-  // can run the point, as {first, second}. A plugin's variants come after attnbench's own
-  // but are not ranked among them: they pair only when named.
+  // can run the point, as {first, second}. Not ranked among them: a plugin's variants (they
+  // pair only when named) and an option's unfused baseline (a variant with `applies`, listed
+  // after the kernel it unfuses), unless nothing else can run the point.
   template <class WhyA, class WhyB>
   std::pair<std::string, std::string> fastest(const WhyA& why_a, const WhyB& why_b) const {
-    std::pair<std::string, std::string> out;
-    for (const auto& a : first)
-      if (!a.plugin && why_a(a).empty()) out.first = a.name;
-    for (const auto& b : second)
-      if (!b.plugin && why_b(b).empty()) out.second = b.name;
-    return out;
+    return {last_that_runs(first, why_a), last_that_runs(second, why_b)};
   }
 
  private:
+  template <class P, class Why>
+  static std::string last_that_runs(const std::vector<Variant<P>>& table, const Why& why) {
+    std::string best, fallback;
+    for (const auto& v : table) {
+      if (v.plugin || !why(v).empty()) continue;
+      (v.applies ? fallback : best) = v.name;
+    }
+    return best.empty() ? fallback : best;
+  }
   static std::string name(const Variant<A>& a, const Variant<B>& b) { return std::string(a.name) + "+" + b.name; }
   std::string note(const Variant<A>& a, const Variant<B>& b) const {
     return first_role + " " + a.name + ", " + second_role + " " + b.name;

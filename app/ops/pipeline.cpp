@@ -3,10 +3,14 @@
 // appending one token's K/V and decoding (time between tokens). Variants are pairs
 // "prefill+decode" of the attention and decode ops' variants. The output is every
 // decode step's o, [generate, batch, heads, head_dim]; the cache must end up holding
-// exactly what was appended.
+// exactly what was appended. With RoPE, keys are turned as they are stored (cache_append),
+// each decode step turns its query, and the prefill attends to the prompt's own K and V
+// with both turned in its load path, as serving engines run a prompt: the cache holds
+// turned keys, which a prefill that turns its keys cannot read again.
 #include <algorithm>
-#include <functional>
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
@@ -21,7 +25,8 @@ namespace {
 
 class PipelineProblem : public Problem {
  public:
-  explicit PipelineProblem(const CasePoint& p) : Problem(p) {
+  explicit PipelineProblem(const CasePoint& p)
+      : Problem(p), rope_(p.shape, 0, p.shape.num("max_context")) {
     const Shape& s = p.shape;
     batch_ = s.num("batch");
     heads_ = s.num("heads");
@@ -56,6 +61,7 @@ class PipelineProblem : public Problem {
     prompt_positions_ = &add_constant(std::vector<int32_t>(static_cast<size_t>(b), 0));
     step_positions_ = &add_constant(positions);
     step_contexts_ = &add_constant(contexts);
+    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
   }
 
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
@@ -117,6 +123,7 @@ class PipelineProblem : public Problem {
       d.max_context = max_context_;
       d.context.assign(static_cast<size_t>(batch_), prompt_ + t + 1);
       d.window = window_;
+      d.rope = rope_.reference();
       return ref::decode(d, input(3).host.data() + t * per_step * head_dim_, k.data(), v.data(), mine);
     });
   }
@@ -132,11 +139,23 @@ class PipelineProblem : public Problem {
       std::vector<uint8_t> got(e * cache_elements());
       (which ? v_cache_ : k_cache_)->download(got.data(), got.size());
       const std::vector<uint8_t> want = encode(point().dtype, cache_after_[which]);
+      // A key turned by RoPE is computed (fp32 on the card, fp64 here) before it is rounded
+      // to the cache's type, so it may land one unit of the type away; values are copies.
+      const bool turned = which == 0 && rope_.on();
+      const Tolerance tol = default_tolerance(point().dtype);
       for (int64_t r = 0; r < written; ++r) {
         if (r % max_context_ >= prompt_ + generate_) continue;
         total += row;
-        for (int64_t i = 0; i < row * static_cast<int64_t>(e); i += static_cast<int64_t>(e))
-          wrong += std::memcmp(&got[r * row * e + i], &want[r * row * e + i], e) != 0;
+        for (int64_t i = 0; i < row; ++i) {
+          const std::size_t at = static_cast<std::size_t>((r * row + i) * static_cast<int64_t>(e));
+          if (!turned) {
+            wrong += std::memcmp(&got[at], &want[at], e) != 0;
+          } else {
+            const double g = decode_element(point().dtype, got.data(), r * row + i);
+            const double w = decode_element(point().dtype, want.data(), r * row + i);
+            wrong += !(std::abs(g - w) <= tol.atol + tol.rtol * std::abs(w));
+          }
+        }
       }
     }
     if (wrong)
@@ -152,6 +171,7 @@ class PipelineProblem : public Problem {
     (void)seed, (void)ctx;
     cache_after_[0] = full_cache(1, 4);
     cache_after_[1] = full_cache(2, 5);
+    if (rope_.on()) turn_keys(cache_after_[0]);
   }
 
  private:
@@ -175,6 +195,21 @@ class PipelineProblem : public Problem {
     return c;
   }
 
+  // The cache's keys as cache_append stores them with RoPE: each row turned at its position,
+  // then rounded to the cache's type. Rows never written stay 0.
+  void turn_keys(std::vector<float>& k) const {
+    const int64_t rows = batch_ * max_context_ * kv_heads_;
+    ref::Matrix x = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                        k.data(), rows, head_dim_)
+                        .cast<double>();
+    std::vector<int64_t> pos(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = r / kv_heads_ % max_context_;
+    ref::detail::apply_rope(x, pos, rope_.reference());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t d = 0; d < head_dim_; ++d)
+        k[static_cast<size_t>(r * head_dim_ + d)] = round_to(point().dtype, static_cast<float>(x(r, d)));
+  }
+
   std::function<std::string(const Variant<AttentionParams>&)> prefill_why(const DeviceCaps& caps) const {
     return [this, &caps](const Variant<AttentionParams>& a) { return a.supports(prefill_params(), caps); };
   }
@@ -195,6 +230,13 @@ class PipelineProblem : public Problem {
     p.causal = true;
     p.window = window_;
     p.kv_batch_stride = max_context_ * kv_heads_ * head_dim_;  // read the cache in place
+    if (rope_.on()) {
+      // The prompt's own K and V, turned in the prefill's load (the cache's keys are turned already).
+      p.k = input(1).device.get();
+      p.v = input(2).device.get();
+      p.kv_batch_stride = 0;
+      p.rope = rope_.device(rope_table_->get());
+    }
     p.dtype = point().dtype;
     finish_attention_params(p);
     return p;
@@ -214,6 +256,7 @@ class PipelineProblem : public Problem {
     p.max_context = max_context_;
     p.longest_context = prompt_ + t + 1;
     p.window = window_;
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
@@ -230,6 +273,7 @@ class PipelineProblem : public Problem {
     p.kv_heads = kv_heads_;
     p.head_dim = head_dim_;
     p.max_context = max_context_;
+    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     return p;
   }
@@ -246,6 +290,8 @@ class PipelineProblem : public Problem {
   int64_t batch_, heads_, kv_heads_, head_dim_, prompt_, generate_, max_context_, window_;
   std::string prefill_, decode_;
   std::vector<float> cache_after_[2];  // K, V: [batch, max_context, kv_heads, head_dim]
+  RopeOptions rope_;                    // positions [0, max_context)
+  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   DeviceBuffer *k_cache_, *v_cache_, *o_prefill_, *prompt_positions_, *step_positions_, *step_contexts_;
 };
 
@@ -255,7 +301,7 @@ OpSpec pipeline_op() {
   OpSpec op;
   op.name = "pipeline";
   op.summary = "a generation loop: prefill (TTFT), then decode steps (TBT)";
-  op.keys = {
+  op.keys = joined_keys({{
       batch_key(),
       heads_key(),
       kv_heads_key(),
@@ -267,9 +313,10 @@ OpSpec pipeline_op() {
               0, 0),
       variant_key("prefill", "the attention variant of the default pair; \"\" = the fastest that runs", "attention"),
       variant_key("decode", "the decode variant of the default pair; \"\" = the fastest that runs", "decode"),
-  };
+  }, rope_keys()});
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
+    finish_rope(c);
     Shape& s = c.shape;
     const int64_t needed = s.num("prompt") + s.num("generate");
     if (!c.given("max_context")) s.set("max_context", needed);
