@@ -57,17 +57,22 @@ TEST(FlashWgmma, ClaimsD128CausalGqaOnHopper) {
   EXPECT_EQ(variant(attention_variants(), "flash_wgmma").supports(prefill(), kHopper), "");
 }
 
+TEST(FlashWgmma, ClaimsWindowAndAlibi) {
+  const auto& wg = variant(attention_variants(), "flash_wgmma");
+  AttentionParams p = prefill();
+  p.window = 16;
+  EXPECT_EQ(wg.supports(p, kHopper), "");
+  p = prefill();
+  p.alibi = true;
+  EXPECT_EQ(wg.supports(p, kHopper), "");
+}
+
 TEST(FlashWgmma, RefusesWhatOnlyFlashMmaHasAndSaysSo) {
   const auto& wg = variant(attention_variants(), "flash_wgmma");
   const auto& mma = variant(attention_variants(), "flash_mma");
   AttentionParams p = prefill();
-  p.window = 16;
-  EXPECT_NE(wg.supports(p, kHopper).find("window"), std::string::npos);
-  EXPECT_EQ(mma.supports(p, kHopper), "");
-  p = prefill();
-  p.alibi = true;
-  EXPECT_NE(wg.supports(p, kHopper).find("ALiBi"), std::string::npos);
-  EXPECT_EQ(mma.supports(p, kHopper), "");
+  p.sparse.block = 128;
+  EXPECT_NE(wg.supports(p, kHopper).find("block-sparse"), std::string::npos);
   p = prefill();
   p.head_dim = 64;
   finish_attention_params(p);

@@ -22,7 +22,10 @@
 //     is issued as soon as its exp2 are done; S waits for its product, and the tile for P V.
 //   - Masks (seq_k tail, causal, bottom-right aligned) only on the tiles that need them;
 //     rows that see no key output 0.
-// Not here (supports() says so): window, ALiBi, head_dim other than 128, other cards.
+//   - Sliding window and ALiBi (kReach, an instantiation of their own so that the other
+//     paths keep their code): the block visits only the key tiles its rows' reaches cover,
+//     and every tile gets the reach masks and the bias -slope·|position - key|.
+// Not here (supports() says so): block-sparse masks, head_dim other than 128, other cards.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -79,8 +82,8 @@ __device__ __forceinline__ void wgmma_commit_wait() {
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
 // kCap: soft-capping (a.softcap > 0), its own instantiation so that the other paths keep
-// their code.
-template <class T, bool kCausal, bool kCap>
+// their code. kReach: a window or ALiBi; causal then comes in a.hi_reach (kCausal is false).
+template <class T, bool kCausal, bool kCap, bool kReach>
 __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   extern __shared__ unsigned char smem_raw[];
@@ -96,16 +99,21 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   T* o = static_cast<T*>(a.o) + b * a.o_batch_stride + int64_t{h} * D;
   const int shift = a.q_offset;  // query i sits at key position i + shift
 
-  // Key tiles the block's rows can see.
-  int n_end = (a.seq_k + BC - 1) / BC;
+  // Key tiles the block's rows can see: [n_begin, n_end).
+  int n_begin = 0, n_end = (a.seq_k + BC - 1) / BC;
   if (kCausal) {
     const int last = min(q0 + BR, a.seq_q) - 1 + shift;  // the last row's position
     n_end = last < 0 ? 0 : min(n_end, last / BC + 1);
   }
+  if constexpr (kReach) {  // keys [position - lo_reach, position + hi_reach] of the first and last rows
+    const int last_hi = min(min(q0 + BR, a.seq_q) - 1 + shift + a.hi_reach, a.seq_k - 1);
+    n_end = last_hi < 0 ? 0 : min(n_end, last_hi / BC + 1);
+    n_begin = min(max(q0 + shift - a.lo_reach, 0) / BC, n_end);
+  }
   load_tile(sq, q, a.q_row_stride, q0, a.seq_q);
-  if (n_end > 0) {
-    load_tile(sk, k, a.kv_row_stride, 0, a.seq_k);
-    load_tile(sv, v, a.kv_row_stride, 0, a.seq_k);
+  if (n_end > n_begin) {
+    load_tile(sk + (n_begin & 1) * TILE_BYTES, k, a.kv_row_stride, n_begin * BC, a.seq_k);
+    load_tile(sv + (n_begin & 1) * TILE_BYTES, v, a.kv_row_stride, n_begin * BC, a.seq_k);
   }
   cp_async_commit();
 
@@ -115,7 +123,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
   const uint32_t q_wg = sq + wgi * 64 * 128;  // this warpgroup's 64 rows in each column block
 
-  for (int n = 0; n < n_end; ++n) {
+  for (int n = n_begin; n < n_end; ++n) {
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
     __syncthreads();             // tile n is everyone's; every warpgroup is done with tile n - 1's buffers
@@ -153,6 +161,22 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
           const int key = key0 + 8 * j + 2 * t4 + (e & 1);
           const bool ok = key < a.seq_k && (!kCausal || key <= row + 8 * (e >> 1) + shift);
           if (!ok) s[4 * j + e] = -INFINITY;
+        }
+    }
+    // Reach masks on the tiles the reaches cut: a tile every row sees whole (above the last
+    // row's lowest key, below the first row's highest) needs none; ALiBi's bias varies along
+    // every tile.
+    if (kReach && (a.alibi || key0 + BC - 1 > min(q0 + shift + a.hi_reach, a.seq_k - 1) ||
+                   key0 < min(q0 + BR, a.seq_q) - 1 + shift - a.lo_reach)) {
+      const float slope = a.alibi ? a.alibi_slopes[h] * a.alibi_scale : 0.f;  // raw score units
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + 8 * j + 2 * t4 + (e & 1), pos = row + 8 * (e >> 1) + shift;
+          float& x = s[4 * j + e];
+          x = fmaf(-slope, fabsf(static_cast<float>(pos - key)), x);
+          if (key < pos - a.lo_reach || key > pos + a.hi_reach) x = -INFINITY;
         }
     }
     // Online softmax, exp2 units: m is the running max of s · scale_log2 per row.
@@ -217,17 +241,19 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
 #endif
 }
 
-template <class T, bool kCausal, bool kCap>
+template <class T, bool kCausal, bool kCap, bool kReach = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  const auto k = flash_wgmma_kernel<T, kCausal, kCap>;
+  const auto k = flash_wgmma_kernel<T, kCausal, kCap, kReach>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   check_cuda(opt_in, "attention/flash_wgmma");
   launch_per_batch_chunk(p, k, make_args(p), BR, THREADS, SMEM_BYTES, ctx, "attention/flash_wgmma");
 }
 
-// The one switch on dtype, causal and soft-capping.
+// The one switch on dtype, causal, soft-capping and the reach masks.
 template <class T>
 void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
+  if (effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi)  // causal is in the reaches
+    return p.softcap > 0 ? launch_kernel<T, false, true, true>(p, ctx) : launch_kernel<T, false, false, true>(p, ctx);
   if (p.softcap > 0) return p.causal ? launch_kernel<T, true, true>(p, ctx) : launch_kernel<T, false, true>(p, ctx);
   return p.causal ? launch_kernel<T, true, false>(p, ctx) : launch_kernel<T, false, false>(p, ctx);
 }
@@ -249,9 +275,7 @@ std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& cap
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.head_dim != D) return "head_dim 128 only (flash_mma takes every head_dim)";
-  if (p.window > 0) return "no sliding window (flash_mma has it)";
   if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
-  if (p.alibi) return "no ALiBi (flash_mma has it)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
