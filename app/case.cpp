@@ -1006,15 +1006,23 @@ Case load_case(const std::string& path, const std::vector<std::string>& sets, in
   return parse_case(s, path, sets, max_points);
 }
 
-std::vector<std::string> case_plugin_files(const std::string& path) {
+std::vector<std::string> case_plugin_files(const std::string& path, const std::vector<std::string>& sets) {
   std::vector<std::string> out;
+  std::error_code ec;
+  if (const auto size = fs::file_size(path, ec); ec || size > kMaxCaseBytes) return out;
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   if (!in || toml_guard(text.str())) return out;
   auto parsed = toml::parse(text.str(), std::string_view(path));
   if (!parsed) return out;
-  if (const auto* list = parsed.table()["plugins"].as_array())
+  toml::table doc = std::move(parsed).table();
+  try {  // --set plugins=[...] too; a bad --set is the case load's to report
+    for (const auto& set : sets) Override(set).apply(doc);
+  } catch (const std::exception&) {
+    return out;
+  }
+  if (const auto* list = doc["plugins"].as_array())
     for (const auto& entry : *list)
       if (const auto* file = entry.as_string()) out.push_back(plugin_path(path, file->get()));
   return out;

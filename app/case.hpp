@@ -76,8 +76,9 @@ Case parse_case(const std::string& toml_text, const std::string& source, const s
                 int64_t max_points = kDefaultMaxPoints);
 
 // The plugin files a case file's top-level plugins = [...] names (relative to its folder),
-// read before any case loads; a file that does not parse gives none (loading it says why).
-std::vector<std::string> case_plugin_files(const std::string& path);
+// after the --set overrides, read before any case loads; a file that does not parse gives
+// none (loading it says why).
+std::vector<std::string> case_plugin_files(const std::string& path, const std::vector<std::string>& sets = {});
 
 // A case argument to files: a .toml file, a directory (every .toml below it,
 // sorted), "all" (every case under cases_dir), or a bare name looked up in cases_dir

@@ -94,7 +94,7 @@ void add_plugin_option(CLI::App* cmd, Options& o) {
 void load_plugin_files(const Options& o, const std::vector<std::string>& case_files) {
   std::vector<std::string> files = o.plugins;
   for (const auto& path : case_files)
-    for (const auto& f : case_plugin_files(path)) files.push_back(f);
+    for (const auto& f : case_plugin_files(path, o.sets)) files.push_back(f);
   if (!files.empty()) load_plugins(files, o.device);
 }
 
