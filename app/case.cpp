@@ -114,6 +114,15 @@ std::string trim(const std::string& s) {
 // Where a --set's nodes say they come from; kept on one line like every message.
 std::string set_location(const std::string& set) { return "--set " + clipped(set, 120); }
 
+// A path a case file gives, taken from the case file's folder when relative, so that a case
+// and its files move together; "" (not given) stays "".
+std::string case_relative(const std::string& case_file, const std::string& entry) {
+  fs::path file = entry;
+  const fs::path folder = fs::path(case_file).parent_path();
+  if (!file.empty() && file.is_relative() && !folder.empty()) file = folder / file;
+  return file.string();
+}
+
 class Context {
  public:
   Context(std::string file, const std::vector<std::string>& sets) : file_(std::move(file)) {
@@ -429,14 +438,7 @@ class PointReader : public ShapeCheck {
         shape.set(key.name, values);
         break;
       }
-      case KeyType::path: {
-        // Relative to the case file, so that a case and its files move together.
-        fs::path file = read_string(ctx_, it);
-        const fs::path folder = fs::path(ctx_.file()).parent_path();
-        if (!file.empty() && file.is_relative() && !folder.empty()) file = folder / file;
-        shape.set(key.name, file.string());
-        break;
-      }
+      case KeyType::path: shape.set(key.name, case_relative(ctx_.file(), read_string(ctx_, it))); break;
       case KeyType::text: shape.set(key.name, read_string(ctx_, it)); break;
       case KeyType::variant: {
         // Empty means "the fastest verified one", so it is allowed.
@@ -496,13 +498,6 @@ struct SweepAxis {
   std::vector<Item> values;
 };
 
-// A plugins entry, relative to the case file's folder.
-std::string plugin_path(const std::string& case_file, const std::string& entry) {
-  fs::path file = entry;
-  const fs::path folder = fs::path(case_file).parent_path();
-  if (file.is_relative() && !folder.empty()) file = folder / file;
-  return file.string();
-}
 
 class CaseReader {
  public:
@@ -563,7 +558,7 @@ class CaseReader {
     if (!list) wrong_type(ctx_, *it, "a list of plugin files");
     for (size_t i = 0; i < list->size(); ++i) {
       const Item entry{"plugins[" + std::to_string(i) + "]", &(*list)[i]};
-      const std::string file = plugin_path(ctx_.file(), read_string(ctx_, entry));
+      const std::string file = case_relative(ctx_.file(), read_string(ctx_, entry));
       std::error_code ec;
       if (!fs::is_regular_file(file, ec)) ctx_.fail(entry.at(), "no such plugin file " + clipped(file));
       out.push_back(file);
@@ -974,23 +969,24 @@ std::vector<std::string> cases_in_dir(const fs::path& dir) {
 // ---------------------------------------------------------------------------
 // Public API
 
-Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
-                int64_t max_points) {
-  const Context ctx(source, sets);
+namespace {
+
+// The case's TOML document with the --set overrides applied; InputError at the fault.
+toml::table case_document(const Context& ctx, const std::string& toml_text, const std::vector<std::string>& sets) {
   // toml_guard (app/toml_guard.hpp, toml++'s config header): what toml++ 3.3 mishandles.
   if (const auto bad = toml_guard(toml_text))
     ctx.fail(toml::source_region{{bad->line, bad->column}, {bad->line, bad->column}, nullptr},
              "invalid TOML: " + bad->what);
-  auto parsed = toml::parse(toml_text, std::string_view(source));
+  auto parsed = toml::parse(toml_text, std::string_view(ctx.file()));
   if (!parsed)
     ctx.fail(parsed.error().source(), "invalid TOML: " + lower_first(std::string(parsed.error().description())));
   toml::table doc = std::move(parsed).table();
   for (const auto& set : sets) Override(set).apply(doc);
-  expand_ranges(ctx, doc, max_points);
-  return CaseReader(ctx, doc, max_points).read();
+  return doc;
 }
 
-Case load_case(const std::string& path, const std::vector<std::string>& sets, int64_t max_points) {
+// A case file's text; InputError when it is missing, a directory, too large, unreadable or empty.
+std::string case_text(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(path + ": error: no such case file");
   if (fs::is_directory(path, ec)) throw InputError(path + ": error: is a directory, not a case file");
@@ -1003,28 +999,34 @@ Case load_case(const std::string& path, const std::vector<std::string>& sets, in
   if (!in) throw InputError(path + ": error: cannot read the case file");
   const std::string s = text.str();
   if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path + ": error: empty case file");
-  return parse_case(s, path, sets, max_points);
+  return s;
+}
+
+}  // namespace
+
+Case parse_case(const std::string& toml_text, const std::string& source, const std::vector<std::string>& sets,
+                int64_t max_points) {
+  const Context ctx(source, sets);
+  toml::table doc = case_document(ctx, toml_text, sets);
+  expand_ranges(ctx, doc, max_points);
+  return CaseReader(ctx, doc, max_points).read();
+}
+
+Case load_case(const std::string& path, const std::vector<std::string>& sets, int64_t max_points) {
+  return parse_case(case_text(path), path, sets, max_points);
 }
 
 std::vector<std::string> case_plugin_files(const std::string& path, const std::vector<std::string>& sets) {
   std::vector<std::string> out;
-  std::error_code ec;
-  if (const auto size = fs::file_size(path, ec); ec || size > kMaxCaseBytes) return out;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || toml_guard(text.str())) return out;
-  auto parsed = toml::parse(text.str(), std::string_view(path));
-  if (!parsed) return out;
-  toml::table doc = std::move(parsed).table();
-  try {  // --set plugins=[...] too; a bad --set is the case load's to report
-    for (const auto& set : sets) Override(set).apply(doc);
+  toml::table doc;
+  try {  // a case that does not load is the case load's to report, with its position
+    doc = case_document(Context(path, sets), case_text(path), sets);
   } catch (const std::exception&) {
     return out;
   }
   if (const auto* list = doc["plugins"].as_array())
     for (const auto& entry : *list)
-      if (const auto* file = entry.as_string()) out.push_back(plugin_path(path, file->get()));
+      if (const auto* file = entry.as_string()) out.push_back(case_relative(path, file->get()));
   return out;
 }
 
