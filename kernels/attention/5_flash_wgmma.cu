@@ -38,6 +38,7 @@
 
 #include "kernels/attention/flash_args.cuh"
 #include "kernels/attention/rungs.hpp"
+#include "kernels/attention/wgmma_rows.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
@@ -97,19 +98,8 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   const T* k = static_cast<const T*>(a.k) + b * a.kv_batch_stride + int64_t{kvh} * D;
   const T* v = static_cast<const T*>(a.v) + b * a.kv_batch_stride + int64_t{kvh} * D;
   T* o = static_cast<T*>(a.o) + b * a.o_batch_stride + int64_t{h} * D;
-  const int shift = a.q_offset;  // query i sits at key position i + shift
-
-  // Key tiles the block's rows can see: [n_begin, n_end).
-  int n_begin = 0, n_end = (a.seq_k + BC - 1) / BC;
-  if (kCausal) {
-    const int last = min(q0 + BR, a.seq_q) - 1 + shift;  // the last row's position
-    n_end = last < 0 ? 0 : min(n_end, last / BC + 1);
-  }
-  if constexpr (kReach) {  // keys [position - lo_reach, position + hi_reach] of the first and last rows
-    const int last_hi = min(min(q0 + BR, a.seq_q) - 1 + shift + a.hi_reach, a.seq_k - 1);
-    n_end = last_hi < 0 ? 0 : min(n_end, last_hi / BC + 1);
-    n_begin = min(max(q0 + shift - a.lo_reach, 0) / BC, n_end);
-  }
+  int n_begin, n_end;  // the key tiles the block's rows can see
+  visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
   load_tile(sq, q, a.q_row_stride, q0, a.seq_q);
   if (n_end > n_begin) {
     load_tile(sk + (n_begin & 1) * TILE_BYTES, k, a.kv_row_stride, n_begin * BC, a.seq_k);
@@ -145,58 +135,10 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
     }
     wgmma_commit_wait();
 
-    if constexpr (kCap) {  // before the masks, in raw score units
-#pragma unroll
-      for (int i = 0; i < 64; ++i) s[i] = soft_cap_sfu(s[i], a.softcap, a.inv_softcap);
-    }
-    // Masks: keys past seq_k, and (causal) past a row's position.
-    const int key0 = n * BC;
-    const bool tail = key0 + BC > a.seq_k;
-    const bool diag = kCausal && key0 + BC - 1 > q0 + shift;
-    if (tail || diag) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + 8 * j + 2 * t4 + (e & 1);
-          const bool ok = key < a.seq_k && (!kCausal || key <= row + 8 * (e >> 1) + shift);
-          if (!ok) s[4 * j + e] = -INFINITY;
-        }
-    }
-    // Reach masks on the tiles the reaches cut: a tile every row sees whole (above the last
-    // row's lowest key, below the first row's highest) needs none; ALiBi's bias varies along
-    // every tile.
-    if (kReach && (a.alibi || key0 + BC - 1 > min(q0 + shift + a.hi_reach, a.seq_k - 1) ||
-                   key0 < min(q0 + BR, a.seq_q) - 1 + shift - a.lo_reach)) {
-      const float slope = a.alibi ? a.alibi_slopes[h] * a.alibi_scale : 0.f;  // raw score units
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + 8 * j + 2 * t4 + (e & 1), pos = row + 8 * (e >> 1) + shift;
-          float& x = s[4 * j + e];
-          x = fmaf(-slope, fabsf(static_cast<float>(pos - key)), x);
-          if (key < pos - a.lo_reach || key > pos + a.hi_reach) x = -INFINITY;
-        }
-    }
+    mask_scores<BR, BC, kCausal, kCap, kReach>(s, a, h, q0, n * BC, row, t4);
     // Online softmax, exp2 units: m is the running max of s · scale_log2 per row.
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
-    }
     float corr[2], base[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r] * a.scale_log2);
-      base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no key yet stays at 0
-      corr[r] = exp2_approx(m[r] - base[r]);
-      m[r] = m_new;
-      l[r] *= corr[r];
-    }
+    new_row_max<BC>(s, a.scale_log2, m, l, base, corr);
     // O is rescaled first, so that each k16 slice of P V can be issued as soon as its P is
     // packed: the tensor cores run slice kk while the exp2 of slice kk + 1 are computed
     // (3-4% faster than issuing all eight after the softmax, bench notes run 31).
@@ -222,20 +164,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   }
   cp_async_wait<0>();
 
-  // O / l; a row that saw no key has l = 0 and outputs 0.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int i = row + 8 * r;
-    if (i >= a.seq_q) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
-    T* out = o + static_cast<int64_t>(i) * a.q_row_stride;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * t4) =
-          pack2<T>(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
-  }
+  store_rows<T, D>(acc, l, o, a.q_row_stride, row, a.seq_q, t4);
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif
@@ -272,21 +201,8 @@ void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) {
 }
 
 std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps) {
-  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
-  if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.head_dim != D) return "head_dim 128 only (flash_mma takes every head_dim)";
-  if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
-  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
-    return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
-  if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p.heads > kMaxGridYZ) return "heads must be <= 65535 (heads is gridDim.y)";
-  if (p.batch > INT_MAX) return "batch must fit in int";
-  if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
-    return "seq_q and seq_k must be < 2^29 (key positions are int)";
-  if (p.q_batch_stride % 8 != 0 || p.kv_batch_stride % 8 != 0 || p.o_batch_stride % 8 != 0)
-    return "batch strides must be multiples of 8 elements (16-byte rows)";
-  if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
-    return "q, k, v and o must be 16-byte aligned (cp.async)";
+  if (const std::string why = wgmma_prefill_supports(p, caps, "cp.async"); !why.empty()) return why;
   if (caps.smem_per_block_optin < static_cast<std::size_t>(SMEM_BYTES))
     return "needs " + std::to_string(SMEM_BYTES / 1024) + " KB of shared memory per block";
   return {};
