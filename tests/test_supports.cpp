@@ -1,4 +1,4 @@
-// What the Hopper-only variants (attention flash_wgmma, gemm wgmma) claim and refuse: their
+// What the Hopper-only variants (attention flash_wgmma and flash_ws, gemm wgmma) claim and refuse: their
 // supports() decide which cases they run on, and a refusal must name a reason a user can act
 // on. Checked without a GPU, against the device caps of an H100/H200 and of an A100.
 #include <gtest/gtest.h>
@@ -89,6 +89,51 @@ TEST(FlashWgmma, RefusesOtherCardsAndFp32) {
   DeviceCaps small = kHopper;
   small.smem_per_block_optin = 100 * 1024;
   EXPECT_NE(wg.supports(prefill(), small).find("shared memory"), std::string::npos);
+}
+
+TEST(FlashWs, ClaimsEachTensorCoreHeadDimWithEveryMaskOnHopper) {
+  const auto& ws = variant(attention_variants(), "flash_ws");
+  for (int d : {64, 128, 256}) {
+    AttentionParams p = prefill();
+    p.head_dim = d;
+    finish_attention_params(p);
+    EXPECT_EQ(ws.supports(p, kHopper), "") << "head_dim " << d;
+    p.window = 16;
+    EXPECT_EQ(ws.supports(p, kHopper), "") << "window, head_dim " << d;
+    p.window = 0;
+    p.alibi = true;
+    p.softcap = 30;
+    EXPECT_EQ(ws.supports(p, kHopper), "") << "alibi + softcap, head_dim " << d;
+  }
+}
+
+TEST(FlashWs, RefusesOtherHeadDimsSparseFp32AndOtherCards) {
+  const auto& ws = variant(attention_variants(), "flash_ws");
+  AttentionParams p = prefill();
+  p.head_dim = 80;
+  finish_attention_params(p);
+  EXPECT_NE(ws.supports(p, kHopper).find("head_dim 64, 128 or 256"), std::string::npos);
+  p = prefill();
+  p.sparse.block = 128;
+  EXPECT_NE(ws.supports(p, kHopper).find("block-sparse"), std::string::npos);
+  p = prefill();
+  p.dtype = DType::fp32;
+  EXPECT_NE(ws.supports(p, kHopper).find("fp16/bf16"), std::string::npos);
+  EXPECT_NE(ws.supports(prefill(), kAmpere).find("sm_90"), std::string::npos);
+  p = prefill();
+  p.q_batch_stride += 4;  // rows 8 bytes off a 16-byte TMA stride
+  EXPECT_NE(ws.supports(p, kHopper).find("multiples of 8"), std::string::npos);
+}
+
+TEST(FlashWs, SaysHowMuchSharedMemoryEachHeadDimNeeds) {
+  const auto& ws = variant(attention_variants(), "flash_ws");
+  DeviceCaps card = kHopper;
+  card.smem_per_block_optin = 180 * 1024;  // d128 (162 KB) fits, d256 (194 KB) does not
+  AttentionParams p = prefill();
+  EXPECT_EQ(ws.supports(p, card), "");
+  p.head_dim = 256;
+  finish_attention_params(p);
+  EXPECT_NE(ws.supports(p, card).find("194 KB of shared memory"), std::string::npos) << ws.supports(p, card);
 }
 
 TEST(GemmWgmma, ClaimsBothLayoutsOffTheTiles) {

@@ -21,5 +21,7 @@ std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps)
 std::size_t flash_mma_workspace(const AttentionParams& p);
 void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx);  // 5_flash_wgmma.cu
 std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps);
+void flash_ws(const AttentionParams& p, const LaunchContext& ctx);  // 6_flash_ws.cu
+std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps);
 
 }  // namespace attnbench::attention_impl

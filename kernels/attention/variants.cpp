@@ -2,7 +2,7 @@
 // query head, fp32 softmax statistics, storage in dtype; the semantics (bottom-right causal,
 // window, ALiBi, GQA, fully masked rows -> 0) are AttentionParams' (attention.hpp). One rung
 // per file, from the unfused paths (1_naive.cu, 2_cublas.cu) to the fused kernels
-// (3_flash_fp32.cu, 4_flash_mma.cu, 5_flash_wgmma.cu).
+// (3_flash_fp32.cu, 4_flash_mma.cu, 5_flash_wgmma.cu, 6_flash_ws.cu).
 #include <string>
 #include <vector>
 
@@ -88,6 +88,10 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
       {"flash_wgmma", "fp16/bf16 d128, sm_90a: wgmma m64n128k16, Q/K/V in 128-byte swizzle, P in registers",
        unfused_rope<flash_wgmma, nullptr>, unfused_rope_supports<flash_wgmma_supports>,
        unfused_rope_workspace<nullptr>},
+      {"flash_ws",
+       "fp16/bf16 d128, sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
+       "ping-pong consumer warpgroups, softmax under the next tile's products",
+       unfused_rope<flash_ws, nullptr>, unfused_rope_supports<flash_ws_supports>, unfused_rope_workspace<nullptr>},
   });
   return table;
 }

@@ -1,0 +1,114 @@
+// Hopper's tensor memory accelerator and the warp-specialization primitives around it:
+// tensor maps (encoded on the host, passed as __grid_constant__ kernel parameters), tensor
+// bulk copies completed through an mbarrier, mbarrier arrivals, named barriers between
+// warpgroups, and register reallocation between warpgroups (setmaxnreg). sm_90a: device
+// callers sit behind __CUDA_ARCH_FEAT_SM90_ALL.
+#pragma once
+#include <cuda.h>  // CUtensorMap and its enums (the encoder itself comes from the runtime)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace attnbench {
+
+// ---- host: tensor maps ----
+
+// A tensor map of a 16-bit tensor of up to 5 dimensions, dims[0] contiguous; strides (bytes,
+// multiples of 16) of dims 1.., box sizes in elements; 128-byte swizzle (box[0] * 2 must be
+// 128: the shared-memory layout wgmma_desc_sw128 describes); reads past a dimension's end
+// fill zeros. The encoder is the driver's, reached through the runtime so that nothing links
+// libcuda directly.
+inline CUtensorMap make_tensor_map_sw128(const void* base, int rank, const uint64_t* dims, const uint64_t* strides,
+                                         const uint32_t* box, CUtensorMapDataType type, const char* who) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (!encode) throw std::runtime_error(std::string(who) + ": the driver has no cuTensorMapEncodeTiled");
+  CUtensorMap map;
+  cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode(&map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
+                            unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(std::string(who) + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) +
+                             ")");
+  return map;
+}
+
+// ---- device ----
+
+// A box of a 4-dimensional tensor map at coordinates (c0..c3, elements) into shared memory at
+// dst (1024-byte aligned for the 128-byte swizzle), its bytes counted on mbarrier bar.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#endif
+}
+// The map's descriptor into the constant cache ahead of the first copy.
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap& map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+#endif
+}
+
+// One arrival on an mbarrier (release: this thread's earlier reads of what it guards are done).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// Named barriers (ids 1..15; 0 is __syncthreads) over `threads` threads of the block: sync
+// waits for the count, arrive adds to it and goes on.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Register reallocation between warpgroups: every warp of a warpgroup gives registers back
+// (dec) or takes them (inc) to N per thread; the block's total must stay within the file.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// Pins accumulator registers in place across an asynchronous wgmma: the compiler may not move
+// their reads or writes over this point (the wgmma writes them behind its back until the wait).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+}  // namespace attnbench
