@@ -128,12 +128,24 @@ TEST(FlashWs, RefusesOtherHeadDimsSparseFp32AndOtherCards) {
 TEST(FlashWs, SaysHowMuchSharedMemoryEachHeadDimNeeds) {
   const auto& ws = variant(attention_variants(), "flash_ws");
   DeviceCaps card = kHopper;
-  card.smem_per_block_optin = 180 * 1024;  // d128 (162 KB) fits, d256 (194 KB) does not
+  card.smem_per_block_optin = 200 * 1024;  // d256 (194 KB: two stages) fits, d128 (226 KB: three) does not
   AttentionParams p = prefill();
-  EXPECT_EQ(ws.supports(p, card), "");
+  EXPECT_NE(ws.supports(p, card).find("226 KB of shared memory"), std::string::npos) << ws.supports(p, card);
   p.head_dim = 256;
   finish_attention_params(p);
+  EXPECT_EQ(ws.supports(p, card), "");
+  card.smem_per_block_optin = 190 * 1024;
   EXPECT_NE(ws.supports(p, card).find("194 KB of shared memory"), std::string::npos) << ws.supports(p, card);
+}
+
+TEST(FlashWs, RefusesMoreWorkTilesThanAnIntCounts) {
+  AttentionParams p = prefill();
+  p.batch = 1 << 20;
+  p.heads = 64;
+  p.kv_heads = 8;
+  p.seq_q = 4096;  // 32 query blocks: 2^31 work tiles
+  finish_attention_params(p);
+  EXPECT_NE(variant(attention_variants(), "flash_ws").supports(p, kHopper).find("2^31"), std::string::npos);
 }
 
 TEST(GemmWgmma, ClaimsBothLayoutsOffTheTiles) {

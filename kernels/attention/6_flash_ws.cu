@@ -1,29 +1,29 @@
 // attention rung 6, flash_ws: FlashAttention-3's forward design on Hopper (sm_90a): warp
 // specialization, TMA, an mbarrier pipeline, register reallocation, ping-pong warpgroups and
-// softmax overlapped with the next tile's products. fp16/bf16, head_dim 128, fp32 scores,
-// statistics and accumulators.
+// softmax overlapped with the next tile's products. fp16/bf16, head_dim 64, 128 and 256, fp32
+// scores, statistics and accumulators.
 //
 // Design (what rung 5, flash_wgmma, does not have; its notes explain the wgmma fragments):
-//   - Three warpgroups a block. Warpgroup 0 is the producer: after giving back its registers
-//     (setmaxnreg 24) one thread issues every copy as TMA tensor-map bulk copies (Q once,
-//     then each key tile's K and V) into a STAGES-deep ring of buffers, each buffer with a
+//   - Persistent blocks, one per SM, of three warpgroups. Warpgroup 0 is the producer: after
+//     giving back its registers (setmaxnreg 40) one thread claims work tiles (query block,
+//     head, batch; see Schedule) and issues every copy as TMA tensor-map bulk copies (a tile's
+//     Q, then each key tile's K and V) into a STAGES-deep ring of buffers, each buffer with a
 //     "full" mbarrier (the copy's bytes land) and an "empty" one (both consumers are done
-//     with it). No thread of a consumer computes an address or waits on a copy it issued.
-//   - Warpgroups 1 and 2 are the consumers (setmaxnreg 240): each owns 64 of the block's 128
+//     with it). The next tile's Q and first K and V load while the consumers finish a tile.
+//   - Warpgroups 1 and 2 are the consumers (setmaxnreg 232): each owns 64 of a tile's 128
 //     query rows and walks the same key tiles.
-//   - Intra-warpgroup overlap: at tile n a consumer issues S_n = Q K_nᵀ and O += P_{n-1} V_{n-1}
-//     back to back, waits only for S_n, and computes tile n's masks and exponentials while the
-//     tensor cores still run the P V product; the rescale of O waits for that product.
+//   - Intra-warpgroup overlap: at key tile n a consumer issues S_n = Q K_nᵀ and O += P_{n-1}
+//     V_{n-1} back to back, waits only for S_n, and computes tile n's masks and exponentials
+//     while the tensor cores still run the P V product; the rescale of O waits for that product.
 //   - Ping-pong: a pair of named barriers lets the consumers issue their products in turn, so
 //     that one warpgroup's softmax runs under the other's products.
-//   - Causal blocks go in reverse order, the longest (the last query rows) first, so that the
-//     short blocks fill the last wave.
 // Not here (supports() says so): block-sparse masks, RoPE (the unfused baseline turns Q and K
-// first), head_dim other than 128, other cards.
+// first), other head_dims, other cards.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
@@ -43,6 +43,11 @@ namespace attnbench::attention_impl {
 namespace {
 
 constexpr int BR = 128, THREADS = 384, CONSUMER_THREADS = 256;
+// Registers per thread after setmaxnreg. The block is launched with 168 a thread
+// (__launch_bounds__(384, 1)), and the warpgroups can only trade what it was given: a
+// request beyond that total waits forever. The producer's tile loop needs 40 to run unspilled.
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+static_assert(128 * PRODUCER_REGS + CONSUMER_THREADS * CONSUMER_REGS <= THREADS * 168, "more registers than launched");
 // Named barriers: consumer w's turn to issue its products is barrier 1 + w.
 constexpr int SCHED_BAR = 1;
 
@@ -52,26 +57,43 @@ constexpr int SCHED_BAR = 1;
 template <int D>
 struct Tiling {
   static constexpr int BC = D == 256 ? 64 : 128;  // d256: S 32 + P 16 + O 128 registers
-  static constexpr int STAGES = D == 64 ? 3 : 2;
+  static constexpr int STAGES = D == 256 ? 2 : 3;  // d128: 3 stages 3-4% over 2 at s4096 (run 105)
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;  // bytes of one column block
   static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
   static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for 1024-byte atoms
 };
 
-// The block's query tile: causal blocks in reverse order (the longest first).
+// The persistent schedule: one block per SM takes work tiles (query block, head, batch) in
+// order, tile blockIdx.x first and then the next unclaimed one from a counter in global
+// memory, as a block finishes its loads. The order has query blocks fastest, so that the
+// tiles in flight share their heads' K and V in L2, and causal query blocks reversed, the
+// longest (the last query rows) first, so that short tiles fill the end. Claiming tiles as
+// blocks free up keeps the tiles in flight together when their costs differ (a fixed stride
+// of tiles per block let causal blocks drift over many heads at once: 1.4-1.6x slower at
+// seq 16384, bench notes run 105).
+struct Schedule {
+  int m_blocks, heads;
+  int tiles;      // m_blocks * heads * batch (supports() keeps it below 2^31)
+  int* claimed;   // tiles claimed past the first gridDim.x; zeroed before each launch
+};
+
 template <bool kCausal>
-__device__ __forceinline__ int query_block() {
-  return kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+__device__ __forceinline__ void work_tile(const Schedule& w, int t, int& q0, int& h, int& b) {
+  const int bh = t / w.m_blocks, mb = t - bh * w.m_blocks;
+  q0 = (kCausal ? w.m_blocks - 1 - mb : mb) * BR;
+  h = bh % w.heads;
+  b = bh / w.heads;
 }
 
 // Shared memory: Q, then STAGES K buffers, then STAGES V buffers; the mbarriers apart.
 template <int STAGES>
 struct Bars {
-  uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
+  uint64_t tile_full[2], tile_empty[2];  // the producer hands each work tile's index to the consumers
+  uint64_t q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach>
-__global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a,
+__global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
                                                               const __grid_constant__ CUtensorMap tq,
                                                               const __grid_constant__ CUtensorMap tk,
                                                               const __grid_constant__ CUtensorMap tv) {
@@ -80,20 +102,18 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
   constexpr int BC = L::BC, STAGES = L::STAGES;
   extern __shared__ unsigned char smem_raw[];
   __shared__ Bars<STAGES> bars;
+  __shared__ int tile_slot[2];
   const uint32_t sq = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sk = sq + L::Q_BYTES, sv = sk + STAGES * L::KV_BYTES;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int q0 = query_block<kCausal>() * BR, h = blockIdx.y;
-  const int b = blockIdx.z + a.batch_offset;
-  const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);
-  int n_begin, n_end;
-  visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
-  const int tiles = n_end - n_begin;
-
-  const uint32_t bq = smem_addr(&bars.q_full);
   auto bar = [](const uint64_t& x) { return smem_addr(&x); };
   if (tid == 0) {
-    mbar_init(bq, 1);
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(bar(bars.tile_full[s]), 1);
+      mbar_init(bar(bars.tile_empty[s]), CONSUMER_THREADS);
+    }
+    mbar_init(bar(bars.q_full), 1);
+    mbar_init(bar(bars.q_empty), CONSUMER_THREADS);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(bar(bars.k_full[s]), 1);
       mbar_init(bar(bars.v_full[s]), 1);
@@ -103,48 +123,70 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
   }
   __syncthreads();
 
-  if (warp < 4) {  // ---- producer warpgroup ----
-    setmaxnreg_dec<24>();
-    if (warp == 0 && lane == 0 && tiles > 0) {
+  // Both sides count the query tiles (qn) and key tiles (it) that went through the buffers:
+  // buffer it % STAGES, its use (it / STAGES) & 1 is the phase parity; a fresh barrier passes
+  // parity 1, so the producer's first waits on "empty" return at once. A work tile whose rows
+  // see no key moves nothing.
+  if (warp < 4) {  // ---- producer warpgroup: one thread issues every copy ----
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (warp == 0 && lane == 0) {
+      tma_prefetch_map(tq);
       tma_prefetch_map(tk);
       tma_prefetch_map(tv);
-      mbar_expect_tx(bq, L::Q_BYTES);
-      for (int c = 0; c < D / 64; ++c) tma_load_4d(sq + c * L::Q_BLOCK, tq, 64 * c, q0, h, b, bq);
-      for (int it = 0; it < tiles; ++it) {
-        const int s = it % STAGES, parity = ((it / STAGES) & 1) ^ 1;  // a fresh barrier passes parity 1
-        const int key0 = (n_begin + it) * BC;
-        mbar_wait(bar(bars.k_empty[s]), parity);
-        mbar_expect_tx(bar(bars.k_full[s]), L::KV_BYTES);
-        for (int c = 0; c < D / 64; ++c)
-          tma_load_4d(sk + s * L::KV_BYTES + c * L::KV_BLOCK, tk, 64 * c, key0, kvh, b, bar(bars.k_full[s]));
-        mbar_wait(bar(bars.v_empty[s]), parity);
-        mbar_expect_tx(bar(bars.v_full[s]), L::KV_BYTES);
-        for (int c = 0; c < D / 64; ++c)
-          tma_load_4d(sv + s * L::KV_BYTES + c * L::KV_BLOCK, tv, 64 * c, key0, kvh, b, bar(bars.v_full[s]));
+      int it = 0, qn = 0;
+      for (int t = blockIdx.x, j = 0;; ++j) {
+        // Hand tile t (-1: none left) to the consumers through a slot of two.
+        mbar_wait(bar(bars.tile_empty[j & 1]), ((j >> 1) & 1) ^ 1);
+        tile_slot[j & 1] = t < w.tiles ? t : -1;
+        mbar_arrive(bar(bars.tile_full[j & 1]));
+        if (t >= w.tiles) break;
+        int q0, h, b, n_begin, n_end;
+        work_tile<kCausal>(w, t, q0, h, b);
+        visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
+        if (n_end != n_begin) {
+          const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);
+          // The next tile's Q as soon as the consumers' last S of this one is done: its load runs
+          // under their last P V and their stores.
+          mbar_wait(bar(bars.q_empty), (qn++ & 1) ^ 1);
+          mbar_expect_tx(bar(bars.q_full), L::Q_BYTES);
+          for (int c = 0; c < D / 64; ++c) tma_load_4d(sq + c * L::Q_BLOCK, tq, 64 * c, q0, h, b, bar(bars.q_full));
+          for (int n = n_begin; n < n_end; ++n, ++it) {
+            const int s = it % STAGES, parity = ((it / STAGES) & 1) ^ 1;
+            mbar_wait(bar(bars.k_empty[s]), parity);
+            mbar_expect_tx(bar(bars.k_full[s]), L::KV_BYTES);
+            for (int c = 0; c < D / 64; ++c)
+              tma_load_4d(sk + s * L::KV_BYTES + c * L::KV_BLOCK, tk, 64 * c, n * BC, kvh, b, bar(bars.k_full[s]));
+            mbar_wait(bar(bars.v_empty[s]), parity);
+            mbar_expect_tx(bar(bars.v_full[s]), L::KV_BYTES);
+            for (int c = 0; c < D / 64; ++c)
+              tma_load_4d(sv + s * L::KV_BYTES + c * L::KV_BLOCK, tv, 64 * c, n * BC, kvh, b, bar(bars.v_full[s]));
+          }
+        }
+        // The next tile is claimed once this one's last copy is issued, a few key tiles before
+        // the consumers finish it.
+        t = static_cast<int>(gridDim.x) + atomicAdd(w.claimed, 1);
       }
     }
     return;
   }
 
   // ---- consumer warpgroups ----
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<CONSUMER_REGS>();
   const int wg = warp / 4 - 1, t4 = lane % 4;
-  const int row = q0 + wg * 64 + 16 * (warp % 4) + lane / 4;  // and row + 8
   const uint32_t q_wg = sq + wg * 64 * 128;  // this warpgroup's 64 rows in each column block
-  float o[D / 2], s[BC / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float o[D / 2], s[BC / 2], m[2], l[2];
   uint32_t p[BC / 16][4];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 
-  // Ping-pong: wait for this warpgroup's turn, issue, hand the turn over. Consumer 0 takes the
-  // first turn unasked; consumer 1 hands over nothing after its last, so every barrier's
-  // arrivals and waits balance.
-  auto turn_begin = [&](bool first) {
-    if (!(first && wg == 0)) named_bar_sync(SCHED_BAR + wg, CONSUMER_THREADS);
+  // Ping-pong: wait for this warpgroup's turn, issue, hand the turn over, in one chain over all
+  // of the block's work tiles. Consumer 0 takes its very first turn unasked and waits once more
+  // at the end for consumer 1's last hand-over, so that every barrier's arrivals and waits
+  // balance and no warpgroup hands over twice before the other has taken the turn.
+  bool issued = false;
+  auto turn_begin = [&] {
+    if (issued || wg != 0) named_bar_sync(SCHED_BAR + wg, CONSUMER_THREADS);
+    issued = true;
   };
-  auto turn_end = [&](bool last) {
-    if (!(last && wg == 1)) named_bar_arrive(SCHED_BAR + (wg ^ 1), CONSUMER_THREADS);
-  };
+  auto turn_end = [&] { named_bar_arrive(SCHED_BAR + (wg ^ 1), CONSUMER_THREADS); };
   // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows; both K-major).
   auto issue_s = [&](int it) {
     const int st = it % STAGES;
@@ -167,73 +209,96 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     const uint32_t vt = sv + st * L::KV_BYTES;
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk) wgmma_rs_nmajor<T, D>(o, p[kk], wgmma_desc_sw128(vt + kk * 16 * 128, L::KV_BLOCK));
-    wgmma_commit();
-  };
-  // Tile n's masks, then the online softmax: s becomes exp2(s · scale_log2 - m), l the new
-  // sums; corr is what O must be scaled by.
-  auto softmax = [&](int n, float (&corr)[2]) {
-    mask_scores<BR, BC, kCausal, kCap, kReach>(s, a, h, q0, n * BC, row, t4);
-    float base[2];
-    new_row_max<BC>(s, a.scale_log2, m, l, base, corr);
-#pragma unroll
-    for (int i = 0; i < BC / 2; ++i) {
-      const int r = (i % 4) / 2;
-      s[i] = exp2_approx(fmaf(s[i], a.scale_log2, -base[r]));
-      l[r] += s[i];
-    }
-  };
-  // P (16-bit) from the exponentials: the accumulator fragment of n8 tiles 2 kk and 2 kk + 1
-  // is the A fragment of k step kk.
-  auto pack_p = [&] {
-#pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk)
-#pragma unroll
-      for (int w = 0; w < 4; ++w) p[kk][w] = pack2<T>(s[8 * kk + 2 * w], s[8 * kk + 2 * w + 1]);
+      wgmma_rs_nmajor<T, D>(o, p[kk], wgmma_desc_sw128(vt + kk * 16 * 128, L::KV_BLOCK));
+    wgmma_commit();
   };
   auto release = [&](const uint64_t& empty) { mbar_arrive(bar(empty)); };
 
-  if (tiles > 0) {
-    mbar_wait(bq, 0);
-    float corr[2];
-    turn_begin(true);
-    issue_s(0);
-    turn_end(false);
-    wgmma_wait<0>();
-    fence_operands(s);
-    release(bars.k_empty[0]);
-    softmax(n_begin, corr);
-    pack_p();
-    for (int it = 1; it < tiles; ++it) {
-      turn_begin(false);
+  int it = 0, qn = 0;
+  for (int j = 0;; ++j) {
+    mbar_wait(bar(bars.tile_full[j & 1]), (j >> 1) & 1);
+    const int t = tile_slot[j & 1];
+    mbar_arrive(bar(bars.tile_empty[j & 1]));
+    if (t < 0) break;
+    int q0, h, b, n_begin, n_end;
+    work_tile<kCausal>(w, t, q0, h, b);
+    visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
+    const int tiles = n_end - n_begin;
+    const int row = q0 + wg * 64 + 16 * (warp % 4) + lane / 4;  // and row + 8
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    // Tile n's masks, then the online softmax: s becomes exp2(s · scale_log2 - m), l the new
+    // sums; corr is what O must be scaled by. Then P (16-bit): the accumulator fragment of n8
+    // tiles 2 kk and 2 kk + 1 is the A fragment of k step kk.
+    auto softmax = [&](int n, float (&corr)[2]) {
+      mask_scores<BR, BC, kCausal, kCap, kReach>(s, a, h, q0, n * BC, row, t4);
+      float base[2];
+      new_row_max<BC>(s, a.scale_log2, m, l, base, corr);
+#pragma unroll
+      for (int i = 0; i < BC / 2; ++i) {
+        const int r = (i % 4) / 2;
+        s[i] = exp2_approx(fmaf(s[i], a.scale_log2, -base[r]));
+        l[r] += s[i];
+      }
+    };
+    auto pack_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+        for (int w4 = 0; w4 < 4; ++w4) p[kk][w4] = pack2<T>(s[8 * kk + 2 * w4], s[8 * kk + 2 * w4 + 1]);
+    };
+
+    if (tiles > 0) {
+      mbar_wait(bar(bars.q_full), qn++ & 1);
+      float corr[2];
+      turn_begin();
       issue_s(it);
-      issue_pv(it - 1);
-      turn_end(false);
-      wgmma_wait<1>();  // S_it; P V_{it-1} may still run
+      turn_end();
+      wgmma_wait<0>();
       fence_operands(s);
       release(bars.k_empty[it % STAGES]);
-      softmax(n_begin + it, corr);
+      if (tiles == 1) release(bars.q_empty);
+      softmax(n_begin, corr);
+      pack_p();
+      for (int j = 1; j < tiles; ++j) {
+        turn_begin();
+        issue_s(it + j);
+        issue_pv(it + j - 1);
+        turn_end();
+        wgmma_wait<1>();  // S; P V may still run
+        fence_operands(s);
+        release(bars.k_empty[(it + j) % STAGES]);
+        if (j == tiles - 1) release(bars.q_empty);
+        softmax(n_begin + j, corr);
+        wgmma_wait<0>();
+        fence_operands(o);
+        release(bars.v_empty[(it + j - 1) % STAGES]);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i % 4) / 2];
+        pack_p();
+      }
+      turn_begin();
+      issue_pv(it + tiles - 1);
+      turn_end();
       wgmma_wait<0>();
       fence_operands(o);
-      release(bars.v_empty[(it - 1) % STAGES]);
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i % 4) / 2];
-      pack_p();
+      release(bars.v_empty[(it + tiles - 1) % STAGES]);
+      it += tiles;
     }
-    turn_begin(false);
-    issue_pv(tiles - 1);
-    turn_end(true);
-    wgmma_wait<0>();
-    fence_operands(o);
-    release(bars.v_empty[(tiles - 1) % STAGES]);
+    T* out = static_cast<T*>(a.o) + int64_t{b} * a.o_batch_stride + int64_t{h} * D;
+    store_rows<T, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
   }
-
-  T* out = static_cast<T*>(a.o) + int64_t{b} * a.o_batch_stride + int64_t{h} * D;
-  store_rows<T, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
+  if (issued && wg == 0) named_bar_sync(SCHED_BAR, CONSUMER_THREADS);  // consumer 1's last hand-over
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif
 }
+
+// Work tiles (query block, head, batch) of p.
+int64_t work_tiles(const AttentionParams& p) { return ceil_div(p.seq_q, BR) * p.heads * p.batch; }
 
 // [batch, seq, heads, head_dim] as a 4-d tensor map (dims: dim, row, head, batch), boxes of
 // 64 dims x rows rows of one head.
@@ -255,7 +320,17 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
   const CUtensorMap tq = map_of<T, D>(p.q, p.batch, p.seq_q, p.heads, p.q_batch_stride, BR);
   const CUtensorMap tk = map_of<T, D>(p.k, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
   const CUtensorMap tv = map_of<T, D>(p.v, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
-  launch_per_batch_chunk(p, k, make_args(p), BR, THREADS, L::SMEM, ctx, "attention/flash_ws", tq, tk, tv);
+  Schedule w;
+  w.m_blocks = static_cast<int>(ceil_div(p.seq_q, BR));
+  w.heads = static_cast<int>(p.heads);
+  w.tiles = static_cast<int>(work_tiles(p));
+  int sms = ctx.caps ? ctx.caps->sm_count : 0;
+  if (sms <= 0) check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attention/flash_ws");
+  const unsigned grid = static_cast<unsigned>(std::min(w.tiles, sms));
+  w.claimed = static_cast<int*>(ctx.workspace);
+  check_cuda(cudaMemsetAsync(w.claimed, 0, sizeof(int), ctx.stream), "attention/flash_ws (tile counter)");
+  k<<<grid, THREADS, L::SMEM, ctx.stream>>>(make_args(p), w, tq, tk, tv);
+  check_launch("attention/flash_ws");
 }
 
 // The one switch on head_dim, causal, soft-capping and the reach masks.
@@ -296,12 +371,15 @@ void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
   }
 }
 
+std::size_t flash_ws_workspace(const AttentionParams&) { return 256; }  // the tile counter
+
 std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (!claimed_head_dim(p.head_dim)) return "head_dim 64, 128 or 256 only (flash_mma takes every head_dim)";
   if (const std::string why = wgmma_prefill_supports(p, caps, "TMA"); !why.empty()) return why;
+  if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
   const std::size_t smem =
       (p.head_dim == 64 ? Tiling<64>::SMEM : p.head_dim == 128 ? Tiling<128>::SMEM : Tiling<256>::SMEM) +
-      sizeof(Bars<Tiling<64>::STAGES>);  // the deepest ring's barriers
+      sizeof(Bars<3>) + 2 * sizeof(int);  // the deepest ring's barriers, the tile slots
   if (caps.smem_per_block_optin < smem)
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
   return {};

@@ -83,16 +83,15 @@ inline Args make_args(const AttentionParams& p) {
 
 // Grid (row blocks of `rows` query rows, heads, batches). gridDim.y (heads) and gridDim.z
 // (batches) stop at 65535: supports() bounds heads, and larger batches go in several launches.
-// Extra kernel arguments (flash_ws's tensor maps) follow the Args.
-template <class Kernel, class... Extra>
+template <class Kernel>
 void launch_per_batch_chunk(const AttentionParams& p, Kernel kernel, Args a, int rows, int threads, int smem,
-                            const LaunchContext& ctx, const char* name, const Extra&... extra) {
+                            const LaunchContext& ctx, const char* name) {
   const int64_t m_blocks = ceil_div(p.seq_q, rows);
   for (int64_t b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
     a.batch_offset = static_cast<int>(b0);
     const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads),
                     static_cast<unsigned>(std::min(kMaxGridYZ, p.batch - b0)));
-    kernel<<<grid, threads, smem, ctx.stream>>>(a, extra...);
+    kernel<<<grid, threads, smem, ctx.stream>>>(a);
     check_launch(name);
   }
 }

@@ -23,5 +23,6 @@ void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx);  // 5_flas
 std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps);
 void flash_ws(const AttentionParams& p, const LaunchContext& ctx);  // 6_flash_ws.cu
 std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps);
+std::size_t flash_ws_workspace(const AttentionParams& p);
 
 }  // namespace attnbench::attention_impl

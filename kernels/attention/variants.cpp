@@ -91,7 +91,8 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
       {"flash_ws",
        "fp16/bf16 d128, sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
        "ping-pong consumer warpgroups, softmax under the next tile's products",
-       unfused_rope<flash_ws, nullptr>, unfused_rope_supports<flash_ws_supports>, unfused_rope_workspace<nullptr>},
+       unfused_rope<flash_ws, flash_ws_workspace>, unfused_rope_supports<flash_ws_supports>,
+       unfused_rope_workspace<flash_ws_workspace>},
   });
   return table;
 }
