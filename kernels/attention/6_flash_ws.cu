@@ -53,11 +53,14 @@ constexpr int SCHED_BAR = 1;
 
 // The tiling of each head_dim: key tiles of BC rows, a ring of STAGES K and V buffers. Tiles
 // are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle, as TMA writes a box of
-// 64 dims x rows; registers per consumer thread: S (BC / 2), P (BC / 4), O (D / 2).
-template <int D>
+// 64 dims x rows; registers per consumer thread: S (BC / 2), P (BC / 4), O (D / 2). kWide
+// (no causal or reach mask, whose diagonal tiles waste more of a wide tile): 176 keys at d128
+// and 80 at d256, FlashAttention-3's shapes, 3-6% faster than 128 and 64 (bench notes run
+// 109); d256 holds S 40 + P 20 + O 128 registers.
+template <int D, bool kWide>
 struct Tiling {
-  static constexpr int BC = D == 256 ? 64 : 128;  // d256: S 32 + P 16 + O 128 registers
-  static constexpr int STAGES = D == 256 ? 2 : 3;  // d128: 3 stages 3-4% over 2 at s4096 (run 105)
+  static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
+  static constexpr int STAGES = D == 256 || kWide ? 2 : 3;  // d128 narrow: 3 stages 3-4% over 2 (run 105)
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;  // bytes of one column block
   static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
   static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for 1024-byte atoms
@@ -93,12 +96,15 @@ struct Bars {
 };
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach>
+constexpr bool kWideTiles = D != 64 && !kCausal && !kReach;
+
+template <class T, int D, bool kCausal, bool kCap, bool kReach>
 __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
                                                               const __grid_constant__ CUtensorMap tq,
                                                               const __grid_constant__ CUtensorMap tk,
                                                               const __grid_constant__ CUtensorMap tv) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Tiling<D>;
+  using L = Tiling<D, kWideTiles<T, D, kCausal, kCap, kReach>>;
   constexpr int BC = L::BC, STAGES = L::STAGES;
   extern __shared__ unsigned char smem_raw[];
   __shared__ Bars<STAGES> bars;
@@ -313,7 +319,7 @@ CUtensorMap map_of(const void* base, int64_t batch, int64_t seq, int64_t heads, 
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  using L = Tiling<D>;
+  using L = Tiling<D, kWideTiles<T, D, kCausal, kCap, kReach>>;
   const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   check_cuda(opt_in, "attention/flash_ws");
@@ -378,7 +384,10 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
   if (const std::string why = wgmma_prefill_supports(p, caps, "TMA"); !why.empty()) return why;
   if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
   const std::size_t smem =
-      (p.head_dim == 64 ? Tiling<64>::SMEM : p.head_dim == 128 ? Tiling<128>::SMEM : Tiling<256>::SMEM) +
+      std::max((p.head_dim == 64    ? Tiling<64, false>::SMEM
+                : p.head_dim == 128 ? Tiling<128, false>::SMEM
+                                    : Tiling<256, false>::SMEM),
+               (p.head_dim == 128 ? Tiling<128, true>::SMEM : p.head_dim == 256 ? Tiling<256, true>::SMEM : 0)) +
       sizeof(Bars<3>) + 2 * sizeof(int);  // the deepest ring's barriers, the tile slots
   if (caps.smem_per_block_optin < smem)
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";

@@ -146,13 +146,43 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_n(float (&d)[128], const uin
 #endif
 }
 
+// d (64 x 80) = (scale_d ? d : 0) + A · Bᵀ, A and B K-major in shared memory.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n80k16_ss(float (&d)[40], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTNBENCH_SS(TYPE)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"                                               \
+               "wgmma.mma_async.sync.aligned.m64n80k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, %40, %41, p, 1, 1, 0, 0;\n}\n" \
+               : ATTNBENCH_D32(0), ATTNBENCH_D8(32)                                                                           \
+               : "l"(da), "l"(db), "r"(scale_d))
+  ATTNBENCH_WGMMA_TYPED(ATTNBENCH_SS);
+#undef ATTNBENCH_SS
+#endif
+}
+
+// d (64 x 176) = (scale_d ? d : 0) + A · Bᵀ, A and B K-major in shared memory.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTNBENCH_SS(TYPE)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"                                               \
+               "wgmma.mma_async.sync.aligned.m64n176k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, %88, %89, p, 1, 1, 0, 0;\n}\n" \
+               : ATTNBENCH_D32(0), ATTNBENCH_D32(32), ATTNBENCH_D8(64), ATTNBENCH_D8(72), ATTNBENCH_D8(80)                                                                           \
+               : "l"(da), "l"(db), "r"(scale_d))
+  ATTNBENCH_WGMMA_TYPED(ATTNBENCH_SS);
+#undef ATTNBENCH_SS
+#endif
+}
+
 // The shapes flash_ws picks by head_dim and key tile: S = Q Kᵀ (m64 x N, both K-major) and
 // O += P V (m64 x N, V N-major).
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss_kmajor(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
-  static_assert(N == 64 || N == 128, "S tiles of 64 or 128 keys");
+  static_assert(N == 64 || N == 80 || N == 128 || N == 176, "S tiles of 64, 80, 128 or 176 keys");
   if constexpr (N == 64) wgmma_m64n64k16_ss<T>(d, da, db, scale_d);
-  else wgmma_m64n128k16_ss<T>(d, da, db, scale_d);
+  else if constexpr (N == 80) wgmma_m64n80k16_ss<T>(d, da, db, scale_d);
+  else if constexpr (N == 128) wgmma_m64n128k16_ss<T>(d, da, db, scale_d);
+  else wgmma_m64n176k16_ss<T>(d, da, db, scale_d);
 }
 template <class T, int N>
 __device__ __forceinline__ void wgmma_rs_nmajor(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
