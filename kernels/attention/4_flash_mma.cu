@@ -572,14 +572,7 @@ void launch_type(const AttentionParams& p, const LaunchContext& ctx) {
 // The one switch on dtype.
 template <class Tl>
 void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
-  switch (p.dtype) {
-    case DType::fp16:
-      return launch_type<__half, Tl>(p, ctx);
-    case DType::bf16:
-      return launch_type<__nv_bfloat16, Tl>(p, ctx);
-    default:
-      throw std::invalid_argument(std::string("attention/flash_mma: no ") + dtype_name(p.dtype) + " path");
-  }
+  with_16bit(p.dtype, "attention/flash_mma", [&](auto tag) { launch_type<decltype(tag), Tl>(p, ctx); });
 }
 
 // The one switch on the head-dim class.

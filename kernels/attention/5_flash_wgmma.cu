@@ -40,6 +40,7 @@
 #include "kernels/attention/rungs.hpp"
 #include "kernels/attention/wgmma_rows.cuh"
 #include "kernels/common/copy.cuh"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/wgmma.cuh"
@@ -190,14 +191,7 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void flash_wgmma(const AttentionParams& p, const LaunchContext& ctx) {
-  switch (p.dtype) {
-    case DType::fp16:
-      return launch_dtype<__half>(p, ctx);
-    case DType::bf16:
-      return launch_dtype<__nv_bfloat16>(p, ctx);
-    default:
-      throw std::invalid_argument(std::string("attention/flash_wgmma: no ") + dtype_name(p.dtype) + " path");
-  }
+  with_16bit(p.dtype, "attention/flash_wgmma", [&](auto tag) { launch_dtype<decltype(tag)>(p, ctx); });
 }
 
 std::string flash_wgmma_supports(const AttentionParams& p, const DeviceCaps& caps) {

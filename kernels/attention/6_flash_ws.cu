@@ -34,6 +34,7 @@
 #include "kernels/attention/rungs.hpp"
 #include "kernels/attention/wgmma_rows.cuh"
 #include "kernels/common/copy.cuh"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tma.cuh"
@@ -367,14 +368,7 @@ constexpr bool claimed_head_dim(int64_t d) { return d == 64 || d == 128 || d == 
 }  // namespace
 
 void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
-  switch (p.dtype) {
-    case DType::fp16:
-      return launch_dtype<__half>(p, ctx);
-    case DType::bf16:
-      return launch_dtype<__nv_bfloat16>(p, ctx);
-    default:
-      throw std::invalid_argument(std::string("attention/flash_ws: no ") + dtype_name(p.dtype) + " path");
-  }
+  with_16bit(p.dtype, "attention/flash_ws", [&](auto tag) { launch_dtype<decltype(tag)>(p, ctx); });
 }
 
 std::size_t flash_ws_workspace(const AttentionParams&) { return 256; }  // the tile counter

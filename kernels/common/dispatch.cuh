@@ -32,6 +32,15 @@ decltype(auto) with_storage(DType dtype, const char* name, F&& f) {
   throw std::invalid_argument(std::string(name) + ": no kernel for dtype " + dtype_name(dtype));
 }
 
+// Returns f(T{}) with the 16-bit storage type T of dtype (fp16 or bf16), what the tensor-core
+// kernels take; any other dtype: "<name>: no <dtype> path".
+template <class F>
+decltype(auto) with_16bit(DType dtype, const char* name, F&& f) {
+  if (dtype == DType::fp16) return f(__half{});
+  if (dtype == DType::bf16) return f(__nv_bfloat16{});
+  throw std::invalid_argument(std::string(name) + ": no " + dtype_name(dtype) + " path");
+}
+
 // Returns f(T{}, C{}) with the storage type T of dtype and C of a cache of kv_dtype: T, or Fp8.
 template <class F>
 decltype(auto) with_types(DType dtype, DType kv_dtype, const char* name, F&& f) {
