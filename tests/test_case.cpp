@@ -481,7 +481,7 @@ TEST(CaseErrors, KernelNames) {
   expect_has(error_of(std::string("kernels = [\"naive\", \"flash\"]\n") + kAttention),
              {"1:21",
               "unknown kernel 'flash' for op attention (known: naive, cublas, flash_fp32, flash_mma, "
-              "flash_mma_rope_first, flash_wgmma, flash_ws)"});
+              "flash_mma_rope_first, flash_wgmma, flash_ws, flash_ws_rope_first)"});
   expect_has(error_of(std::string("kernels = [\"cublsa\"]\n") + kAttention), {"did you mean cublas?"});
   expect_has(error_of(std::string("baseline = \"fast\"\n") + kAttention),
              {"1:12", "unknown kernel 'fast' for op attention"});

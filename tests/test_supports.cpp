@@ -140,6 +140,37 @@ TEST(FlashWs, SaysHowMuchSharedMemoryEachHeadDimNeeds) {
   EXPECT_EQ(ws.supports(p, card), "");
 }
 
+TEST(FlashWs, TurnsQueriesInSharedMemoryAtHeadDim64And128AndLeavesTheRestToItsBaseline) {
+  const auto& ws = variant(attention_variants(), "flash_ws");
+  const auto& first = variant(attention_variants(), "flash_ws_rope_first");
+  // A dense problem at head_dim d with neox RoPE over all of it.
+  auto with_rope = [](int d) {
+    AttentionParams p = prefill();
+    p.head_dim = d;
+    p.q_batch_stride = p.kv_batch_stride = p.o_batch_stride = 0;
+    p.scale = 0;
+    p.rope.style = RopeTable::neox;
+    p.rope.rotary_dim = d;
+    finish_attention_params(p);
+    return p;
+  };
+  for (int d : {64, 128}) EXPECT_EQ(ws.supports(with_rope(d), kHopper), "") << "head_dim " << d;
+  AttentionParams p = with_rope(128);
+  EXPECT_TRUE(first.applies(p));
+  AttentionParams q = p;
+  q.softcap = 30;
+  EXPECT_NE(ws.supports(q, kHopper).find("flash_ws_rope_first runs the rest"), std::string::npos);
+  EXPECT_EQ(first.supports(q, kHopper), "");  // the baseline turns Q and K first, then runs without RoPE
+  q = with_rope(256);
+  EXPECT_NE(ws.supports(q, kHopper).find("flash_ws_rope_first runs the rest"), std::string::npos);
+  EXPECT_EQ(first.supports(q, kHopper), "");
+  q = p;
+  q.rope.rotary_dim = 40;  // neox turns 16-byte chunks with their partners
+  EXPECT_NE(ws.supports(q, kHopper).find("multiple of 16"), std::string::npos);
+  p.rope = {};
+  EXPECT_FALSE(first.applies(p));
+}
+
 TEST(FlashWs, RefusesMoreWorkTilesThanAnIntCounts) {
   AttentionParams p = prefill();
   p.batch = 1 << 20;

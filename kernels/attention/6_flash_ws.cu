@@ -17,8 +17,10 @@
 //     while the tensor cores still run the P V product; the rescale of O waits for that product.
 //   - Ping-pong: a pair of named barriers lets the consumers issue their products in turn, so
 //     that one warpgroup's softmax runs under the other's products.
-// Not here (supports() says so): block-sparse masks, RoPE (the unfused baseline turns Q and K
-// first), other head_dims, other cards.
+//   - RoPE (head_dim 64 and 128, plain or causal): a pass turns the keys into the workspace
+//     before the kernel, and each consumer turns its query rows in shared memory.
+// Not here (supports() says so): block-sparse masks, RoPE with the other options (the unfused
+// baseline flash_ws_rope_first turns Q and K first), other head_dims, other cards.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,6 +37,7 @@
 #include "kernels/attention/wgmma_rows.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tma.cuh"
@@ -51,6 +54,7 @@ constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + CONSUMER_THREADS * CONSUMER_REGS <= THREADS * 168, "more registers than launched");
 // Named barriers: consumer w's turn to issue its products is barrier 1 + w.
 constexpr int SCHED_BAR = 1;
+constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows turned
 
 // The tiling of each head_dim: key tiles of BC rows, a ring of STAGES K and V buffers. Tiles
 // are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle, as TMA writes a box of
@@ -96,16 +100,18 @@ struct Bars {
   uint64_t q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
-template <class T, int D, bool kCausal, bool kCap, bool kReach>
+template <int D, bool kCausal, bool kReach>
 constexpr bool kWideTiles = D != 64 && !kCausal && !kReach;
 
-template <class T, int D, bool kCausal, bool kCap, bool kReach>
+// kRope: each consumer turns its 64 query rows in shared memory once their TMA copy lands
+// (the keys come turned by a pass before the kernel, as flash_mma's do).
+template <class T, int D, bool kCausal, bool kCap, bool kReach, bool kRope>
 __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
                                                               const __grid_constant__ CUtensorMap tq,
                                                               const __grid_constant__ CUtensorMap tk,
                                                               const __grid_constant__ CUtensorMap tv) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Tiling<D, kWideTiles<T, D, kCausal, kCap, kReach>>;
+  using L = Tiling<D, kWideTiles<D, kCausal, kReach>>;
   constexpr int BC = L::BC, STAGES = L::STAGES;
   extern __shared__ unsigned char smem_raw[];
   __shared__ Bars<STAGES> bars;
@@ -260,6 +266,14 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
 
     if (tiles > 0) {
       mbar_wait(bar(bars.q_full), qn++ & 1);
+      if constexpr (kRope) {  // rows q0 + 64 wg + r at positions + q_offset; 16-byte chunk c of a row
+        const int first = q0 + wg * 64;
+        rope_shared_rows<T, 64, 128, 4>(
+            [q_wg](int r, int c) { return q_wg + (c >> 3) * L::Q_BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4); },
+            a.seq_q - first, first + a.q_offset, a.rope, tid % 128);
+        fence_proxy_async_shared();  // the turned rows -> the S products' reads
+        named_bar_sync(ROPE_BAR + wg, 128);
+      }
       float corr[2];
       turn_begin();
       issue_s(it);
@@ -318,10 +332,10 @@ CUtensorMap map_of(const void* base, int64_t batch, int64_t seq, int64_t heads, 
   return make_tensor_map_sw128(base, 4, dims, strides, box, type, "attention/flash_ws");
 }
 
-template <class T, int D, bool kCausal, bool kCap, bool kReach = false>
+template <class T, int D, bool kCausal, bool kCap, bool kReach = false, bool kRope = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  using L = Tiling<D, kWideTiles<T, D, kCausal, kCap, kReach>>;
-  const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach>;
+  using L = Tiling<D, kWideTiles<D, kCausal, kReach>>;
+  const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach, kRope>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   check_cuda(opt_in, "attention/flash_ws");
   const CUtensorMap tq = map_of<T, D>(p.q, p.batch, p.seq_q, p.heads, p.q_batch_stride, BR);
@@ -348,6 +362,10 @@ void launch_options(const AttentionParams& p, const LaunchContext& ctx) {
                          : launch_kernel<T, D, false, false, true>(p, ctx);
   if (p.softcap > 0)
     return p.causal ? launch_kernel<T, D, true, true>(p, ctx) : launch_kernel<T, D, false, true>(p, ctx);
+  if constexpr (D != 256)  // RoPE: plain and causal at head_dim 64 and 128 (supports() says so)
+    if (p.rope.on())
+      return p.causal ? launch_kernel<T, D, true, false, false, true>(p, ctx)
+                      : launch_kernel<T, D, false, false, false, true>(p, ctx);
   return p.causal ? launch_kernel<T, D, true, false>(p, ctx) : launch_kernel<T, D, false, false>(p, ctx);
 }
 
@@ -367,15 +385,39 @@ constexpr bool claimed_head_dim(int64_t d) { return d == 64 || d == 128 || d == 
 
 }  // namespace
 
+// RoPE: the keys are turned once by a pass into the workspace (after the tile counter), the
+// queries in the kernel (kRope).
 void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
-  with_16bit(p.dtype, "attention/flash_ws", [&](auto tag) { launch_dtype<decltype(tag)>(p, ctx); });
+  AttentionParams r = p;
+  if (p.rope.on()) {
+    RopeRows k = rope_pass_k(p);
+    k.dst = static_cast<char*>(ctx.workspace) + 256;
+    rope_rows(k, p.rope, ctx.stream);
+    check_launch("attention/flash_ws (rope_rows of k)");
+    r.k = k.dst;
+  }
+  with_16bit(p.dtype, "attention/flash_ws", [&](auto tag) { launch_dtype<decltype(tag)>(r, ctx); });
 }
 
-std::size_t flash_ws_workspace(const AttentionParams&) { return 256; }  // the tile counter
+// The tile counter, then the turned keys.
+std::size_t flash_ws_workspace(const AttentionParams& p) {
+  return 256 + (p.rope.on() ? round_up_256(rope_pass_k(p).bytes()) : 0);
+}
 
 std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (!claimed_head_dim(p.head_dim)) return "head_dim 64, 128 or 256 only (flash_mma takes every head_dim)";
   if (const std::string why = wgmma_prefill_supports(p, caps, "TMA"); !why.empty()) return why;
+  if (p.rope.on()) {
+    if (p.head_dim == 256 || p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0)
+      return "RoPE at head_dim 64 and 128 without softcap, window or ALiBi (flash_ws_rope_first runs the rest)";
+    if (p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
+      return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
+    if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
+      return "neox RoPE in shared memory turns whole 16-byte chunks with their partners: rotary_dim must be a "
+             "multiple of 16";
+    if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
+      return "gptj RoPE in shared memory turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
+  }
   if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
   const std::size_t smem =
       std::max((p.head_dim == 64    ? Tiling<64, false>::SMEM

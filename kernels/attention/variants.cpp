@@ -65,6 +65,11 @@ std::string flash_mma_rope_first_supports(const AttentionParams& p, const Device
   return unfused_rope_supports<attention_impl::flash_mma_supports>(p, caps);
 }
 
+std::string flash_ws_rope_first_supports(const AttentionParams& p, const DeviceCaps& caps) {
+  if (!p.rope.on()) return "the unfused-RoPE baseline: only for cases with rope";
+  return unfused_rope_supports<attention_impl::flash_ws_supports>(p, caps);
+}
+
 }  // namespace
 
 const std::vector<Variant<AttentionParams>>& attention_variants() {
@@ -89,10 +94,13 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
        unfused_rope<flash_wgmma, nullptr>, unfused_rope_supports<flash_wgmma_supports>,
        unfused_rope_workspace<nullptr>},
       {"flash_ws",
-       "fp16/bf16 d128, sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
-       "ping-pong consumer warpgroups, softmax under the next tile's products",
-       unfused_rope<flash_ws, flash_ws_workspace>, unfused_rope_supports<flash_ws_supports>,
-       unfused_rope_workspace<flash_ws_workspace>},
+       "fp16/bf16 d64/128/256, sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
+       "ping-pong consumer warpgroups, softmax under the next tile's products, persistent; RoPE: Q turned in "
+       "shared memory, K in one pass",
+       flash_ws, flash_ws_supports, flash_ws_workspace},
+      {"flash_ws_rope_first", "flash_ws after a separate RoPE pass over Q and K (the unfused baseline)",
+       unfused_rope<flash_ws, flash_ws_workspace>, flash_ws_rope_first_supports,
+       unfused_rope_workspace<flash_ws_workspace>, rope_first::applies<AttentionParams>},
   });
   return table;
 }

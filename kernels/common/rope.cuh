@@ -67,18 +67,19 @@ __device__ __forceinline__ void rope_shared_floats(float* row, int pos, const Ro
   }
 }
 
-// Rows [0, valid) of a shared tile of 16-bit T, rotated in place, row r at position pos0 + r.
-// Rows are `PITCH` bytes apart with 16-byte chunk c of a row at byte 16c (no swizzle). Needs
+// Rows [0, valid) of a shared tile of 16-bit T, rotated in place, row r at position pos0 + r;
+// at(row, c) is the shared address of 16-byte chunk c of a row (any layout, swizzled or not:
+// flash_ws's TMA tiles are). Needs
 // rotary_dim % 16 == 0 (neox: a chunk and its partner chunk rotary_dim / 16 further) or % 8
 // (gptj: whole pairs within a chunk). Each thread issues the loads of BATCH work items before
 // it turns any: the table's rows come from L2, and one round trip per item would leave the
 // block waiting on BATCH of them in a row. The caller synchronises before and after.
-template <class T, int ROWS, int THREADS, int PITCH, int BATCH>
-__device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int pos0, const RopeTable& r, int tid) {
+template <class T, int ROWS, int THREADS, int BATCH, class At>
+__device__ __forceinline__ void rope_shared_rows(At at, int valid, int pos0, const RopeTable& r, int tid) {
   const bool neox = r.style == RopeTable::neox;
   const int units = neox ? r.rotary_dim / 16 : r.rotary_dim / 8;  // work items per row
   const int total = min(valid, ROWS) * units, half = r.rotary_dim / 2;
-  const int second = neox ? r.rotary_dim / 16 * 16 : 0;  // byte offset of the partner chunk
+  const int second = neox ? r.rotary_dim / 16 : 0;  // the partner chunk, this many further
   for (int u0 = tid; u0 < total; u0 += BATCH * THREADS) {
     uint4 a[BATCH], b[BATCH];
     float4 cs[BATCH][4];
@@ -88,15 +89,14 @@ __device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int p
       // thread reads what another one writes.
       const int u = u0 + k * THREADS < total ? u0 + k * THREADS : u0;
       const int row = u / units, c = u % units;
-      const uint32_t at = tile + row * PITCH + c * 16;
       const float4* t = reinterpret_cast<const float4*>(r.cos_sin + static_cast<int64_t>(pos0 + row - r.first) * half +
                                                         (neox ? 8 * c : 4 * c));
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(a[k].x), "=r"(a[k].y), "=r"(a[k].z), "=r"(a[k].w)
-                   : "r"(at));
+                   : "r"(at(row, c)));
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(b[k].x), "=r"(b[k].y), "=r"(b[k].z), "=r"(b[k].w)
-                   : "r"(at + second));
+                   : "r"(at(row, c + second)));
 #pragma unroll
       for (int e = 0; e < 4; ++e) cs[k][e] = __ldg(t + (neox || e < 2 ? e : 1));
     }
@@ -104,7 +104,7 @@ __device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int p
     for (int k = 0; k < BATCH; ++k) {
       const int u = u0 + k * THREADS;
       if (u >= total) break;
-      const uint32_t at = tile + u / units * PITCH + u % units * 16;
+      const int row = u / units, c = u % units;
       float x[8], y[8];
       unpack<T>(a[k], x);
       if (neox) {
@@ -115,7 +115,7 @@ __device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int p
           rope_turn(x[e + 1], y[e + 1], make_float2(cs[k][e / 2].z, cs[k][e / 2].w));
         }
         const uint4 yb = pack<T>(y);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at + second), "r"(yb.x), "r"(yb.y), "r"(yb.z),
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at(row, c + second)), "r"(yb.x), "r"(yb.y), "r"(yb.z),
                      "r"(yb.w));
       } else {
 #pragma unroll
@@ -125,9 +125,16 @@ __device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int p
         }
       }
       const uint4 xa = pack<T>(x);
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(xa.x), "r"(xa.y), "r"(xa.z), "r"(xa.w));
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at(row, c)), "r"(xa.x), "r"(xa.y), "r"(xa.z), "r"(xa.w));
     }
   }
+}
+
+// The same over rows `PITCH` bytes apart, 16-byte chunk c of a row at byte 16c (no swizzle).
+template <class T, int ROWS, int THREADS, int PITCH, int BATCH>
+__device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int pos0, const RopeTable& r, int tid) {
+  rope_shared_rows<T, ROWS, THREADS, BATCH>([tile](int row, int c) { return tile + row * PITCH + c * 16; }, valid,
+                                            pos0, r, tid);
 }
 
 }  // namespace attnbench
