@@ -65,7 +65,7 @@ constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows tu
 template <int D, bool kWide>
 struct Tiling {
   static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
-  static constexpr int STAGES = D == 256 || kWide ? 2 : 3;  // d128 narrow: 3 stages 3-4% over 2 (run 105)
+  static constexpr int STAGES = D == 256 || kWide ? 2 : 3;       // d128 narrow: 3 stages 3-4% over 2 (run 105)
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;  // bytes of one column block
   static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
   static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for 1024-byte atoms
@@ -81,8 +81,8 @@ struct Tiling {
 // seq 16384, bench notes run 105).
 struct Schedule {
   int m_blocks, heads;
-  int tiles;      // m_blocks * heads * batch (supports() keeps it below 2^31)
-  int* claimed;   // tiles claimed past the first gridDim.x; zeroed before each launch
+  int tiles;     // m_blocks * heads * batch (supports() keeps it below 2^31)
+  int* claimed;  // tiles claimed past the first gridDim.x; zeroed before each launch
 };
 
 template <bool kCausal>
@@ -246,7 +246,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     // Tile n's masks, then the online softmax: s becomes exp2(s · scale_log2 - m), l the new
     // sums; corr is what O must be scaled by. Then P (16-bit): the accumulator fragment of n8
     // tiles 2 kk and 2 kk + 1 is the A fragment of k step kk.
-    auto softmax = [&](int n, float (&corr)[2]) {
+    auto softmax = [&](int n, float(&corr)[2]) {
       mask_scores<BR, BC, kCausal, kCap, kReach>(s, a, h, q0, n * BC, row, t4);
       float base[2];
       new_row_max<BC>(s, a.scale_log2, m, l, base, corr);
@@ -316,6 +316,13 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif
+}
+
+// Shared memory a head_dim's kernels may ask for: its larger tiling, the deepest ring's
+// barriers and the tile slots.
+template <int D>
+constexpr std::size_t smem_of() {
+  return std::max(Tiling<D, false>::SMEM, Tiling<D, true>::SMEM) + sizeof(Bars<3>) + 2 * sizeof(int);
 }
 
 // Work tiles (query block, head, batch) of p.
@@ -419,12 +426,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
       return "gptj RoPE in shared memory turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
   }
   if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
-  const std::size_t smem =
-      std::max((p.head_dim == 64    ? Tiling<64, false>::SMEM
-                : p.head_dim == 128 ? Tiling<128, false>::SMEM
-                                    : Tiling<256, false>::SMEM),
-               (p.head_dim == 128 ? Tiling<128, true>::SMEM : p.head_dim == 256 ? Tiling<256, true>::SMEM : 0)) +
-      sizeof(Bars<3>) + 2 * sizeof(int);  // the deepest ring's barriers, the tile slots
+  const std::size_t smem = p.head_dim == 64 ? smem_of<64>() : p.head_dim == 128 ? smem_of<128>() : smem_of<256>();
   if (caps.smem_per_block_optin < smem)
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
   return {};
