@@ -3,8 +3,8 @@
 # (tests/peers.py) and then our variant on the same cases/perf shapes, both with the write
 # flush, so that the card's power throttling falls on both sides alike rather than on
 # whichever ran second. Each round's pair is judged by `attnbench compare --pair` (bootstrap
-# ratio of medians, the SM clock of every row beside it); the summary lists each row's ratio
-# in every round.
+# ratio of medians); the summary lists every row of every round with both medians, the SM
+# clock each ran at, and the ratio.
 #   tests/interleave_peers.sh ROUNDS 'attention-*16-*' flash_ws torch_sdpa_cudnn OUT_DIR
 # Needs a GPU, torch, and build/bin/attnbench.
 set -uo pipefail
@@ -20,7 +20,23 @@ for r in $(seq 1 "$rounds"); do
     > "$out/ours-$r.txt" 2>&1 || { echo "attnbench failed (round $r)"; exit 1; }
   "$bin" compare "$out/peer-$r.json" "$out/ours-$r.json" --pair "$peer=$ours" > "$out/compare-$r.txt" 2>&1
 done
-# One line per row: case, point and NEW/OLD time ratio (below 1: ours is faster) of every round.
-for r in $(seq 1 "$rounds"); do
-  grep -E " $ours " "$out/compare-$r.txt" | sed "s/^/round $r: /"
-done
+# Every row of every round: both medians with the mean SM clock their samples ran at, and
+# peer / ours (above 1: ours is faster); compare-N.txt has each round's bootstrap verdicts.
+python3 - "$out" "$rounds" "$ours" "$peer" <<'PY'
+import json, sys
+out, rounds, ours, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def rows(path, variant):
+    got = {}
+    for r in json.load(open(path))["rows"]:
+        t = r.get("timing")
+        if r.get("variant") == variant and t:
+            got[(r["case"], r["point"])] = (t["median_ms"], t.get("clock", {}).get("mean_mhz"))
+    return got
+print("%-36s %-14s %5s %10s %6s %10s %6s %11s" % ("case", "point", "round", peer[:10] + " ms", "MHz", "ours ms", "MHz", "peer / ours"))
+for r in range(1, rounds + 1):
+    theirs, mine = rows(f"{out}/peer-{r}.json", peer), rows(f"{out}/ours-{r}.json", ours)
+    for key in sorted(theirs.keys() & mine.keys()):
+        (tp, cp), (to, co) = theirs[key], mine[key]
+        mhz = lambda c: "%6.0f" % c if c else "     -"
+        print("%-36s %-14s %5d %10.4f %s %10.4f %s %10.3fx" % (key[0], key[1] or "-", r, tp, mhz(cp), to, mhz(co), tp / to))
+PY
