@@ -628,16 +628,11 @@ std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps)
     return "batch strides must be multiples of 8 elements (16-byte rows)";
   if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
     return "q, k, v and o must be 16-byte aligned (cp.async and 16-byte stores)";
-  if (p.rope.on() && p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
-    return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
+  if (p.rope.on())
+    if (const std::string why = rope_in_q_load_supports(p); !why.empty()) return why;
   if (p.sparse.on() && p.rope.on()) return "block-sparse with RoPE: flash_mma_rope_first runs it";
   if (p.sparse.on() && p.sparse.block != 128)
     return "block-sparse needs sparse_block 128 (one query block per 128-row query tile; naive and cublas take 64)";
-  if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
-    return "neox RoPE in the Q load turns whole 16-byte chunks with their partners: rotary_dim must be a multiple of "
-           "16";
-  if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
-    return "gptj RoPE in the Q load turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
   return with_head_dim_class<64, 128, 256>(p.head_dim,
                                            [&](auto d) { return shape_reason<TilesFor<decltype(d)::value>>(p, caps); });
 }

@@ -417,13 +417,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
   if (p.rope.on()) {
     if (p.head_dim == 256 || p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0)
       return "RoPE at head_dim 64 and 128 without softcap, window or ALiBi (flash_ws_rope_first runs the rest)";
-    if (p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
-      return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
-    if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
-      return "neox RoPE in shared memory turns whole 16-byte chunks with their partners: rotary_dim must be a "
-             "multiple of 16";
-    if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
-      return "gptj RoPE in shared memory turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
+    if (const std::string why = rope_in_q_load_supports(p); !why.empty()) return why;
   }
   if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
   const std::size_t smem = p.head_dim == 64 ? smem_of<64>() : p.head_dim == 128 ? smem_of<128>() : smem_of<256>();

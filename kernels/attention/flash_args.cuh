@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "kernels/attention/attention.hpp"
 #include "kernels/common/mask.cuh"
@@ -79,6 +80,19 @@ inline Args make_args(const AttentionParams& p) {
   a.sparse = p.sparse;
   a.batch_offset = 0;
   return a;
+}
+
+// What RoPE in a tensor-core rung's Q load needs (flash_mma, flash_ws): the keys turned into a
+// dense copy, and whole 16-byte chunks of a row to turn, a chunk with its partner for neox.
+inline std::string rope_in_q_load_supports(const AttentionParams& p) {
+  if (p.kv_batch_stride != p.seq_k * p.kv_heads * p.head_dim)
+    return "RoPE turns K into a dense copy: k must be dense (batch stride seq_k * kv_heads * head_dim)";
+  if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
+    return "neox RoPE in the Q load turns whole 16-byte chunks with their partners: rotary_dim must be a multiple of "
+           "16";
+  if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
+    return "gptj RoPE in the Q load turns whole 16-byte chunks: rotary_dim must be a multiple of 8";
+  return {};
 }
 
 // Grid (row blocks of `rows` query rows, heads, batches). gridDim.y (heads) and gridDim.z
