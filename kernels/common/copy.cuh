@@ -89,6 +89,13 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
 #endif
 }
 
+// One arrival on an mbarrier (release: this thread's earlier reads of what it guards are done).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 // L2 policy of streamed loads: evict-first when no other block reads the bytes, so that the
 // stream recycles its own lines rather than evicting what the L2 held before it (whatever is
 // dirty there would be written back in the middle of the stream, on the same DRAM bus);

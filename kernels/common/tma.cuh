@@ -1,7 +1,7 @@
 // Hopper's tensor memory accelerator and the warp-specialization primitives around it:
 // tensor maps (encoded on the host, passed as __grid_constant__ kernel parameters), tensor
-// bulk copies completed through an mbarrier, mbarrier arrivals, named barriers between
-// warpgroups, and register reallocation between warpgroups (setmaxnreg). sm_90a: device
+// bulk copies completed through an mbarrier (copy.cuh has the mbarrier itself), named
+// barriers between warpgroups, and register reallocation between warpgroups (setmaxnreg). sm_90a: device
 // callers sit behind __CUDA_ARCH_FEAT_SM90_ALL.
 #pragma once
 #include <cuda.h>  // CUtensorMap and its enums (the encoder itself comes from the runtime)
@@ -66,13 +66,6 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap& map) {
 #endif
 }
 
-// One arrival on an mbarrier (release: this thread's earlier reads of what it guards are done).
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-
 // Named barriers (ids 1..15; 0 is __syncthreads) over `threads` threads of the block: sync
 // waits for the count, arrive adds to it and goes on.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
@@ -95,19 +88,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
-}
-
-// Pins accumulator registers in place across an asynchronous wgmma: the compiler may not move
-// their reads or writes over this point (the wgmma writes them behind its back until the wait).
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
 }  // namespace attnbench

@@ -34,6 +34,19 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Pins accumulator registers in place across an asynchronous wgmma: the compiler may not move
+// their reads or writes over this point (the wgmma writes them behind its back until the wait).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // The accumulator operands: "+f" of d[i .. i + 7], of d[i .. i + 31], of all 64 / 128.
 #define ATTNBENCH_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define ATTNBENCH_D32(i) ATTNBENCH_D8(i), ATTNBENCH_D8(i + 8), ATTNBENCH_D8(i + 16), ATTNBENCH_D8(i + 24)
