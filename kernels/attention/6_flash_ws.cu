@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
