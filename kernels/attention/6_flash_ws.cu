@@ -57,10 +57,11 @@ constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows tu
 
 // The tiling of each head_dim: key tiles of BC rows, a ring of STAGES K and V buffers. Tiles
 // are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle, as TMA writes a box of
-// 64 dims x rows; registers per consumer thread: S (BC / 2), P (BC / 4), O (D / 2). kWide
-// (no causal or reach mask, whose diagonal tiles waste more of a wide tile): 176 keys at d128
-// and 80 at d256, FlashAttention-3's shapes, 3-6% faster than 128 and 64 (bench notes run
-// 109); d256 holds S 40 + P 20 + O 128 registers.
+// 64 dims x rows; registers per consumer thread: S (BC / 2), P (BC / 4), O (D / 2). kWide: 176
+// keys at d128 and 80 at d256, FlashAttention-3's shapes, 3-6% faster than 128 and 64 without
+// masks (bench notes run 109) and as fast or faster with the causal mask, whose diagonal
+// tiles waste more of a wide tile (d256 causal 0.90-0.98x the time, run 118); d256 holds S 40
+// + P 20 + O 128 registers.
 template <int D, bool kWide>
 struct Tiling {
   static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
@@ -99,8 +100,9 @@ struct Bars {
   uint64_t q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
+// Wide key tiles but at d64 (FA3's 128 there too) and under a window or ALiBi (not measured wide).
 template <int D, bool kCausal, bool kReach>
-constexpr bool kWideTiles = D != 64 && !kCausal && !kReach;
+constexpr bool kWideTiles = D != 64 && !kReach;
 
 // kRope: each consumer turns its 64 query rows in shared memory once their TMA copy lands
 // (the keys come turned by a pass before the kernel, as flash_mma's do).
