@@ -59,9 +59,10 @@ constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows tu
 // are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle, as TMA writes a box of
 // 64 dims x rows; registers per consumer thread: S (BC / 2), P (BC / 4), O (D / 2). kWide: 176
 // keys at d128 and 80 at d256, FlashAttention-3's shapes, 3-6% faster than 128 and 64 without
-// masks (bench notes run 109) and as fast or faster with the causal mask, whose diagonal
-// tiles waste more of a wide tile (d256 causal 0.90-0.98x the time, run 118); d256 holds S 40
-// + P 20 + O 128 registers.
+// masks (bench notes run 109). Under the causal mask, whose diagonal tiles waste more of a
+// wide tile, 80 keys still beat 64 at d256 (0.90-0.98x the time, run 118); 176 keys at d128
+// measured the same as 128 at seq 4096 and spilled with soft-capping (runs 118-119). d256 holds
+// S 40 + P 20 + O 128 registers.
 template <int D, bool kWide>
 struct Tiling {
   static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
@@ -100,9 +101,10 @@ struct Bars {
   uint64_t q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
-// Wide key tiles but at d64 (FA3's 128 there too) and under a window or ALiBi (not measured wide).
+// Wide key tiles at d256, and at d128 where no causal mask cuts them (FA3's choices). Not
+// under a window or ALiBi (not measured wide), nor at d64 (FA3's 128 there too).
 template <int D, bool kCausal, bool kReach>
-constexpr bool kWideTiles = D != 64 && !kReach;
+constexpr bool kWideTiles = !kReach && (D == 256 || (D == 128 && !kCausal));
 
 // kRope: each consumer turns its 64 query rows in shared memory once their TMA copy lands
 // (the keys come turned by a pass before the kernel, as flash_mma's do).
