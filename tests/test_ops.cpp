@@ -199,6 +199,35 @@ TEST(Work, PipelineStepIsThePosition) {
 
 // Every op in the registry: unique names, keys a docs table can list, a baseline, and
 // a problem built from the smallest case its required keys allow.
+// The model's decode runs over the dense cache or, with a paged variant as the pair's second
+// half, over vLLM's paged cache; that cache is allocated only for a case that can run such a
+// pair, and a pair that has none says so instead of launching.
+TEST(ModelPairs, PagedDecodeVariantsPairWithEveryPrefill) {
+  const std::string model =
+      "op = \"model\"\ndtype = \"bf16\"\n[shape]\nlayers = 1\nd_model = 128\nheads = 2\nvocab = 50\n"
+      "max_positions = 40\nprompt_len = 17\ngenerate = 5\nbatch = 2\n";
+  const auto choice = [](const std::vector<VariantChoice>& all, const std::string& name) {
+    for (const VariantChoice& v : all)
+      if (v.name == name) return v;
+    ADD_FAILURE() << "no variant " << name;
+    return VariantChoice{};
+  };
+  const auto paged = make_problem(point("kernels = [\"flash_mma+paged_flash\"]\n" + model));
+  const std::vector<VariantChoice> with = paged->variants(assumed_caps());
+  EXPECT_EQ(choice(with, "flash_mma+paged_flash").skip, "");
+  EXPECT_EQ(choice(with, "naive+v1").skip, "");
+  EXPECT_EQ(choice(with, "flash_mma+split_kv").skip, "");  // the dense cache is always there
+  EXPECT_NE(choice(with, "flash_mma+v2").note.find("paged decode v2"), std::string::npos);
+
+  const auto dense = make_problem(point("kernels = [\"flash_mma+split_kv\"]\n" + model));
+  EXPECT_EQ(choice(dense->variants(assumed_caps()), "flash_mma+paged_flash").skip,
+            "paged decode: the case names no paged pair");
+  // Its default is still the dense cache's fastest pair.
+  EXPECT_EQ(make_problem(point(model))->default_variants(assumed_caps()).at(0).find("+split_kv") != std::string::npos,
+            true);
+  EXPECT_THROW(point("kernels = [\"flash_mma+paged\"]\n" + model), InputError);
+}
+
 TEST(Registry, EveryOpIsComplete) {
   std::set<std::string> names;
   for (const OpSpec& op : ops()) {

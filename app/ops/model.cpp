@@ -4,16 +4,19 @@
 // embedding; the prompt is prefilled (time to first token), then each decode step feeds the
 // last greedy token through the network against the KV cache (time between tokens).
 //
-// Variants are pairs "prefill+decode" of the attention and decode ops' variants; the
-// projections run on the GEMM variant named by the `gemm` key (cuBLAS by default). The output
-// is every step's logits, [generate, batch, vocab] fp32, checked against the fp64 model,
-// together with the greedy tokens (judge()). Sequences advance on the device (kernels/model),
-// so a decode step is the same launches at every position: it is captured once as a CUDA graph
-// and replayed, which keeps about a hundred launches' overhead out of the time between tokens.
+// Variants are pairs "prefill+decode" of the attention op's variants and the decode or paged
+// ops' (a paged pair keeps the KV cache in vLLM's paged layout, written by reshape_and_cache
+// as serving engines do); the projections run on the GEMM variant named by the `gemm` key
+// (cuBLAS by default). The output is every step's logits, [generate, batch, vocab] fp32,
+// checked against the fp64 model, together with the greedy tokens (judge()). Sequences
+// advance on the device (kernels/model), so a decode step is the same launches at every
+// position: it is captured once as a CUDA graph and replayed, which keeps about a hundred
+// launches' overhead out of the time between tokens.
 #include "kernels/model/model.hpp"
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -31,6 +34,8 @@
 #include "kernels/attention/attention.hpp"
 #include "kernels/decode/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
+#include "kernels/paged/paged.hpp"
+#include "kernels/reshape_and_cache/reshape_and_cache.hpp"
 #include "reference/model.hpp"
 
 namespace attnbench {
@@ -47,6 +52,16 @@ struct Preset {
 constexpr Preset kPresets[] = {
     {"gpt2", 12, 768, 12}, {"gpt2-medium", 24, 1024, 16}, {"gpt2-large", 36, 1280, 20}, {"gpt2-xl", 48, 1600, 25}};
 constexpr int64_t kGpt2Vocab = 50257, kGpt2Positions = 1024;
+// Tokens a block of the paged cache holds (vLLM's default).
+constexpr int64_t kPagedBlock = 16;
+
+// Whether a paged pair may run: the case names one, or names none (then -k may).
+bool names_paged_pair(const std::vector<std::string>& kernels) {
+  if (kernels.empty()) return true;
+  for (const std::string& k : kernels)
+    if (find_variant(paged_variants(), split_pair(k).second)) return true;
+  return false;
+}
 
 // A weight's rows or columns, in units of the config.
 enum class Size { one, d, d3, d4, vocab, positions };
@@ -227,6 +242,7 @@ class ModelProblem : public Problem {
         "k_cache", {{"layers", c_.layers}, {"batch", batch_}, {"max_context", max_context_}, {"d_model", d}});
     k_cache_ = &add_buffer(e * cache);
     v_cache_ = &add_buffer(e * cache);
+    if (names_paged_pair(p.kernels)) add_paged_cache();
     logits_ =
         &add_buffer(4 * static_cast<std::size_t>(count_elements("logits", {{"batch", batch_}, {"vocab", c_.vocab}})));
     tokens_ = &add_buffer(4 * static_cast<std::size_t>(batch_ * max_context_));
@@ -247,9 +263,18 @@ class ModelProblem : public Problem {
   static PairedTables<AttentionParams, DecodeParams> pairs() {
     return {attention_variants(), "prefill", decode_variants(), "decode"};
   }
+  static PairedTables<AttentionParams, PagedParams> paged_pairs() {
+    return {attention_variants(), "prefill", paged_variants(), "paged decode"};
+  }
+  static std::vector<VariantInfo> infos() {
+    std::vector<VariantInfo> out = pairs().infos();
+    for (VariantInfo& v : paged_pairs().infos()) out.push_back(std::move(v));
+    return out;
+  }
 
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
     std::vector<VariantChoice> out = pairs().choices(prefill_why(caps), decode_why(caps));
+    for (VariantChoice& v : paged_pairs().choices(prefill_why(caps), paged_why(caps))) out.push_back(std::move(v));
     const std::string why = gemm_why(caps);
     if (!why.empty())
       for (VariantChoice& v : out) v.skip = "gemm " + gemm_ + ": " + why;
@@ -273,7 +298,8 @@ class ModelProblem : public Problem {
   std::size_t workspace(const std::string& v) const override {
     const auto [a, dec] = split_pair(v);
     std::size_t most = std::max(variant_workspace(attention_variants(), a, prefill_params(0)),
-                                variant_workspace(decode_variants(), dec, decode_params(0)));
+                                is_paged(dec) ? variant_workspace(paged_variants(), dec, paged_params(0))
+                                              : variant_workspace(decode_variants(), dec, decode_params(0)));
     for (int64_t rows : {batch_ * prompt_, batch_})
       for (const GemmParams& g : gemms(rows, 0)) most = std::max(most, variant_workspace(gemm_variants(), gemm_, g));
     return most;
@@ -281,14 +307,14 @@ class ModelProblem : public Problem {
 
   void launch(const std::string& v, const LaunchContext& ctx) override {
     const auto [a, d] = split_pair(v);
-    prefill(a, ctx);
+    prefill(a, d, ctx);
     for (int64_t t = 1; t < generate_; ++t) decode_step(d, ctx);
   }
 
   std::vector<Stage> stages(const std::string& v, const LaunchContext& ctx) override {
     const auto [a, d] = split_pair(v);
     std::vector<Stage> out = {Stage{"TTFT", "prefill of the prompt, its logits and the first token", 1,
-                                    [this, a = a, ctx](int64_t) { prefill(a, ctx); }}};
+                                    [this, a = a, d = d, ctx](int64_t) { prefill(a, d, ctx); }}};
     if (generate_ > 1) {
       Stage step{"TBT",
                  std::string("one token through every layer, its logits and the greedy token") +
@@ -310,7 +336,7 @@ class ModelProblem : public Problem {
   std::string timing_note(const std::string& v, const LaunchContext& ctx) override {
     if (generate_ < 2) return "";
     const auto [a, d] = split_pair(v);
-    prefill(a, ctx);
+    prefill(a, d, ctx);
     std::vector<Span> spans;
     breakdown_ = &spans;
     const int64_t steps = std::min<int64_t>(8, generate_ - 1);
@@ -375,8 +401,9 @@ class ModelProblem : public Problem {
   void poison_output(cudaStream_t stream) override {
     Problem::poison_output(stream);
     // A step that reads a cache row or an activation nobody wrote reads NaN and fails.
-    for (DeviceBuffer* b : {x_, h_, qkv_, q_, o_, y_, f_, k_cache_, v_cache_, logits_})
-      check_cuda(cudaMemsetAsync(b->get(), 0xff, b->bytes(), stream), "poison the model's activations");
+    for (DeviceBuffer* b : {x_, h_, qkv_, q_, o_, y_, f_, k_cache_, v_cache_, logits_, paged_k_, paged_v_, staged_k_,
+                            staged_v_})
+      if (b) check_cuda(cudaMemsetAsync(b->get(), 0xff, b->bytes(), stream), "poison the model's activations");
   }
 
   Readback read_back(const ref::Rows& rows) const override {
@@ -574,6 +601,90 @@ class ModelProblem : public Problem {
   std::function<std::string(const Variant<DecodeParams>&)> decode_why(const DeviceCaps& caps) const {
     return [this, &caps](const Variant<DecodeParams>& d) { return d.supports(decode_params(0), caps); };
   }
+  std::function<std::string(const Variant<PagedParams>&)> paged_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<PagedParams>& d) {
+      return paged_k_ ? d.supports(paged_params(0), caps) : std::string("the case names no paged pair");
+    };
+  }
+  static bool is_paged(const std::string& decode) { return find_variant(paged_variants(), decode) != nullptr; }
+
+  // The paged cache: per layer vLLM's k [blocks, heads, head_dim / x, block, x] and v [blocks,
+  // heads, head_dim, block]. Each sequence owns the blocks its whole generation needs, scattered
+  // over a pool with a spare block a sequence (a fixed shuffle); slots no token owns hold NaN
+  // (poison_output), so a kernel that reads one fails. The prompt's keys and values go in from
+  // the dense cache the prefill reads; each step's new ones from a staging row.
+  void add_paged_cache() {
+    const std::size_t e = dtype_bytes(point().dtype);
+    const int64_t d = c_.d_model;
+    blocks_per_seq_ = ceil_div(max_context_, kPagedBlock);
+    num_blocks_ = (blocks_per_seq_ + 1) * batch_;
+    const int64_t pool = count_elements(
+        "paged k_cache", {{"layers", c_.layers}, {"blocks", num_blocks_}, {"block_size", kPagedBlock}, {"d_model", d}});
+    paged_k_ = &add_buffer(e * pool);
+    paged_v_ = &add_buffer(e * pool);
+    staged_k_ = &add_buffer(e * batch_ * d);
+    staged_v_ = &add_buffer(e * batch_ * d);
+    step_slots_ = &add_buffer(8 * static_cast<std::size_t>(batch_));
+    std::vector<int32_t> order(static_cast<size_t>(num_blocks_));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(0x9a9ed));
+    std::vector<int32_t> tables(order.begin(), order.begin() + batch_ * blocks_per_seq_);
+    std::vector<int64_t> prompt_slots(static_cast<size_t>(batch_ * max_context_), -1);
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < prompt_; ++t)
+        prompt_slots[static_cast<size_t>(b * max_context_ + t)] =
+            tables[static_cast<size_t>(b * blocks_per_seq_ + t / kPagedBlock)] * kPagedBlock + t % kPagedBlock;
+    block_tables_ = &add_constant(tables);
+    prompt_slots_ = &add_constant(prompt_slots);
+    zeros_ = &add_constant(std::vector<int32_t>(static_cast<size_t>(batch_), 0));
+  }
+  // Every sequence at row 0: where a staged step's k and v rows go.
+  const int32_t* zeros() const { return static_cast<const int32_t*>(zeros_->get()); }
+  void* paged(DeviceBuffer* b, int64_t l) const {
+    return static_cast<char*>(b->get()) + dtype_bytes(point().dtype) * static_cast<std::size_t>(
+                                                                           l * num_blocks_ * kPagedBlock * c_.d_model);
+  }
+  PagedParams paged_params(int64_t l) const {
+    PagedParams p;
+    p.q = q_->get();
+    p.k_cache = paged_k_ ? paged(paged_k_, l) : nullptr;
+    p.v_cache = paged_v_ ? paged(paged_v_, l) : nullptr;
+    p.o = o_->get();
+    p.block_tables = block_tables_ ? static_cast<const int32_t*>(block_tables_->get()) : nullptr;
+    p.context_lens = contexts();
+    p.batch = batch_;
+    p.heads = p.kv_heads = c_.heads;
+    p.head_dim = c_.d_model / c_.heads;
+    p.block_size = kPagedBlock;
+    p.num_blocks = num_blocks_;
+    p.max_blocks_per_seq = blocks_per_seq_;
+    p.longest_context = max_context_;  // as decode_params: every step is the same launches
+    p.dtype = p.kv_dtype = point().dtype;
+    finish_paged_params(p);
+    return p;
+  }
+  // Tokens' keys and values, rows [tokens, d_model] of k and v, into layer l's paged cache at
+  // `slots` (a negative slot skips its row).
+  void write_pages(const void* k, const void* v, const int64_t* slots, int64_t tokens, int64_t l,
+                   const LaunchContext& ctx) {
+    ReshapeAndCacheParams p{k, v, paged(paged_k_, l), paged(paged_v_, l), slots};
+    p.tokens = tokens;
+    p.kv_heads = c_.heads;
+    p.head_dim = c_.d_model / c_.heads;
+    p.block_size = kPagedBlock;
+    p.dtype = p.kv_dtype = point().dtype;
+    as(kOther, ctx.stream, [&] { reshape_and_cache(p, ctx); });
+  }
+  // A decode step's attention of layer l: over the dense cache, or (a paged pair) the step's
+  // staged keys and values written into their slots, then over the paged cache.
+  void step_attention(const std::string& dec, int64_t l, const LaunchContext& ctx) {
+    if (!is_paged(dec)) {
+      as(kAttention, ctx.stream, [&] { launch_variant(decode_variants(), dec, decode_params(l), ctx); });
+      return;
+    }
+    write_pages(staged_k_->get(), staged_v_->get(), static_cast<const int64_t*>(step_slots_->get()), batch_, l, ctx);
+    as(kAttention, ctx.stream, [&] { launch_variant(paged_variants(), dec, paged_params(l), ctx); });
+  }
 
   AttentionParams prefill_params(int64_t l) const {
     AttentionParams p;
@@ -632,15 +743,22 @@ class ModelProblem : public Problem {
             s);
       });
       as(kGemm, s, [&] { launch_variant(gemm_variants(), gemm_, g[0], ctx); });
+      // k and v into the dense cache at each sequence's positions, or (staged_) into the rows
+      // that a paged step writes into its slots.
       QkvToCache split{qkv_->get(), weight(b_qkv, l), q_->get(), cache(k_cache_, l), cache(v_cache_, l), starts};
+      if (staged_) {
+        split.k_cache = staged_k_->get();
+        split.v_cache = staged_v_->get();
+        split.starts = nullptr;
+      }
       split.batch = batch_;
       split.n = n;
       split.heads = c_.heads;
       split.head_dim = d / c_.heads;
-      split.max_context = max_context_;
+      split.max_context = staged_ ? n : max_context_;
       split.dtype = t;
       as(kOther, s, [&] { qkv_to_cache(split, s); });
-      as(kAttention, s, [&] { attend(l); });
+      attend(l);
       as(kGemm, s, [&] { launch_variant(gemm_variants(), gemm_, g[1], ctx); });
       as(kOther, s, [&] {
         residual_layernorm({static_cast<float*>(x_->get()), y_->get(), weight(b_o, l), weight(ln2_g, l),
@@ -667,20 +785,43 @@ class ModelProblem : public Problem {
     as(kOther, s, [&] { greedy_step(g, s); });
   }
 
-  void prefill(const std::string& a, const LaunchContext& ctx) {
+  // The prompt through every layer; with a paged decode (`dec`), each layer's keys and values
+  // also go into the paged cache before its attention.
+  void prefill(const std::string& a, const std::string& dec, const LaunchContext& ctx) {
     check_cuda(cudaMemcpyAsync(tokens_->get(), tokens0_->get(), tokens_->bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
                "model: the prompt's tokens");
     check_cuda(cudaMemcpyAsync(state_->get(), state0_->get(), state_->bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
                "model: the positions");
     check_cuda(cudaMemsetAsync(best_->get(), 0, best_->bytes(), ctx.stream), "model: the fused steps' argmax");
+    const bool paged = is_paged(dec);
     layers(
-        prompt_, nullptr, [&](int64_t l) { launch_variant(attention_variants(), a, prefill_params(l), ctx); }, ctx);
+        prompt_, nullptr,
+        [&](int64_t l) {
+          if (paged)
+            write_pages(cache(k_cache_, l), cache(v_cache_, l), static_cast<const int64_t*>(prompt_slots_->get()),
+                        batch_ * max_context_, l, ctx);
+          as(kAttention, ctx.stream, [&] { launch_variant(attention_variants(), a, prefill_params(l), ctx); });
+        },
+        ctx);
   }
 
   void step_launches(const std::string& d, const LaunchContext& ctx) {
-    if (fused_) return fused_step(d, ctx);
-    layers(
-        1, positions(), [&](int64_t l) { launch_variant(decode_variants(), d, decode_params(l), ctx); }, ctx);
+    struct Unstage {
+      bool& staged;
+      ~Unstage() { staged = false; }  // also when a launch throws: the next prefill writes the dense cache
+    } unstage{staged_};
+    staged_ = is_paged(d);
+    if (staged_)
+      as(kOther, ctx.stream, [&] {
+        paged_slots({positions(), static_cast<const int32_t*>(block_tables_->get()),
+                     static_cast<int64_t*>(step_slots_->get()), batch_, blocks_per_seq_, kPagedBlock},
+                    ctx.stream);
+      });
+    if (fused_) {
+      fused_step(d, ctx);
+    } else {
+      layers(1, positions(), [&](int64_t l) { step_attention(d, l, ctx); }, ctx);
+    }
   }
 
   // A decode step on the fused small-batch projections: four a layer, with the LayerNorms in
@@ -729,12 +870,12 @@ class ModelProblem : public Problem {
       SmallLinear qkv = normed(weight(ln1_g, l), weight(ln1_b, l), weight(w_qkv, l), weight(b_qkv, l), 3 * d);
       qkv.out = SmallLinear::Out::qkv_to_cache;
       qkv.q = q_->get();
-      qkv.k_cache = cache(k_cache_, l);
-      qkv.v_cache = cache(v_cache_, l);
-      qkv.positions = positions();
-      qkv.max_context = max_context_;
+      qkv.k_cache = staged_ ? staged_k_->get() : cache(k_cache_, l);
+      qkv.v_cache = staged_ ? staged_v_->get() : cache(v_cache_, l);
+      qkv.positions = staged_ ? zeros() : positions();
+      qkv.max_context = staged_ ? 1 : max_context_;
       linear(qkv);
-      as(kAttention, s, [&] { launch_variant(decode_variants(), dec, decode_params(l), ctx); });
+      step_attention(dec, l, ctx);
       linear(into_residual(o_->get(), w_o, b_o, l, d));
       SmallLinear fc = normed(weight(ln2_g, l), weight(ln2_b, l), weight(w_fc, l), weight(b_fc, l), 4 * d);
       fc.out = SmallLinear::Out::bias_gelu;
@@ -814,12 +955,17 @@ class ModelProblem : public Problem {
   std::vector<Span>* breakdown_ = nullptr;  // while timing_note() splits a step
   std::string gemm_, weights_path_;
   bool graphs_on_ = true, fused_ = true, weights_loaded_ = false;
+  bool staged_ = false;  // while a paged pair's decode step is launched: k and v go to staged_k_, staged_v_
   std::vector<int64_t> given_prompt_, prompt_ids_;
   std::shared_ptr<Gpt2Vocab> vocab_;
   mutable std::vector<int64_t> ref_tokens_;            // the last reference()'s, [batch, generate]
   mutable std::vector<double> ref_margins_, ref_top_;  // [generate, batch]
   DeviceBuffer *x_, *h_, *qkv_, *q_, *o_, *y_, *f_, *k_cache_, *v_cache_, *logits_, *tokens_, *tokens0_, *state_,
       *state0_, *best_;
+  // The paged cache (add_paged_cache), null when the case names no paged pair.
+  DeviceBuffer *paged_k_ = nullptr, *paged_v_ = nullptr, *staged_k_ = nullptr, *staged_v_ = nullptr,
+               *step_slots_ = nullptr, *block_tables_ = nullptr, *prompt_slots_ = nullptr, *zeros_ = nullptr;
+  int64_t blocks_per_seq_ = 0, num_blocks_ = 0;
   std::map<std::string, cudaGraphExec_t> graphs_;
 };
 
@@ -950,7 +1096,7 @@ OpSpec model_op() {
       c.shape.set("prompt_len", int64_t{16});
     finish_model(c);
   };
-  op.variants = [] { return ModelProblem::pairs().infos(); };
+  op.variants = [] { return ModelProblem::infos(); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<ModelProblem>(p); };
   return op;
 }

@@ -83,6 +83,13 @@ __global__ void qkv_to_cache_kernel(QkvToCache p) {
   }
 }
 
+__global__ void paged_slots_kernel(PagedSlots p) {
+  const int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (b >= p.batch) return;
+  const int64_t pos = p.positions[b];
+  p.slots[b] = p.block_tables[b * p.max_blocks + pos / p.block_size] * p.block_size + pos % p.block_size;
+}
+
 }  // namespace
 
 void embed(const EmbedParams& p, cudaStream_t stream) {
@@ -115,6 +122,11 @@ void qkv_to_cache(const QkvToCache& p, cudaStream_t stream) {
         <<<grid_stride_blocks(p.batch * p.n * 3 * p.heads * p.head_dim, kThreads), kThreads, 0, stream>>>(p);
   });
   check_launch("model/qkv_to_cache");
+}
+
+void paged_slots(const PagedSlots& p, cudaStream_t stream) {
+  paged_slots_kernel<<<static_cast<unsigned>(ceil_div(p.batch, 128)), 128, 0, stream>>>(p);
+  check_launch("model/paged_slots");
 }
 
 void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits, int64_t batch, int64_t vocab,

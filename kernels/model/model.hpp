@@ -56,6 +56,17 @@ struct QkvToCache {
 };
 void qkv_to_cache(const QkvToCache& p, cudaStream_t stream);
 
+// A decode step's slots in a paged cache (vLLM's slot = block · block_size + offset): sequence
+// b's new token, at position positions[b], goes to slot block_tables[b][pos / block_size] ·
+// block_size + pos % block_size.
+struct PagedSlots {
+  const int32_t* positions;     // [batch]
+  const int32_t* block_tables;  // [batch, max_blocks]
+  int64_t* slots;               // [batch]
+  int64_t batch = 1, max_blocks = 1, block_size = 16;
+};
+void paged_slots(const PagedSlots& p, cudaStream_t stream);
+
 // logits [batch, vocab] fp32 = h · wteᵀ, h's rows `h_stride` elements apart (a prefill reads
 // each sequence's last position). cuBLAS with fp32 output: stored in bf16, logits a few units
 // apart would tie and the greedy token would hang on the rounding.
