@@ -673,7 +673,8 @@ class ModelProblem : public Problem {
     p.head_dim = c_.d_model / c_.heads;
     p.block_size = kPagedBlock;
     p.dtype = p.kv_dtype = point().dtype;
-    as(kOther, ctx.stream, [&] { reshape_and_cache(p, ctx); });
+    // token_major: a prompt fills its blocks in order, which that rung writes in whole sectors.
+    as(kOther, ctx.stream, [&] { launch_variant(reshape_and_cache_variants(), "token_major", p, ctx); });
   }
   // A decode step's attention of layer l: over the dense cache, or (a paged pair) the step's
   // staged keys and values written into their slots, then over the paged cache.

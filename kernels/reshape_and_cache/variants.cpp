@@ -1,4 +1,5 @@
-// The reshape_and_cache ladder: one rung, 1_scatter.cu, so far.
+// The reshape_and_cache ladder: 1_scatter.cu (vLLM's thread order), 2_token_major.cu (threads
+// over tokens first: whole-sector stores for tokens that fill a block in order).
 #include <string>
 #include <vector>
 
@@ -8,11 +9,12 @@
 namespace attnbench {
 namespace reshape_and_cache_impl {
 
-void scatter(const ReshapeAndCacheParams& p, const LaunchContext& ctx);  // 1_scatter.cu
+void scatter(const ReshapeAndCacheParams& p, const LaunchContext& ctx);      // 1_scatter.cu
+void token_major(const ReshapeAndCacheParams& p, const LaunchContext& ctx);  // 2_token_major.cu
 
 namespace {
 
-// What scatter refuses (it throws the same when launched anyway).
+// What both rungs refuse (they throw the same when launched anyway).
 std::string supports(const ReshapeAndCacheParams& p, const DeviceCaps&) {
   if (p.kv_dtype != p.dtype && p.kv_dtype != DType::fp8_e4m3) return "kv_dtype must be dtype or fp8_e4m3";
   if (p.dtype == DType::fp8_e4m3) return "dtype must be fp32, fp16 or bf16";
@@ -30,6 +32,8 @@ const std::vector<Variant<ReshapeAndCacheParams>>& reshape_and_cache_variants() 
   static const std::vector<Variant<ReshapeAndCacheParams>> table = with_added_variants<ReshapeAndCacheParams>({
       {"scatter", "token i's K and V rows to slot slot_mapping[i] in vLLM's layouts, fp8 quantised",
        scatter, supports, nullptr},
+      {"token_major", "as scatter, neighbouring threads on neighbouring tokens: a prompt's blocks written in whole sectors",
+       token_major, supports, nullptr},
   });
   return table;
 }
