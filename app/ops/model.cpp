@@ -55,11 +55,14 @@ constexpr int64_t kGpt2Vocab = 50257, kGpt2Positions = 1024;
 // Tokens a block of the paged cache holds (vLLM's default).
 constexpr int64_t kPagedBlock = 16;
 
+// Whether a pair's decode half names a paged variant (the pair then runs over the paged cache).
+bool is_paged(const std::string& decode) { return find_variant(paged_variants(), decode) != nullptr; }
+
 // Whether a paged pair may run: the case names one, or names none (then -k may).
 bool names_paged_pair(const std::vector<std::string>& kernels) {
   if (kernels.empty()) return true;
   for (const std::string& k : kernels)
-    if (find_variant(paged_variants(), split_pair(k).second)) return true;
+    if (is_paged(split_pair(k).second)) return true;
   return false;
 }
 
@@ -606,7 +609,6 @@ class ModelProblem : public Problem {
       return paged_k_ ? d.supports(paged_params(0), caps) : std::string("the case names no paged pair");
     };
   }
-  static bool is_paged(const std::string& decode) { return find_variant(paged_variants(), decode) != nullptr; }
 
   // The paged cache: per layer vLLM's k [blocks, heads, head_dim / x, block, x] and v [blocks,
   // heads, head_dim, block]. Each sequence owns the blocks its whole generation needs, scattered
