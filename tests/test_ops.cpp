@@ -228,6 +228,32 @@ TEST(ModelPairs, PagedDecodeVariantsPairWithEveryPrefill) {
   EXPECT_THROW(point("kernels = [\"flash_mma+paged\"]\n" + model), InputError);
 }
 
+// The decode step as one kernel pairs with every prefill, and says what it cannot hold.
+TEST(ModelPairs, PersistentStepPairsWithEveryPrefill) {
+  const std::string model =
+      "op = \"model\"\n[shape]\nlayers = 1\nvocab = 50\nmax_positions = 40\nprompt_len = 17\ngenerate = 5\n";
+  const auto skip = [&](const std::string& extra, const std::string& name) {
+    for (const VariantChoice& v : make_problem(point(model + extra))->variants(assumed_caps()))
+      if (v.name == name) return v.skip;
+    ADD_FAILURE() << "no variant " << name;
+    return std::string("?");
+  };
+  const std::string bf16 = "d_model = 128\nheads = 2\n[sweep]\ndtype = [\"bf16\"]\n";
+  EXPECT_EQ(skip("batch = 8\n" + bf16, "flash_mma+persistent"), "");
+  EXPECT_EQ(skip("batch = 1\n" + bf16, "naive+persistent"), "");
+  EXPECT_EQ(skip("batch = 9\n" + bf16, "flash_mma+persistent"),
+            "decode step: batch 9: the fused decode step takes 1 to 8");
+  // A lane loads an eighth of a value row in whole 16-byte loads: 64 dims at least in bf16, 32 in fp32.
+  EXPECT_EQ(skip("batch = 1\nd_model = 128\nheads = 4\n[sweep]\ndtype = [\"bf16\"]\n", "flash_mma+persistent"),
+            "decode step: head_dim 32: the persistent step takes multiples of 64 up to 128");
+  EXPECT_EQ(skip("batch = 1\nd_model = 128\nheads = 4\n[sweep]\ndtype = [\"fp32\"]\n", "naive+persistent"), "");
+  EXPECT_EQ(skip("batch = 1\nd_model = 256\nheads = 1\n[sweep]\ndtype = [\"fp32\"]\n", "naive+persistent"),
+            "decode step: head_dim 256: the persistent step takes multiples of 32 up to 128");
+  // Not the default: the launch-by-launch step measured faster (bench notes, run 130).
+  EXPECT_NE(make_problem(point(model + "batch = 1\n" + bf16))->default_variants(assumed_caps()).at(0).find("+split_kv"),
+            std::string::npos);
+}
+
 TEST(Registry, EveryOpIsComplete) {
   std::set<std::string> names;
   for (const OpSpec& op : ops()) {

@@ -58,6 +58,9 @@ constexpr int64_t kPagedBlock = 16;
 // Whether a pair's decode half names a paged variant (the pair then runs over the paged cache).
 bool is_paged(const std::string& decode) { return find_variant(paged_variants(), decode) != nullptr; }
 
+// Whether a pair's decode half is a whole step in one kernel (its own projections and attention).
+bool is_whole_step(const std::string& decode) { return find_variant(decode_step_variants(), decode) != nullptr; }
+
 // Whether a paged pair may run: the case names one, or names none (then -k may).
 bool names_paged_pair(const std::vector<std::string>& kernels) {
   if (kernels.empty()) return true;
@@ -269,15 +272,20 @@ class ModelProblem : public Problem {
   static PairedTables<AttentionParams, PagedParams> paged_pairs() {
     return {attention_variants(), "prefill", paged_variants(), "paged decode"};
   }
+  static PairedTables<AttentionParams, DecodeStepParams> step_pairs() {
+    return {attention_variants(), "prefill", decode_step_variants(), "decode step"};
+  }
   static std::vector<VariantInfo> infos() {
     std::vector<VariantInfo> out = pairs().infos();
     for (VariantInfo& v : paged_pairs().infos()) out.push_back(std::move(v));
+    for (VariantInfo& v : step_pairs().infos()) out.push_back(std::move(v));
     return out;
   }
 
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
     std::vector<VariantChoice> out = pairs().choices(prefill_why(caps), decode_why(caps));
     for (VariantChoice& v : paged_pairs().choices(prefill_why(caps), paged_why(caps))) out.push_back(std::move(v));
+    for (VariantChoice& v : step_pairs().choices(prefill_why(caps), step_why(caps))) out.push_back(std::move(v));
     const std::string why = gemm_why(caps);
     if (!why.empty())
       for (VariantChoice& v : out) v.skip = "gemm " + gemm_ + ": " + why;
@@ -321,7 +329,10 @@ class ModelProblem : public Problem {
     if (generate_ > 1) {
       Stage step{"TBT",
                  std::string("one token through every layer, its logits and the greedy token") +
-                     (fused_ ? ", on the fused projections" : "") + (graphs_on_ ? " (a CUDA graph)" : ""),
+                     (is_whole_step(d) ? ", as one kernel (" + d + ")"
+                      : fused_         ? std::string(", on the fused projections")
+                                       : std::string()) +
+                     (graphs_on_ ? " (a CUDA graph)" : ""),
                  generate_ - 1, [this, d = d, ctx](int64_t) { decode_step(d, ctx); }};
       // Every weight once (the position embedding's one row) and the KV cache of the average step.
       const double e = dtype_bytes(point().dtype), mean_context = prompt_ + generate_ / 2.0;
@@ -339,6 +350,7 @@ class ModelProblem : public Problem {
   std::string timing_note(const std::string& v, const LaunchContext& ctx) override {
     if (generate_ < 2) return "";
     const auto [a, d] = split_pair(v);
+    if (is_whole_step(d)) return "";  // one kernel a step: nothing to split
     prefill(a, d, ctx);
     std::vector<Span> spans;
     breakdown_ = &spans;
@@ -604,6 +616,9 @@ class ModelProblem : public Problem {
   std::function<std::string(const Variant<DecodeParams>&)> decode_why(const DeviceCaps& caps) const {
     return [this, &caps](const Variant<DecodeParams>& d) { return d.supports(decode_params(0), caps); };
   }
+  std::function<std::string(const Variant<DecodeStepParams>&)> step_why(const DeviceCaps& caps) const {
+    return [this, &caps](const Variant<DecodeStepParams>& d) { return d.supports(step_params(), caps); };
+  }
   std::function<std::string(const Variant<PagedParams>&)> paged_why(const DeviceCaps& caps) const {
     return [this, &caps](const Variant<PagedParams>& d) {
       return paged_k_ ? d.supports(paged_params(0), caps) : std::string("the case names no paged pair");
@@ -724,6 +739,29 @@ class ModelProblem : public Problem {
     return p;
   }
 
+  // A decode step in one kernel: the weights as the inputs stack them, the step's buffers.
+  DecodeStepParams step_params() const {
+    DecodeStepParams p;
+    const void** slots[kWeights] = {&p.wte,   &p.wpe,   &p.ln1_g, &p.ln1_b, &p.w_qkv,  &p.b_qkv,  &p.w_o,   &p.b_o,
+                                    &p.ln2_g, &p.ln2_b, &p.w_fc,  &p.b_fc,  &p.w_proj, &p.b_proj, &p.lnf_g, &p.lnf_b};
+    for (size_t i = 0; i < kWeights; ++i) *slots[i] = weight(i);
+    p.x = static_cast<float*>(x_->get());
+    p.q = q_->get();
+    p.o = o_->get();
+    p.f = f_->get();
+    p.k_cache = k_cache_->get();
+    p.v_cache = v_cache_->get();
+    p.logits = static_cast<float*>(output().device.get());
+    p.best = static_cast<unsigned long long*>(best_->get());
+    p.seq = sequences();
+    p.layers = c_.layers;
+    p.d_model = c_.d_model;
+    p.heads = c_.heads;
+    p.max_context = max_context_;
+    p.dtype = point().dtype;
+    return p;
+  }
+
   // The layers over n tokens a sequence: n = prompt_ from the first position (prefill), or
   // n = 1 at each sequence's position on the device (a decode step). `attend` runs layer l's
   // attention from q_ and the caches into o_.
@@ -820,7 +858,9 @@ class ModelProblem : public Problem {
                      static_cast<int64_t*>(step_slots_->get()), batch_, blocks_per_seq_, kPagedBlock},
                     ctx.stream);
       });
-    if (fused_) {
+    if (is_whole_step(d)) {
+      as(kOther, ctx.stream, [&] { launch_variant(decode_step_variants(), d, step_params(), ctx); });
+    } else if (fused_) {
       fused_step(d, ctx);
     } else {
       layers(1, positions(), [&](int64_t l) { step_attention(d, l, ctx); }, ctx);
@@ -845,29 +885,11 @@ class ModelProblem : public Problem {
       p.dtype = t;
       as(kGemm, s, [&] { small_linear(p, s); });
     };
-    // A projection (w, bias, n columns) of the fp32 residual stream through a LayerNorm (gamma, beta).
     const auto normed = [&](const void* gamma, const void* beta, const void* w, const void* bias, int64_t n) {
-      SmallLinear p;
-      p.in = SmallLinear::In::layernorm;
-      p.x = x;
-      p.gamma = gamma;
-      p.beta = beta;
-      p.w = w;
-      p.bias = bias;
-      p.n = n;
-      p.k = d;
-      return p;
+      return normed_linear(SmallLinear{}, x, gamma, beta, w, bias, n, d);
     };
-    // A projection of stored rows added, with its bias, to the residual stream.
     const auto into_residual = [&](const void* rows, size_t w, size_t b, int64_t l, int64_t k) {
-      SmallLinear p;
-      p.a = rows;
-      p.w = weight(w, l);
-      p.bias = weight(b, l);
-      p.n = d;
-      p.k = k;
-      p.residual = x;
-      return p;
+      return residual_linear(SmallLinear{}, rows, weight(w, l), weight(b, l), k, x, d);
     };
     for (int64_t l = 0; l < c_.layers; ++l) {
       SmallLinear qkv = normed(weight(ln1_g, l), weight(ln1_b, l), weight(w_qkv, l), weight(b_qkv, l), 3 * d);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/common/kernels.hpp"
 
@@ -121,6 +122,33 @@ struct SmallLinear {
   int64_t prompt = 1, generate = 1;
   DType dtype = DType::fp32;
 };
+// The two kinds of projection a decode step makes, on `p`'s rows, dtype and eps: one of the
+// fp32 residual stream x ([m, d]) through a LayerNorm (gamma, beta) into n columns, and one
+// of m stored rows ([m, k]) whose product and bias are added to the residual stream ([m, d]).
+ATTNBENCH_HOST_DEVICE inline SmallLinear normed_linear(SmallLinear p, const float* x, const void* gamma,
+                                                       const void* beta, const void* w, const void* bias, int64_t n,
+                                                       int64_t d) {
+  p.in = SmallLinear::In::layernorm;
+  p.x = x;
+  p.gamma = gamma;
+  p.beta = beta;
+  p.w = w;
+  p.bias = bias;
+  p.n = n;
+  p.k = d;
+  return p;
+}
+ATTNBENCH_HOST_DEVICE inline SmallLinear residual_linear(SmallLinear p, const void* rows, const void* w,
+                                                         const void* bias, int64_t k, float* x, int64_t d) {
+  p.a = rows;
+  p.w = w;
+  p.bias = bias;
+  p.n = d;
+  p.k = k;
+  p.residual = x;
+  return p;
+}
+
 // Why small_linear cannot take m rows of k elements ("" = it can).
 std::string small_linear_supports(int64_t m, int64_t k, DType dtype);
 void small_linear(const SmallLinear& p, cudaStream_t stream);
@@ -132,5 +160,27 @@ struct GreedyFinish {
   Sequences seq;
 };
 void greedy_finish(const GreedyFinish& p, cudaStream_t stream);
+
+// A whole decode step as one launch (kernels/model/step_persistent.cu): the embedding, every
+// layer's projections (small_linear's work) and its attention over the dense cache, the
+// logits and the greedy token, in phases a grid-wide barrier apart. The weights are the
+// model's inputs, each stacked over the layers ([layers, ...]) where it is per layer.
+struct DecodeStepParams {
+  const void *wte, *wpe;                          // [vocab, d], [max_positions, d]
+  const void *ln1_g, *ln1_b, *w_qkv, *b_qkv;      // [layers, d] twice, [layers, 3d, d], [layers, 3d]
+  const void *w_o, *b_o, *ln2_g, *ln2_b;          // [layers, d, d], [layers, d] three times
+  const void *w_fc, *b_fc, *w_proj, *b_proj;      // [layers, 4d, d], [layers, 4d], [layers, d, 4d], [layers, d]
+  const void *lnf_g, *lnf_b;                      // [d] each
+  float* x;                                       // [batch, d]: the residual stream
+  void *q, *o, *f;                                // [batch, d], [batch, d], [batch, 4d], dtype
+  void *k_cache, *v_cache;                        // [layers, batch, max_context, d], dtype
+  float* logits;                                  // [generate, batch, vocab]
+  unsigned long long* best;                       // [batch], 0 before the step (small_linear's argmax keys)
+  Sequences seq;                                  // tokens, positions, contexts on the device
+  int64_t layers = 1, d_model = 64, heads = 1, max_context = 1;
+  float eps = 1e-5f;
+  DType dtype = DType::fp32;
+};
+const std::vector<Variant<DecodeStepParams>>& decode_step_variants();
 
 }  // namespace attnbench

@@ -1,0 +1,243 @@
+// small_linear's work for one block (kernels/model/small_linear.cu launches it alone; the
+// persistent decode step, kernels/model/step_persistent.cu, runs it as one phase of many):
+// the m input rows into shared memory (through a LayerNorm or as stored), then whole output
+// columns a warp, W's rows read with 16-byte loads, each column's m results through the
+// epilogue. Results are rounded exactly where the unfused chain stores them.
+#pragma once
+#include <cfloat>
+
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/model/model.cuh"
+#include "kernels/model/model.hpp"
+
+namespace attnbench {
+namespace small_linear_impl {
+
+// A logit and its id as one 64-bit key whose unsigned order is (larger logit, then lower
+// id): the bits of a float made monotone, then the id's complement. atomicMax over the keys
+// of a row leaves its greedy token.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int64_t id) {
+  const unsigned u = __float_as_uint(v);
+  const unsigned ordered = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<unsigned long long>(ordered) << 32) | (0xffffffffu - static_cast<unsigned>(id));
+}
+
+// The greedy token a row's atomicMax left in its key (0 when no logit was written).
+__device__ __forceinline__ int64_t argmax_id(unsigned long long key) {
+  return 0xffffffffu - static_cast<unsigned>(key & 0xffffffffu);
+}
+
+// acc[r] += the 16-byte chunk of W's row times row r's elements at c, for the m rows.
+template <class T>
+__device__ __forceinline__ void dot_chunk(const uint4& chunk, const T* a, int64_t k, int64_t m, int64_t c, float* acc) {
+  constexpr int kPer = 16 / sizeof(T);
+  const T* wv = reinterpret_cast<const T*>(&chunk);
+  float wf[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) wf[j] = to_float(wv[j]);
+#pragma unroll
+  for (int r = 0; r < kSmallLinearRows; ++r) {
+    if (r < m) {
+      const uint4 in = *reinterpret_cast<const uint4*>(a + r * k + c);
+      const T* av = reinterpret_cast<const T*>(&in);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[r] = fmaf(wf[j], to_float(av[j]), acc[r]);
+    }
+  }
+}
+
+// Shared memory load_rows uses: the m rows in T, and for a LayerNorm the m fp32 rows of the
+// residual stream beside them, then each row's mean and reciprocal deviation.
+__host__ __device__ constexpr int64_t rows_smem_bytes(SmallLinear::In in, int64_t m, int64_t k, int64_t elem) {
+  return m * k * elem + (in == SmallLinear::In::layernorm ? 4 * (m * k + 2 * m) : 0);
+}
+
+// A row's LayerNorm statistics by one warp: the mean, then the reciprocal deviation from the
+// deviations' squares (a second pass: no cancellation), the variance the biased one.
+__device__ __forceinline__ float2 row_stats(const float* x, int64_t k, float eps) {
+  const int lane = threadIdx.x % 32;
+  float sum = 0;
+  for (int64_t c = lane; c < k; c += 32) sum += x[c];
+  const float mean = warp_sum(sum) / static_cast<float>(k);
+  float squares = 0;
+  for (int64_t c = lane; c < k; c += 32) squares += (x[c] - mean) * (x[c] - mean);
+  return {mean, rsqrtf(warp_sum(squares) / static_cast<float>(k) + eps)};
+}
+
+// The m input rows of p into shared memory `a` (rows_smem_bytes of it): through the LayerNorm
+// from the fp32 residual stream, or copied as stored. Ends with the block synchronised.
+// kStaged: the LayerNorm's rows come through shared memory, its gains and shifts first (the
+// persistent step, where a round trip to memory costs 1.5-2 µs beside the copies of the next
+// phase's W); else a warp a row reads the stream where it is (one launch a projection: at
+// batch 8 this measured 5% faster than the staged form).
+template <class T, int kWarps, bool kStaged>
+__device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
+  constexpr int kThreads = kWarps * 32;
+  const int64_t m = p.m, k = p.k;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (!kStaged && p.in == SmallLinear::In::layernorm) {
+    // A warp a row, no block barrier. (One block reduction for all rows at once measured
+    // slower: run 84.)
+    const T* g = static_cast<const T*>(p.gamma);
+    const T* b = static_cast<const T*>(p.beta);
+    for (int64_t r = warp; r < m; r += kWarps) {
+      const float* x = p.x + r * k;
+      const auto [mean, rstd] = row_stats(x, k, p.eps);
+      for (int64_t c = lane; c < k; c += 32)
+        a[r * k + c] = from_float<T>((x[c] - mean) * rstd * to_float(g[c]) + to_float(b[c]));
+    }
+  } else if (p.in == SmallLinear::In::layernorm) {
+    // The rows come in with every thread's loads at once (one round trip, where a warp
+    // walking its row took one a pass); then a warp a row's statistics; then every thread
+    // normalises its elements.
+    float* xs = reinterpret_cast<float*>(a + m * k);
+    float* stats = xs + m * k;
+    // Each thread normalises columns c = threadIdx.x + j · kThreads of every row: their gains
+    // and shifts are read first, so that those loads travel with the rows'.
+    constexpr int kHeld = 4;  // columns a thread keeps gains for (GPT-2 medium's 1024 at 256 threads)
+    const T* g = static_cast<const T*>(p.gamma);
+    const T* b = static_cast<const T*>(p.beta);
+    float gain[kHeld], shift[kHeld];
+#pragma unroll
+    for (int j = 0; j < kHeld; ++j) {
+      const int64_t c = threadIdx.x + j * int64_t{kThreads};
+      if (c < k) {
+        gain[j] = to_float(g[c]);
+        shift[j] = to_float(b[c]);
+      }
+    }
+    for (int64_t i = threadIdx.x; i < m * k / 4; i += kThreads)
+      reinterpret_cast<float4*>(xs)[i] = reinterpret_cast<const float4*>(p.x)[i];
+    __syncthreads();
+    for (int64_t r = warp; r < m; r += kWarps) {
+      const float2 st = row_stats(xs + r * k, k, p.eps);
+      if (lane == 0) {
+        stats[2 * r] = st.x;
+        stats[2 * r + 1] = st.y;
+      }
+    }
+    __syncthreads();
+    for (int64_t r = 0; r < m; ++r) {
+      const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {
+        const int64_t c = threadIdx.x + j * int64_t{kThreads};
+        if (c < k) a[r * k + c] = from_float<T>((xs[r * k + c] - mean) * rstd * gain[j] + shift[j]);
+      }
+      for (int64_t c = threadIdx.x + kHeld * int64_t{kThreads}; c < k; c += kThreads)
+        a[r * k + c] = from_float<T>((xs[r * k + c] - mean) * rstd * to_float(g[c]) + to_float(b[c]));
+    }
+  } else {
+    const uint4* src = static_cast<const uint4*>(p.a);
+    uint4* dst = reinterpret_cast<uint4*>(a);
+    for (int64_t i = threadIdx.x; i < m * k * static_cast<int64_t>(sizeof(T)) / 16; i += kThreads) dst[i] = src[i];
+  }
+  __syncthreads();
+}
+
+// Output column n of p: W's row `row` (in global memory, or staged in shared memory) dotted
+// with the m rows in `a`, then the epilogue, lane r writing row r's result.
+template <class T, bool kShared>
+__device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T* row, int64_t n) {
+  const int64_t m = p.m, k = p.k;
+  const int lane = threadIdx.x % 32;
+  constexpr int64_t kStep = 32 * (16 / sizeof(T));  // a warp's 16-byte loads cover this many elements
+  constexpr int kInFlight = 4;                      // loads a lane issues before it uses them
+  // What the epilogue reads besides the product (lane r: row r's). From shared W (the
+  // persistent step) these are loaded before the dot product, so that their round trips
+  // overlap it rather than follow it.
+  const T* bias = static_cast<const T*>(p.bias);
+  const auto epilogue_loads = [&](float& bias_n, int64_t& position, float& residual) {
+    const bool has_row = lane < m;
+    bias_n = p.out != SmallLinear::Out::logits ? to_float(bias[n]) : 0.f;
+    position = has_row && (p.out == SmallLinear::Out::qkv_to_cache || p.out == SmallLinear::Out::logits)
+                   ? p.positions[lane]
+                   : 0;
+    residual = has_row && p.out == SmallLinear::Out::residual ? p.residual[lane * p.n + n] : 0.f;
+  };
+  float bias_n = 0, residual = 0;
+  int64_t position = 0;
+  if constexpr (kShared) epilogue_loads(bias_n, position, residual);
+  float acc[kSmallLinearRows] = {};
+  int64_t c = lane * (16 / sizeof(T));
+  for (; c + (kInFlight - 1) * kStep < k; c += kInFlight * kStep) {
+    uint4 chunk[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const uint4* at = reinterpret_cast<const uint4*>(row + c + u * kStep);
+      chunk[u] = kShared ? *at : __ldg(at);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) dot_chunk(chunk[u], a, k, m, c + u * kStep, acc);
+  }
+  // (Issuing the last batch's loads together too, predicated, measured 8% slower at m = 8.)
+  for (; c < k; c += kStep) {
+    const uint4* at = reinterpret_cast<const uint4*>(row + c);
+    dot_chunk(kShared ? *at : __ldg(at), a, k, m, c, acc);
+  }
+  if (kShared && m == 1) {
+    acc[0] = warp_sum(acc[0]);  // 5 shuffles rather than 40
+  } else {
+#pragma unroll
+    for (int r = 0; r < kSmallLinearRows; ++r) acc[r] = warp_sum(acc[r]);  // (guarded by r < m: 6% slower at m = 8)
+  }
+  if (lane >= m) return;
+  if constexpr (!kShared) epilogue_loads(bias_n, position, residual);
+  float v = 0;
+#pragma unroll
+  for (int r = 0; r < kSmallLinearRows; ++r)
+    if (r == lane) v = acc[r];
+  const int64_t r = lane;
+  switch (p.out) {
+    case SmallLinear::Out::qkv_to_cache: {
+      // q, k, v after their bias, as the unfused split stores them: the product stored, plus the bias, stored.
+      const T x = from_float<T>(to_float(from_float<T>(v)) + bias_n);
+      const int64_t width = p.n / 3, which = n / width, e = n % width;
+      if (which == 0)
+        static_cast<T*>(p.q)[r * width + e] = x;
+      else
+        static_cast<T*>(which == 1 ? p.k_cache : p.v_cache)[(r * p.max_context + position) * width + e] = x;
+      break;
+    }
+    case SmallLinear::Out::residual:
+      p.residual[r * p.n + n] = residual + (to_float(from_float<T>(v)) + bias_n);
+      break;
+    case SmallLinear::Out::bias_gelu:
+      static_cast<T*>(p.out_rows)[r * p.n + n] = from_float<T>(gelu_tanh(to_float(from_float<T>(v)) + bias_n));
+      break;
+    case SmallLinear::Out::logits: {
+      const int64_t step = position - (p.prompt - 1);
+      if (step < 0 || step >= p.generate) break;
+      p.logits[(step * p.m + r) * p.n + n] = v;
+      if (v == v) atomicMax(p.best + r, argmax_key(v, n));
+      break;
+    }
+  }
+}
+
+// The projection p as block `block` of `blocks`, each of kWarps warps, W read from global
+// memory: the rows into `a`, then a column a warp, warps of all blocks interleaved. A caller
+// that reuses `a` afterwards synchronises the block first.
+template <class T, int kWarps>
+__device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks) {
+  load_rows<T, kWarps, false>(p, a);
+  const int warp = threadIdx.x / 32;
+  const T* w = static_cast<const T*>(p.w);
+  for (int64_t n = block * int64_t{kWarps} + warp; n < p.n; n += blocks * kWarps)
+    column<T, false>(p, a, w + n * p.k, n);
+}
+
+// After the logits: sequence b's greedy token from its key in `best` (then cleared), written
+// and advanced as greedy_step does.
+__device__ __forceinline__ void greedy_finish_row(unsigned long long* best, const Sequences& seq, int64_t b) {
+  if (b >= seq.batch || step_of(seq, b) < 0) return;
+  const unsigned long long key = best[b];
+  const int64_t id = argmax_id(key);
+  best[b] = 0;
+  // No logit written (all NaN): token 0 keeps the next step's reads in bounds.
+  advance(seq, b, key && id < seq.vocab ? static_cast<int32_t>(id) : 0);
+}
+
+}  // namespace small_linear_impl
+}  // namespace attnbench

@@ -1,0 +1,27 @@
+// The model's decode steps that are one kernel (a pair's decode half, beside the decode and
+// paged ops' variants, which the model chains with its own projections): step_persistent.cu.
+#include <string>
+#include <vector>
+
+#include "kernels/model/model.hpp"
+
+namespace attnbench {
+namespace model_step_impl {
+
+std::string supports(const DecodeStepParams& p, const DeviceCaps& caps);  // step_persistent.cu
+void persistent(const DecodeStepParams& p, const LaunchContext& ctx);     // step_persistent.cu
+
+}  // namespace model_step_impl
+
+const std::vector<Variant<DecodeStepParams>>& decode_step_variants() {
+  using namespace model_step_impl;
+  static const std::vector<Variant<DecodeStepParams>> table = with_added_variants<DecodeStepParams>({
+      {"persistent",
+       "the whole decode step as one cooperative kernel: projections, attention over the dense cache, logits and "
+       "the greedy token, phases a grid barrier apart, the next phases' weights prefetched into L2",
+       persistent, supports, nullptr},
+  });
+  return table;
+}
+
+}  // namespace attnbench
