@@ -37,7 +37,7 @@ using small_linear_impl::load_rows;
 using small_linear_impl::small_linear_block;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 16 warps capped registers at 128: spills
-constexpr int kMaxHeadDim = 128;                   // a lane holds head_dim / 32 of the attention's output
+constexpr int kMaxHeadDim = 128;                   // the attention's scratch is sized for it
 
 // Asks the L2 for this block's share of bytes [p, p + bytes): a hint, so an unaligned range
 // is left alone and the tail past the last whole 16 bytes is not asked for.
@@ -70,7 +70,7 @@ __device__ void prefetch_cache(const DecodeStepParams& p, int64_t l, int64_t blo
 }
 
 // Layer l's attention of each sequence's one query over its context, a block a (sequence,
-// head): each warp takes every 16th run of 32 keys with an online softmax, then the block
+// head): each warp takes every kWarps-th run of 32 keys with an online softmax, then the block
 // merges its warps. Scores: a lane a key, its row's loads all in flight. Values: four groups
 // of eight lanes, a group eight of the run's keys, a lane head_dim / 8 dims of each, so that
 // a lane's loads for the run go out together (a lane a dim walking the 32 keys took four
