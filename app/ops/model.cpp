@@ -885,29 +885,11 @@ class ModelProblem : public Problem {
       p.dtype = t;
       as(kGemm, s, [&] { small_linear(p, s); });
     };
-    // A projection (w, bias, n columns) of the fp32 residual stream through a LayerNorm (gamma, beta).
     const auto normed = [&](const void* gamma, const void* beta, const void* w, const void* bias, int64_t n) {
-      SmallLinear p;
-      p.in = SmallLinear::In::layernorm;
-      p.x = x;
-      p.gamma = gamma;
-      p.beta = beta;
-      p.w = w;
-      p.bias = bias;
-      p.n = n;
-      p.k = d;
-      return p;
+      return normed_linear(SmallLinear{}, x, gamma, beta, w, bias, n, d);
     };
-    // A projection of stored rows added, with its bias, to the residual stream.
     const auto into_residual = [&](const void* rows, size_t w, size_t b, int64_t l, int64_t k) {
-      SmallLinear p;
-      p.a = rows;
-      p.w = weight(w, l);
-      p.bias = weight(b, l);
-      p.n = d;
-      p.k = k;
-      p.residual = x;
-      return p;
+      return residual_linear(SmallLinear{}, rows, weight(w, l), weight(b, l), k, x, d);
     };
     for (int64_t l = 0; l < c_.layers; ++l) {
       SmallLinear qkv = normed(weight(ln1_g, l), weight(ln1_b, l), weight(w_qkv, l), weight(b_qkv, l), 3 * d);

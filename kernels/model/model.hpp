@@ -122,6 +122,33 @@ struct SmallLinear {
   int64_t prompt = 1, generate = 1;
   DType dtype = DType::fp32;
 };
+// The two kinds of projection a decode step makes, on `p`'s rows, dtype and eps: one of the
+// fp32 residual stream x ([m, d]) through a LayerNorm (gamma, beta) into n columns, and one
+// of m stored rows ([m, k]) whose product and bias are added to the residual stream ([m, d]).
+ATTNBENCH_HOST_DEVICE inline SmallLinear normed_linear(SmallLinear p, const float* x, const void* gamma,
+                                                       const void* beta, const void* w, const void* bias, int64_t n,
+                                                       int64_t d) {
+  p.in = SmallLinear::In::layernorm;
+  p.x = x;
+  p.gamma = gamma;
+  p.beta = beta;
+  p.w = w;
+  p.bias = bias;
+  p.n = n;
+  p.k = d;
+  return p;
+}
+ATTNBENCH_HOST_DEVICE inline SmallLinear residual_linear(SmallLinear p, const void* rows, const void* w,
+                                                         const void* bias, int64_t k, float* x, int64_t d) {
+  p.a = rows;
+  p.w = w;
+  p.bias = bias;
+  p.n = d;
+  p.k = k;
+  p.residual = x;
+  return p;
+}
+
 // Why small_linear cannot take m rows of k elements ("" = it can).
 std::string small_linear_supports(int64_t m, int64_t k, DType dtype);
 void small_linear(const SmallLinear& p, cudaStream_t stream);

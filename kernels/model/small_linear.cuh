@@ -53,6 +53,18 @@ __host__ __device__ constexpr int64_t rows_smem_bytes(SmallLinear::In in, int64_
   return m * k * elem + (in == SmallLinear::In::layernorm ? 4 * (m * k + 2 * m) : 0);
 }
 
+// A row's LayerNorm statistics by one warp: the mean, then the reciprocal deviation from the
+// deviations' squares (a second pass: no cancellation), the variance the biased one.
+__device__ __forceinline__ float2 row_stats(const float* x, int64_t k, float eps) {
+  const int lane = threadIdx.x % 32;
+  float sum = 0;
+  for (int64_t c = lane; c < k; c += 32) sum += x[c];
+  const float mean = warp_sum(sum) / static_cast<float>(k);
+  float squares = 0;
+  for (int64_t c = lane; c < k; c += 32) squares += (x[c] - mean) * (x[c] - mean);
+  return {mean, rsqrtf(warp_sum(squares) / static_cast<float>(k) + eps)};
+}
+
 // The m input rows of p into shared memory `a` (rows_smem_bytes of it): through the LayerNorm
 // from the fp32 residual stream, or copied as stored. Ends with the block synchronised.
 // kStaged: the LayerNorm's rows come through shared memory, its gains and shifts first (the
@@ -65,25 +77,20 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
   const int64_t m = p.m, k = p.k;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (!kStaged && p.in == SmallLinear::In::layernorm) {
-    // A warp a row, two passes (the deviations' squares summed: no cancellation), no block barrier.
-    // (One block reduction for all rows at once measured slower: run 84.)
+    // A warp a row, no block barrier. (One block reduction for all rows at once measured
+    // slower: run 84.)
     const T* g = static_cast<const T*>(p.gamma);
     const T* b = static_cast<const T*>(p.beta);
     for (int64_t r = warp; r < m; r += kWarps) {
       const float* x = p.x + r * k;
-      float sum = 0;
-      for (int64_t c = lane; c < k; c += 32) sum += x[c];
-      const float mean = warp_sum(sum) / static_cast<float>(k);
-      float squares = 0;
-      for (int64_t c = lane; c < k; c += 32) squares += (x[c] - mean) * (x[c] - mean);
-      const float rstd = rsqrtf(warp_sum(squares) / static_cast<float>(k) + p.eps);
+      const auto [mean, rstd] = row_stats(x, k, p.eps);
       for (int64_t c = lane; c < k; c += 32)
         a[r * k + c] = from_float<T>((x[c] - mean) * rstd * to_float(g[c]) + to_float(b[c]));
     }
   } else if (p.in == SmallLinear::In::layernorm) {
     // The rows come in with every thread's loads at once (one round trip, where a warp
-    // walking its row took one a pass); then a warp a row sums them, two passes (the
-    // deviations' squares: no cancellation); then every thread normalises its elements.
+    // walking its row took one a pass); then a warp a row's statistics; then every thread
+    // normalises its elements.
     float* xs = reinterpret_cast<float*>(a + m * k);
     float* stats = xs + m * k;
     // Each thread normalises columns c = threadIdx.x + j · kThreads of every row: their gains
@@ -104,16 +111,10 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
       reinterpret_cast<float4*>(xs)[i] = reinterpret_cast<const float4*>(p.x)[i];
     __syncthreads();
     for (int64_t r = warp; r < m; r += kWarps) {
-      const float* x = xs + r * k;
-      float sum = 0;
-      for (int64_t c = lane; c < k; c += 32) sum += x[c];
-      const float mean = warp_sum(sum) / static_cast<float>(k);
-      float squares = 0;
-      for (int64_t c = lane; c < k; c += 32) squares += (x[c] - mean) * (x[c] - mean);
-      const float rstd = rsqrtf(warp_sum(squares) / static_cast<float>(k) + p.eps);
+      const float2 st = row_stats(xs + r * k, k, p.eps);
       if (lane == 0) {
-        stats[2 * r] = mean;
-        stats[2 * r + 1] = rstd;
+        stats[2 * r] = st.x;
+        stats[2 * r + 1] = st.y;
       }
     }
     __syncthreads();

@@ -328,19 +328,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   base.k = d;
   base.eps = p.eps;
   base.dtype = p.dtype;
+  const auto normed = [&](const void* gamma, const void* beta, const void* w, const void* bias, int64_t n) {
+    return normed_linear(base, p.x, gamma, beta, w, bias, n, d);
+  };
+  const auto into_residual = [&](const void* rows_in, const void* w, const void* bias, int64_t k) {
+    return residual_linear(base, rows_in, w, bias, k, p.x, d);
+  };
+
   for (int64_t l = 0; l < p.layers; ++l) {
     // LayerNorm, QKV, k and v into the cache at each sequence's position.
     prefetch_cache<T>(p, l, block, blocks);
     if (!s.on) prefetch_share(layer_of<T>(p.w_o, l, d2), d2 * e, block, blocks);
     stage(s, 1, layer_of<T>(p.w_o, l, d2), d, d, block, blocks);
-    SmallLinear qkv = base;
-    qkv.in = SmallLinear::In::layernorm;
-    qkv.x = p.x;
-    qkv.gamma = layer_of<T>(p.ln1_g, l, d);
-    qkv.beta = layer_of<T>(p.ln1_b, l, d);
-    qkv.w = layer_of<T>(p.w_qkv, l, 3 * d2);
-    qkv.bias = layer_of<T>(p.b_qkv, l, 3 * d);
-    qkv.n = 3 * d;
+    SmallLinear qkv = normed(layer_of<T>(p.ln1_g, l, d), layer_of<T>(p.ln1_b, l, d), layer_of<T>(p.w_qkv, l, 3 * d2),
+                             layer_of<T>(p.b_qkv, l, 3 * d), 3 * d);
     qkv.out = SmallLinear::Out::qkv_to_cache;
     qkv.q = p.q;
     qkv.k_cache = static_cast<T*>(p.k_cache) + l * m * p.max_context * d;
@@ -368,27 +369,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The output projection, its bias and the residual add.
     if (!s.on) prefetch_share(layer_of<T>(p.w_proj, l, 4 * d2), 4 * d2 * e, block, blocks);
     stage(s, 0, layer_of<T>(p.w_fc, l, 4 * d2), 4 * d, d, block, blocks);
-    SmallLinear out = base;
-    out.a = p.o;
-    out.w = layer_of<T>(p.w_o, l, d2);
-    out.bias = layer_of<T>(p.b_o, l, d);
-    out.n = d;
-    out.residual = p.x;
-    linear(out, rows, s, 1, block, blocks);
+    linear(into_residual(p.o, layer_of<T>(p.w_o, l, d2), layer_of<T>(p.b_o, l, d), d), rows, s, 1, block, blocks);
     grid.sync();
     mark();
 
     // LayerNorm, the MLP's first projection, bias and GELU.
     if (!s.on && l + 1 < p.layers) prefetch_share(layer_of<T>(p.w_qkv, l + 1, 3 * d2), 3 * d2 * e, block, blocks);
     stage(s, 1, layer_of<T>(p.w_proj, l, 4 * d2), d, 4 * d, block, blocks);
-    SmallLinear fc = base;
-    fc.in = SmallLinear::In::layernorm;
-    fc.x = p.x;
-    fc.gamma = layer_of<T>(p.ln2_g, l, d);
-    fc.beta = layer_of<T>(p.ln2_b, l, d);
-    fc.w = layer_of<T>(p.w_fc, l, 4 * d2);
-    fc.bias = layer_of<T>(p.b_fc, l, 4 * d);
-    fc.n = 4 * d;
+    SmallLinear fc = normed(layer_of<T>(p.ln2_g, l, d), layer_of<T>(p.ln2_b, l, d), layer_of<T>(p.w_fc, l, 4 * d2),
+                            layer_of<T>(p.b_fc, l, 4 * d), 4 * d);
     fc.out = SmallLinear::Out::bias_gelu;
     fc.out_rows = p.f;
     linear(fc, rows, s, 0, block, blocks);
@@ -405,26 +394,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       stage_rows(s, 0, p.wte, first, std::min(head_chunk(s, d), first_column(p.seq.vocab, block + 1, blocks) - first),
                  d);
     }
-    SmallLinear proj = base;
-    proj.a = p.f;
-    proj.w = layer_of<T>(p.w_proj, l, 4 * d2);
-    proj.bias = layer_of<T>(p.b_proj, l, d);
-    proj.n = d;
-    proj.k = 4 * d;
-    proj.residual = p.x;
-    linear(proj, rows, s, 1, block, blocks);
+    linear(into_residual(p.f, layer_of<T>(p.w_proj, l, 4 * d2), layer_of<T>(p.b_proj, l, d), 4 * d), rows, s, 1, block,
+           blocks);
     grid.sync();
     mark();
   }
 
   // The final LayerNorm, the logits (tied to wte) with each row's argmax, then the token.
-  SmallLinear head = base;
-  head.in = SmallLinear::In::layernorm;
-  head.x = p.x;
-  head.gamma = p.lnf_g;
-  head.beta = p.lnf_b;
-  head.w = p.wte;
-  head.n = p.seq.vocab;
+  SmallLinear head = normed(p.lnf_g, p.lnf_b, p.wte, nullptr, p.seq.vocab);
   head.out = SmallLinear::Out::logits;
   head.logits = p.logits;
   head.best = p.best;
