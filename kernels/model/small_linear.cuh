@@ -138,8 +138,12 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
 
 // Output column n of p: W's row `row` (in global memory, or staged in shared memory) dotted
 // with the m rows in `a`, then the epilogue, lane r writing row r's result.
+// Out::logits keeps the lane's row's best key in `best` (the caller's, over all its warp's
+// columns): one atomicMax a row per warp afterwards (finish_argmax) rather than one a column,
+// which put 50257 atomics a row on one address (bench notes, run 129).
 template <class T, bool kShared>
-__device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T* row, int64_t n) {
+__device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T* row, int64_t n,
+                                       unsigned long long& best) {
   const int64_t m = p.m, k = p.k;
   const int lane = threadIdx.x % 32;
   constexpr int64_t kStep = 32 * (16 / sizeof(T));  // a warp's 16-byte loads cover this many elements
@@ -210,10 +214,15 @@ __device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T
       const int64_t step = position - (p.prompt - 1);
       if (step < 0 || step >= p.generate) break;
       p.logits[(step * p.m + r) * p.n + n] = v;
-      if (v == v) atomicMax(p.best + r, argmax_key(v, n));
+      if (v == v) best = max(best, argmax_key(v, n));
       break;
     }
   }
+}
+
+// After a warp's columns of the logits: each row's best key into p.best (lane r: row r's).
+__device__ __forceinline__ void finish_argmax(const SmallLinear& p, unsigned long long best) {
+  if (p.out == SmallLinear::Out::logits && threadIdx.x % 32 < p.m && best) atomicMax(p.best + threadIdx.x % 32, best);
 }
 
 // The projection p as block `block` of `blocks`, each of kWarps warps, W read from global
@@ -224,8 +233,10 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   load_rows<T, kWarps, false>(p, a);
   const int warp = threadIdx.x / 32;
   const T* w = static_cast<const T*>(p.w);
+  unsigned long long best = 0;
   for (int64_t n = block * int64_t{kWarps} + warp; n < p.n; n += blocks * kWarps)
-    column<T, false>(p, a, w + n * p.k, n);
+    column<T, false>(p, a, w + n * p.k, n, best);
+  finish_argmax(p, best);
 }
 
 // After the logits: sequence b's greedy token from its key in `best` (then cleared), written

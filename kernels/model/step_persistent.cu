@@ -242,7 +242,10 @@ __device__ void linear(const SmallLinear& p, T* rows, Staging<T>& s, int b, int6
   mark();
   const int64_t first = first_column(p.n, block, blocks), last = first_column(p.n, block + 1, blocks);
   const T* w = s.buf[b];
-  for (int64_t n = first + threadIdx.x / 32; n < last; n += kWarps) column<T, true>(p, rows, w + (n - first) * p.k, n);
+  unsigned long long best = 0;
+  for (int64_t n = first + threadIdx.x / 32; n < last; n += kWarps)
+    column<T, true>(p, rows, w + (n - first) * p.k, n, best);
+  small_linear_impl::finish_argmax(p, best);
   mark();
 }
 
@@ -262,15 +265,17 @@ __device__ void head_linear(const SmallLinear& p, T* rows, Staging<T>& s, int64_
   const int64_t chunk = head_chunk(s, p.k), chunks = ceil_div(last - first, chunk);
   if (chunks > 1) stage_rows(s, 1, p.w, first + chunk, std::min(chunk, last - first - chunk), p.k);
   load_rows<T, kWarps, true>(p, rows);
+  unsigned long long best = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     const int b = static_cast<int>(c % 2);
     wait_staged(s, b);
     const int64_t from = first + c * chunk, to = std::min(last, from + chunk);
     for (int64_t n = from + threadIdx.x / 32; n < to; n += kWarps)
-      column<T, true>(p, rows, s.buf[b] + (n - from) * p.k, n);
+      column<T, true>(p, rows, s.buf[b] + (n - from) * p.k, n, best);
     __syncthreads();  // buffer b read: it may be refilled
     if (c + 2 < chunks) stage_rows(s, b, p.w, from + 2 * chunk, std::min(chunk, last - from - 2 * chunk), p.k);
   }
+  small_linear_impl::finish_argmax(p, best);
   mark();
 }
 
