@@ -89,6 +89,14 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
 #endif
 }
 
+// Asks the L2 for bytes [p, p + bytes) (a multiple of 16, p 16-byte aligned) without waiting:
+// the TMA unit fetches them while the thread goes on.
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 // One arrival on an mbarrier (release: this thread's earlier reads of what it guards are done).
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900

@@ -32,6 +32,7 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/kernels.hpp"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/pdl.cuh"
 #include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
@@ -102,19 +103,6 @@ __device__ __forceinline__ Work block_work(const P& p) {
   // The last split runs to the end of the context, whatever longest_context promised.
   w.end = w.split == p.splits - 1 ? w.ctx : min(w.ctx, w.begin + p.chunk);
   return w;
-}
-
-// Programmatic dependent launch (sm_90): the main kernel lets the combine launch early; the
-// combine waits for the main kernel's completion (and memory) before reading the partials.
-__device__ __forceinline__ void allow_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
 }
 
 // The (m, l, o) of a block's slices (warps, or row groups) for its kHeads heads, merged at the
@@ -281,6 +269,7 @@ __global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const P p) 
   const int n = min(p.splits, (ctx - window_base(ctx, p.window, p.key_align) + p.chunk - 1) / p.chunk);
   const float2* ml = p.part_ml + int64_t{bh} * p.splits;
   const float* po = p.part_o + int64_t{bh} * p.splits * p.head_dim + 4 * col;
+  allow_dependents();  // a model's next projection may start fetching its weights
   wait_for_primary();
 
   float m = -INFINITY, l = 0.f;
@@ -381,11 +370,10 @@ void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
   cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
   cfg.stream = ctx.stream;
+  // The main kernel lets the combine launch early; the combine waits for its partials.
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = ctx.caps->arch() >= 90 ? 1 : 0;
+  cfg.numAttrs = pdl_attribute(attr[0], ctx.caps->arch());
   check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T, P>, d), name);
   check_launch(name);
 }

@@ -18,11 +18,23 @@ constexpr int kThreads = 256, kWarps = kThreads / 32;
 template <class T>
 __global__ void __launch_bounds__(kThreads) small_linear_kernel(SmallLinear p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  small_linear_impl::small_linear_block<T, kWarps>(p, reinterpret_cast<T*>(smem), blockIdx.x, gridDim.x);
+  small_linear_impl::small_linear_block<T, kWarps, true>(p, reinterpret_cast<T*>(smem), blockIdx.x, gridDim.x);
 }
 
 __global__ void greedy_finish_kernel(GreedyFinish p) {
   small_linear_impl::greedy_finish_row(p.best, p.seq, blockIdx.x * int64_t{blockDim.x} + threadIdx.x);
+}
+
+// The current device's compute capability as major * 10 + minor (a process keeps one device).
+int current_arch() {
+  static const int arch = [] {
+    int device = 0, major = 0, minor = 0;
+    check_cuda(cudaGetDevice(&device), "model/small_linear: the device");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "model/small_linear: arch");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "model/small_linear: arch");
+    return major * 10 + minor;
+  }();
+  return arch;
 }
 
 }  // namespace
@@ -44,9 +56,18 @@ void small_linear(const SmallLinear& p, cudaStream_t stream) {
       opted_in = true;
     }
     // A column a warp, up to every SM busy a few times over (the logits' 50257 columns then
-    // take several a warp, each block's prologue paid once for them).
+    // take several a warp, each block's prologue paid once for them). Launched to start while
+    // the kernel before it runs (small_linear_block's kEarly).
     const int64_t blocks = std::min<int64_t>(ceil_div(p.n, kWarps), 132 * 4);
-    small_linear_kernel<T><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_attribute(attr[0], current_arch());
+    check_cuda(cudaLaunchKernelEx(&cfg, small_linear_kernel<T>, p), "model/small_linear");
   });
   check_launch("model/small_linear");
 }

@@ -6,7 +6,9 @@
 #pragma once
 #include <cfloat>
 
+#include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/pdl.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/model/model.cuh"
 #include "kernels/model/model.hpp"
@@ -228,14 +230,24 @@ __device__ __forceinline__ void finish_argmax(const SmallLinear& p, unsigned lon
 // The projection p as block `block` of `blocks`, each of kWarps warps, W read from global
 // memory: the rows into `a`, then a column a warp, warps of all blocks interleaved. A caller
 // that reuses `a` afterwards synchronises the block first.
-template <class T, int kWarps>
+// kEarly (a launch with pdl_attribute): the kernel lets the next projection start at once, and
+// asks the L2 for its own columns of W while the kernel before it still runs: W does not
+// depend on the step, only the rows (and what the epilogue reads) wait for that kernel.
+template <class T, int kWarps, bool kEarly = false>
 __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks) {
-  load_rows<T, kWarps, false>(p, a);
   const int warp = threadIdx.x / 32;
   const T* w = static_cast<const T*>(p.w);
+  const int64_t first = block * int64_t{kWarps} + warp, stride = blocks * kWarps;
+  if constexpr (kEarly) {
+    allow_dependents();
+    if (threadIdx.x % 32 == 0)
+      for (int64_t n = first; n < p.n; n += stride)
+        prefetch_l2(w + n * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
+    wait_for_primary();
+  }
+  load_rows<T, kWarps, false>(p, a);
   unsigned long long best = 0;
-  for (int64_t n = block * int64_t{kWarps} + warp; n < p.n; n += blocks * kWarps)
-    column<T, false>(p, a, w + n * p.k, n, best);
+  for (int64_t n = first; n < p.n; n += stride) column<T, false>(p, a, w + n * p.k, n, best);
   finish_argmax(p, best);
 }
 

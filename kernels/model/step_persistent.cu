@@ -16,8 +16,10 @@
 // stamps. On an H100 (bench notes, run 129) a GPT-2 124M layer at batch 1 took ~38 µs: a
 // LayerNorm's rows 3-3.5 µs and a copied input's 2 µs (a round trip to memory behind the
 // next phase's W copies), the projections' columns 1.5-4 µs, the attention 8.7 µs on 12 of
-// the 132 blocks, each barrier 1.1-1.5 µs; the logits 62 µs, most of it their atomicMax
-// into one address a row.
+// the 132 blocks, each barrier 1.1-1.5 µs; the logits 57-62 µs (not their atomics: one
+// atomicMax a warp rather than a column changed the step by 1%, run 131). Splitting the
+// attention over every warp did not help either (run 131): each round trip to memory costs
+// 1-1.5 µs here, and the split's merge adds as many as it saves.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -48,8 +50,7 @@ __device__ __forceinline__ void prefetch_share(const void* p, int64_t bytes, int
   constexpr int64_t kPiece = 32 * 1024;
   for (int64_t at = lo; at < hi; at += kPiece) {
     const unsigned n = static_cast<unsigned>(std::min(kPiece, hi - at));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + at), "r"(n)
-                 : "memory");
+    prefetch_l2(static_cast<const char*>(p) + at, n);
   }
 }
 
