@@ -86,12 +86,13 @@ void dot_rows(const float* wr, const double* a, int64_t k, double (*sums)[4]) {
 // these few rows.
 template <class Epilogue>
 Matrix few_rows_linear(const Matrix& a, const FloatView& w, const Epilogue& epilogue) {
-  const int64_t n = a.rows(), out = w.rows(), k = a.cols(), per_task = 64;
+  const int64_t n = a.rows(), out = w.rows(), k = a.cols(), per_task = 16;
   using Dot = void (*)(const float*, const double*, int64_t, double(*)[4]);
   static constexpr Dot kDots[kFewRows] = {dot_rows<1>, dot_rows<2>, dot_rows<3>, dot_rows<4>,
                                           dot_rows<5>, dot_rows<6>, dot_rows<7>, dot_rows<8>};
   Matrix c(n, out);
-  parallel_for((out + per_task - 1) / per_task, 2.0 * n * out * k, [&](int64_t task) {
+  const double work = 2.0 * n * out * k + kWorkPerByte * sizeof(float) * out * k;  // W streamed once
+  parallel_for((out + per_task - 1) / per_task, work, [&](int64_t task) {
     for (int64_t col = task * per_task; col < std::min(out, (task + 1) * per_task); ++col) {
       double sums[kFewRows][4] = {};
       kDots[n - 1](w.data() + col * w.outerStride(), a.data(), k, sums);
@@ -219,7 +220,9 @@ Matrix attend(const Model& m, const Matrix& qkv, int64_t n, int64_t start, size_
   Mask causal;
   causal.causal = true;
   Matrix o(qkv.rows(), m.d);
-  parallel_for(sequences * m.heads * blocks, 4.0 * qkv.rows() * (start + n) * m.d, [&](int64_t task) {
+  const double cache_bytes = 2.0 * sequences * (start + n) * m.d * sizeof(double);  // keys and values, read once
+  const double work = 4.0 * qkv.rows() * (start + n) * m.d + kWorkPerByte * cache_bytes;
+  parallel_for(sequences * m.heads * blocks, work, [&](int64_t task) {
     const int64_t s = task / (m.heads * blocks), h = task / blocks % m.heads, i0 = task % blocks * kRowsPerTask;
     const int64_t rows = std::min(kRowsPerTask, n - i0), keys = start + i0 + rows;
     const Cache& cache = caches[s * m.layers.size() + l];

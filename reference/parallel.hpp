@@ -18,6 +18,10 @@ namespace attnbench {
 
 // Below this much work (about one unit per flop) handing out the loop costs more than it saves.
 constexpr double kParallelWork = 1e7;
+// A byte read from memory counts as this much work: a loop that streams more than it
+// computes (a decode step's matrix-vector products, its attention over the cache) is long
+// on one core for its bytes, not its flops.
+constexpr double kWorkPerByte = 10;
 
 // Threads started once and kept: a model's fp64 decode step makes a hundred parallel loops,
 // and starting and joining a thread per core for each cost more than the loops on a machine
