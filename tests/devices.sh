@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # devices.sh OUT: the multi-GPU measurements of --devices and merge, on a machine with two
 # GPUs (by hand, or from the device session; docs/cluster.md). Writes its logs under OUT:
-#   1. `verify all` on GPU 0 alone, then on --devices 0,1: wall times, and the same rows;
+#   1. `verify all` on GPU 0 alone, then on --devices 0,1: wall and CPU times (how many of
+#      the host's cores each kept busy: the fp64 references compete for them), the same rows;
 #   2. a 64-point sweep, timed, on GPU 0 alone and on --devices 0,1: wall times, and
 #      `attnbench compare` of the two (each point's timing within noise: no interference);
 #   3. smoke cases as --shard 0/2 and 1/2 merged by `attnbench merge`, against one run.
 set -uo pipefail
 out=${1:-out}; mkdir -p "$out"
 bin=build/bin/attnbench
-now() { date +%s.%N; }
 same_rows() {  # the rows' identity and status, in order
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -22,15 +22,37 @@ PY
 sweep=(run softmax-fp32-32768x4096 -k warp_online --set 'shape.rows=[2048,4096,8192,16384,24576,32768,49152,65536]'
        --set 'shape.cols=[512,1024,1536,2048,3072,4096,6144,8192]')
 
-t0=$(now); $bin verify all --device 0 -o "$out/verify-1gpu.json" > "$out/verify-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
-$bin verify all --devices 0,1 -o "$out/verify-2gpu.json" > "$out/verify-2gpu.txt" 2>&1; rc2=$?; t2=$(now)
-python3 -c "a=$t1-$t0; b=$t2-$t1; print('verify all: 1 GPU %.1f s (exit $rc1), 2 GPUs %.1f s (exit $rc2): %.2fx' % (a, b, a / b))" | tee "$out/summary.txt"
+# timed NAME COMMAND...: COMMAND's output to NAME.txt; NAME.time gets its wall seconds and the
+# CPU seconds (user + system) of it and of the workers it waits for.
+timed() {
+  local name=$1 TIMEFORMAT='%R %U %S'
+  shift
+  { time "$@" > "$out/$name.txt" 2>&1; } 2> "$out/$name.time"
+}
+# speedup WHAT NAME1 RC1 NAME2 RC2: one summary line, with how many cores each run kept busy.
+speedup() {
+  python3 - "$out" "$@" "$(nproc)" <<'PY' | tee -a "$out/summary.txt"
+import sys
+out, what, n1, rc1, n2, rc2, cores = sys.argv[1:]
+def t(n):
+    wall, user, sys_ = map(float, open(f"{out}/{n}.time").read().split()[-3:])
+    return wall, user + sys_
+(a, ca), (b, cb) = t(n1), t(n2)
+print(f"{what}: 1 GPU {a:.1f} s (exit {rc1}; CPU {ca:.0f} s, {ca / a:.1f} of {cores} cores busy), "
+      f"2 GPUs {b:.1f} s (exit {rc2}; CPU {cb:.0f} s, {cb / b:.1f} busy): {a / b:.2f}x")
+PY
+}
+
+timed verify-1gpu $bin verify all --device 0 -o "$out/verify-1gpu.json"; rc1=$?
+timed verify-2gpu $bin verify all --devices 0,1 -o "$out/verify-2gpu.json"; rc2=$?
+: > "$out/summary.txt"
+speedup "verify all" verify-1gpu $rc1 verify-2gpu $rc2
 tail -q -n 1 "$out/verify-1gpu.txt" "$out/verify-2gpu.txt" | tee -a "$out/summary.txt"
 same_rows "$out/verify-1gpu.json" "$out/verify-2gpu.json" | tee -a "$out/summary.txt"
 
-t0=$(now); $bin "${sweep[@]}" --device 0 -o "$out/sweep-1gpu.json" > "$out/sweep-1gpu.txt" 2>&1; rc1=$?; t1=$(now)
-$bin "${sweep[@]}" --devices 0,1 -o "$out/sweep-2gpu.json" > "$out/sweep-2gpu.txt" 2>&1; rc2=$?; t2=$(now)
-python3 -c "a=$t1-$t0; b=$t2-$t1; print('sweep of 64 points: 1 GPU %.1f s (exit $rc1), 2 GPUs %.1f s (exit $rc2): %.2fx' % (a, b, a / b))" | tee -a "$out/summary.txt"
+timed sweep-1gpu $bin "${sweep[@]}" --device 0 -o "$out/sweep-1gpu.json"; rc1=$?
+timed sweep-2gpu $bin "${sweep[@]}" --devices 0,1 -o "$out/sweep-2gpu.json"; rc2=$?
+speedup "sweep of 64 points" sweep-1gpu $rc1 sweep-2gpu $rc2
 same_rows "$out/sweep-1gpu.json" "$out/sweep-2gpu.json" | tee -a "$out/summary.txt"
 $bin compare "$out/sweep-1gpu.json" "$out/sweep-2gpu.json" > "$out/sweep-compare.txt" 2>&1
 tail -3 "$out/sweep-compare.txt" | tee -a "$out/summary.txt"
