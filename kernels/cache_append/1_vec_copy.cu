@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/cache_append/cache_append.hpp"
+#include "kernels/common/pdl.cuh"
 
 namespace attnbench::cache_append_impl {
 namespace {
@@ -23,6 +24,7 @@ template <class W>
 __global__ void cache_append_kernel(W* __restrict__ k_cache, W* __restrict__ v_cache, const W* __restrict__ k_new,
                                     const W* __restrict__ v_new, const int32_t* __restrict__ positions, int64_t tokens,
                                     int64_t row, int64_t max_context, int64_t per_tensor, int64_t first) {
+  allow_dependents();  // the decode step's attention may launch (it waits for these rows)
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = first + int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < 2 * per_tensor; i += stride) {
     const bool is_v = i >= per_tensor;

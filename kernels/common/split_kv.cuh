@@ -362,7 +362,20 @@ void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel
     d.part_o = static_cast<float*>(ctx.workspace);
     d.part_ml = reinterpret_cast<float2*>(static_cast<char*>(ctx.workspace) + partial_o_bytes(p, d.splits));
   }
-  kernel<<<dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)), threads, smem_bytes, ctx.stream>>>(d);
+  // The combine is a programmatic dependent launch: the main kernel lets it launch early, and it
+  // waits for the partials. So is the main kernel where the caller asks (p.launch_early): its
+  // blocks start while the kernel ahead runs, if that one allows it, and wait for it before
+  // reading anything.
+  cudaLaunchAttribute attr[1];
+  const unsigned early = pdl_attribute(attr[0], ctx.caps->arch());
+  cudaLaunchConfig_t main_cfg = {};
+  main_cfg.gridDim = dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits));
+  main_cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  main_cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
+  main_cfg.stream = ctx.stream;
+  main_cfg.attrs = attr;
+  main_cfg.numAttrs = p.launch_early ? early : 0;
+  check_cuda(cudaLaunchKernelEx(&main_cfg, kernel, d), name);
   check_launch(name);
   if (d.splits == 1) return;
 
@@ -370,10 +383,8 @@ void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
   cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
   cfg.stream = ctx.stream;
-  // The main kernel lets the combine launch early; the combine waits for its partials.
-  cudaLaunchAttribute attr[1];
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_attribute(attr[0], ctx.caps->arch());
+  cfg.numAttrs = early;
   check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T, P>, d), name);
   check_launch(name);
 }

@@ -101,6 +101,7 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
   extern __shared__ __align__(16) unsigned char smem[];
   uint32_t* sq = reinterpret_cast<uint32_t*>(smem + C::kRingBytes);  // [8][kQWords]
   allow_dependents();
+  wait_for_primary();  // launched early (launch_split): nothing read before the kernels ahead end
   const Work w = block_work<C::kHeads>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
 
@@ -241,6 +242,7 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
   using C = SimtCfg<T, kD, kG>;
   __shared__ Partials<C::kGroups, kG, kD> part;
   allow_dependents();
+  wait_for_primary();  // launched early (launch_split): nothing read before the kernels ahead end
   const Work w = block_work<kG>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
 

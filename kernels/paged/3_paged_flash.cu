@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(PagedMmaCfg<T, C, kD, kBulk>::kThreads) mma_pa
   uint32_t* sq = reinterpret_cast<uint32_t*>(smem + Cfg::kRingBytes);  // [8][kQWords], M
   int* stbl = reinterpret_cast<int*>(smem + Cfg::kRingBytes + Cfg::kHeads * Cfg::kQWords * 4);
   allow_dependents();
+  wait_for_primary();  // launched early (launch_split): nothing read before the kernels ahead end
   const Work w = block_work<Cfg::kHeads>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
 
@@ -438,6 +439,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
   __shared__ float red[Cfg::kWarps][kG];
   __shared__ int stbl[kTable];
   allow_dependents();
+  wait_for_primary();  // launched early (launch_split): nothing read before the kernels ahead end
   const Work w = block_work<kG>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
 

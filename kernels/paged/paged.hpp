@@ -46,6 +46,7 @@ struct PagedParams {
   DType dtype = DType::fp32;       // q and o
   DType kv_dtype = DType::fp32;    // the cache: dtype, or fp8_e4m3
   float k_scale = 1, v_scale = 1;  // fp8 dequantisation scales (1 otherwise)
+  bool launch_early = false;       // as DecodeParams::launch_early
 };
 
 inline void finish_paged_params(PagedParams& p) {
