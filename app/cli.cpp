@@ -495,8 +495,9 @@ int run_or_verify(const Options& o, bool timed) {
     std::cerr << (ro.progress ? "measuring the card's ceilings (cached after the first run)...\r" : "");
     meta.ceilings = gpu.ceilings();
   }
-  // -o is rewritten whole after every point: a fault, a kill or Ctrl-C leaves every
-  // finished row on disk, in a document that parses.
+  // -o is rewritten whole as points finish (at most once a second) and at the end: a fault
+  // leaves every finished row on disk, a kill or Ctrl-C those up to a second before, in a
+  // document that parses.
   ReportFile file(o.output, format);
   auto write_file_report = [&](bool complete) {
     if (o.output.empty()) return;

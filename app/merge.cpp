@@ -134,7 +134,9 @@ MergeResult merge_reports(const std::vector<json>& parts, const std::vector<std:
   // own part's card (a job array may mix card types; the top-level device is the first's).
   merged["parts"] = json::array();
   for (size_t i = 0; i < parts.size(); ++i) {
-    json part = {{"report", names[i]}, {"device", parts[i].value("device", json())}};
+    json part = {{"report", names[i]},
+                 {"device", parts[i].value("device", json())},
+                 {"elapsed_ms", number_at(parts[i], "attnbench", "elapsed_ms")}};
     if (parts[i].contains("ceilings")) part["ceilings"] = parts[i]["ceilings"];
     merged["parts"].push_back(part);
   }

@@ -125,10 +125,11 @@ void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::v
 // One row as the json report writes it.
 nlohmann::json row_json(const ResultRow& r, bool keep_samples);
 
-// The -o file, rewritten whole after every point (through a temporary file renamed over
-// it, so a killed run leaves a document that parses) without rendering a row twice: json
-// and csv rows are rendered once, when they first reach write(). Rewriting every row of
-// every format after every point made a long run's writing quadratic in its rows.
+// The -o file, rewritten whole as points finish (through a temporary file renamed over it,
+// so a killed run leaves a document that parses) without rendering a row twice: json and
+// csv rows are rendered once, when they first reach write(). Rendering every row again at
+// each write made a long run's writing quadratic in its rows; the caller also writes at
+// most once a second (the bytes written still grow with the square of the points).
 class ReportFile {
  public:
   ReportFile(std::string path, Format format) : path_(std::move(path)), format_(format) {}

@@ -58,6 +58,8 @@ TEST(Merge, PartsComeBackInTheRunsOrder) {
   ASSERT_EQ(m.report["parts"].size(), 2u);
   EXPECT_EQ(m.report["parts"][1]["report"], "p1.json");
   EXPECT_EQ(m.report["parts"][1]["device"]["index"], 1);
+  EXPECT_EQ(m.report["parts"][0]["elapsed_ms"].get<double>(), 10.0);  // each part's own run
+  EXPECT_EQ(m.report["parts"][1]["elapsed_ms"].get<double>(), 11.0);
 }
 
 TEST(Merge, NamesThePointsNoPartFinished) {
