@@ -883,7 +883,7 @@ class ModelProblem : public Problem {
     const auto linear = [&](SmallLinear p) {
       p.m = batch_;
       p.dtype = t;
-      as(kGemm, s, [&] { small_linear(p, s); });
+      as(kGemm, s, [&] { small_linear(p, ctx); });
     };
     const auto normed = [&](const void* gamma, const void* beta, const void* w, const void* bias, int64_t n) {
       return normed_linear(SmallLinear{}, x, gamma, beta, w, bias, n, d);

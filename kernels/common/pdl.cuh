@@ -1,9 +1,13 @@
-// Programmatic dependent launch (sm_90): a kernel launched with pdl_attribute may start while
+// Programmatic dependent launch (sm_90): a kernel launched with launch_pdl may start while
 // the kernel before it in the stream still runs, once every block of that one has called
 // allow_dependents() (or exited). Until wait_for_primary() returns it may only read what the
 // earlier kernels do not write (weights); after it, everything they wrote is visible.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "kernels/common/kernels.hpp"
 
 namespace attnbench {
 
@@ -18,12 +22,22 @@ __device__ __forceinline__ void wait_for_primary() {
 #endif
 }
 
-// The launch attribute that lets a kernel start early; returns how many attributes to pass
-// (0 below sm_90, where the launch is an ordinary one).
-inline unsigned pdl_attribute(cudaLaunchAttribute& attr, int arch) {
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  return arch >= 90 ? 1u : 0u;
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when
+// `early` and the card has it (sm_90; an ordinary launch otherwise).
+template <class Kernel, class... Args>
+void launch_pdl(Kernel kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, bool early, int arch,
+                const char* name, const Args&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = early && arch >= 90 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, args...), name);
 }
 
 }  // namespace attnbench

@@ -366,26 +366,15 @@ void launch_split(P& d, const Params& p, const LaunchContext& ctx, Kernel kernel
   // waits for the partials. So is the main kernel where the caller asks (p.launch_early): its
   // blocks start while the kernel ahead runs, if that one allows it, and wait for it before
   // reading anything.
-  cudaLaunchAttribute attr[1];
-  const unsigned early = pdl_attribute(attr[0], ctx.caps->arch());
-  cudaLaunchConfig_t main_cfg = {};
-  main_cfg.gridDim = dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits));
-  main_cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  main_cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
-  main_cfg.stream = ctx.stream;
-  main_cfg.attrs = attr;
-  main_cfg.numAttrs = p.launch_early ? early : 0;
-  check_cuda(cudaLaunchKernelEx(&main_cfg, kernel, d), name);
+  const int arch = ctx.caps->arch();
+  launch_pdl(kernel, dim3(static_cast<unsigned>(units), static_cast<unsigned>(d.splits)),
+             dim3(static_cast<unsigned>(threads)), static_cast<std::size_t>(smem_bytes), ctx.stream, p.launch_early,
+             arch, name, d);
   check_launch(name);
   if (d.splits == 1) return;
-
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads));
-  cfg.blockDim = dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits)));
-  cfg.stream = ctx.stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = early;
-  check_cuda(cudaLaunchKernelEx(&cfg, combine_kernel<T, P>, d), name);
+  launch_pdl(combine_kernel<T, P>, dim3(static_cast<unsigned>(p.batch * p.heads)),
+             dim3(static_cast<unsigned>(d.head_dim / 4 * combine_lanes(d.head_dim, d.splits))), 0, ctx.stream, true,
+             arch, name, d);
   check_launch(name);
 }
 

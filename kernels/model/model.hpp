@@ -151,7 +151,7 @@ ATTNBENCH_HOST_DEVICE inline SmallLinear residual_linear(SmallLinear p, const vo
 
 // Why small_linear cannot take m rows of k elements ("" = it can).
 std::string small_linear_supports(int64_t m, int64_t k, DType dtype);
-void small_linear(const SmallLinear& p, cudaStream_t stream);
+void small_linear(const SmallLinear& p, const LaunchContext& ctx);
 
 // After small_linear's logits: each sequence's greedy token from `best` (then cleared), written
 // and advanced as greedy_step does.

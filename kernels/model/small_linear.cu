@@ -25,18 +25,6 @@ __global__ void greedy_finish_kernel(GreedyFinish p) {
   small_linear_impl::greedy_finish_row(p.best, p.seq, blockIdx.x * int64_t{blockDim.x} + threadIdx.x);
 }
 
-// The current device's compute capability as major * 10 + minor (a process keeps one device).
-int current_arch() {
-  static const int arch = [] {
-    int device = 0, major = 0, minor = 0;
-    check_cuda(cudaGetDevice(&device), "model/small_linear: the device");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "model/small_linear: arch");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "model/small_linear: arch");
-    return major * 10 + minor;
-  }();
-  return arch;
-}
-
 }  // namespace
 
 std::string small_linear_supports(int64_t m, int64_t k, DType dtype) {
@@ -45,7 +33,7 @@ std::string small_linear_supports(int64_t m, int64_t k, DType dtype) {
   return "";
 }
 
-void small_linear(const SmallLinear& p, cudaStream_t stream) {
+void small_linear(const SmallLinear& p, const LaunchContext& ctx) {
   with_storage(p.dtype, "model/small_linear", [&](auto tag) {
     using T = decltype(tag);
     const auto smem = static_cast<std::size_t>(small_linear_impl::rows_smem_bytes(p.in, p.m, p.k, sizeof(T)));
@@ -59,15 +47,8 @@ void small_linear(const SmallLinear& p, cudaStream_t stream) {
     // take several a warp, each block's prologue paid once for them). Launched to start while
     // the kernel before it runs (small_linear_block's kEarly).
     const int64_t blocks = std::min<int64_t>(ceil_div(p.n, kWarps), 132 * 4);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_attribute(attr[0], current_arch());
-    check_cuda(cudaLaunchKernelEx(&cfg, small_linear_kernel<T>, p), "model/small_linear");
+    launch_pdl(small_linear_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, ctx.stream, true,
+               ctx.caps->arch(), "model/small_linear", p);
   });
   check_launch("model/small_linear");
 }

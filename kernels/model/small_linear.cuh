@@ -233,7 +233,7 @@ __device__ __forceinline__ void finish_argmax(const SmallLinear& p, unsigned lon
 // The projection p as block `block` of `blocks`, each of kWarps warps, W read from global
 // memory: the rows into `a`, then a column a warp, warps of all blocks interleaved. A caller
 // that reuses `a` afterwards synchronises the block first.
-// kEarly (a launch with pdl_attribute): the kernel lets the next projection start at once, and
+// kEarly (a launch_pdl launch): the kernel lets the next projection start at once, and
 // asks the L2 for its own columns of W while the kernel before it still runs: W does not
 // depend on the step, only the rows (and what the epilogue reads) wait for that kernel.
 template <class T, int kWarps, bool kEarly = false>
