@@ -59,10 +59,65 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap& map
       : "memory");
 #endif
 }
+// A box of a 3-dimensional tensor map at (c0, c1, c2); as tma_load_4d.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+// The same box written into every block of the cluster that `ctas` names (bit i: rank i), at
+// the same shared-memory offset in each, its bytes counted on each block's mbarrier at `bar`.
+__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2,
+                                                      uint32_t bar, uint16_t ctas) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(ctas)
+      : "memory");
+#endif
+}
 // The map's descriptor into the constant cache ahead of the first copy.
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap& map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+#endif
+}
+
+// ---- device: thread-block clusters ----
+
+// This block's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+// Every thread of every block of the cluster: its earlier shared-memory work (barrier
+// initialisation, the last remote arrivals) visible to the others before any goes on.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+// One arrival on the mbarrier at shared address `bar` of cluster block `cta` (this block's
+// own included). The release is the default, at CTA scope, as for a local arrival: what it
+// guards are shared-memory reads this thread has waited for (wgmma operands), and a
+// cluster-scope release would fence every memory operation in flight at each arrival (the
+// consumers of a TMA-fed GEMM stalled half their cycles on it, bench notes run 142).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
 #endif
 }
 

@@ -21,6 +21,9 @@ void mma(const GemmParams& p, const LaunchContext& ctx);  // 4_mma.cu
 std::string mma_supports(const GemmParams& p, const DeviceCaps& caps);
 void wgmma(const GemmParams& p, const LaunchContext& ctx);  // 5_wgmma.cu
 std::string wgmma_supports(const GemmParams& p, const DeviceCaps& caps);
+void wgmma_ws(const GemmParams& p, const LaunchContext& ctx);  // 6_wgmma_ws.cu: clusters of 2
+void wgmma_ws_1cta(const GemmParams& p, const LaunchContext& ctx);  // the same without clusters
+std::string wgmma_ws_supports(const GemmParams& p, const DeviceCaps& caps);
 
 // What no variant can run; empty when the shape and dtype are fine.
 inline std::string common_reason(const GemmParams& p) {

@@ -27,16 +27,22 @@ __device__ __forceinline__ uint32_t kmajor_offset(int row, int chunk) {
   constexpr int rows_per_128b = 8 / CH;
   return row * (CH * 16) + ((chunk ^ ((row / rows_per_128b) % CH)) * 16);
 }
-// Grouped rasterization: consecutive blocks walk down GROUP_M tile rows before moving
-// right, so blocks resident together share A and B panels in L2. The block's (m0, n0).
-template <int BM, int BN, int GROUP_M>
-__device__ __forceinline__ int2 grouped_tile(int M, int N) {
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+// Grouped rasterization: consecutive tiles walk down GROUP_M tile rows before moving
+// right, so blocks resident together share A and B panels in L2. grouped_index: the (tile
+// row, tile column) of the idx-th tile in that order; grouped_tile: block blockIdx.x's
+// (m0, n0).
+template <int GROUP_M>
+__device__ __forceinline__ int2 grouped_index(unsigned idx, int tiles_m, int tiles_n) {
   const int per_group = GROUP_M * tiles_n;
-  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
+  const int group = idx / per_group, in_group = idx % per_group;
   const int first_m = group * GROUP_M;
   const int group_rows = min(tiles_m - first_m, GROUP_M);
-  return make_int2((first_m + in_group % group_rows) * BM, (in_group / group_rows) * BN);
+  return make_int2(first_m + in_group % group_rows, in_group / group_rows);
+}
+template <int BM, int BN, int GROUP_M>
+__device__ __forceinline__ int2 grouped_tile(int M, int N) {
+  const int2 t = grouped_index<GROUP_M>(blockIdx.x, (M + BM - 1) / BM, (N + BN - 1) / BN);
+  return make_int2(t.x * BM, t.y * BN);
 }
 
 // Two adjacent outputs of one row; a single 4-byte store when both are in range and

@@ -1,7 +1,7 @@
 // The gemm ladder, vendor baseline first: C = A·Bᵀ (layout nt) or C = A·B (layout nn),
 // batched, row-major, storage in dtype, accumulation in fp32. One rung per file, from
-// 0_cublas.cu (the baseline) up the SGEMM ladder to the tensor-core rungs 4_mma.cu and
-// 5_wgmma.cu.
+// 0_cublas.cu (the baseline) up the SGEMM ladder to the tensor-core rungs 4_mma.cu,
+// 5_wgmma.cu and 6_wgmma_ws.cu.
 #include <vector>
 
 #include "kernels/gemm/gemm.hpp"
@@ -21,6 +21,11 @@ const std::vector<Variant<GemmParams>>& gemm_variants() {
        mma_supports},
       {"wgmma", "fp16/bf16, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
        wgmma_supports},
+      {"wgmma_ws",
+       "fp16/bf16, sm_90a: TMA producer warp, 2 consumer warpgroups, persistent, B multicast over clusters of 2",
+       wgmma_ws, wgmma_ws_supports},
+      {"wgmma_ws_1cta", "wgmma_ws without clusters: each block copies all of its B tiles", wgmma_ws_1cta,
+       wgmma_ws_supports},
   });
   return table;
 }

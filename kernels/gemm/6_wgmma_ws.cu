@@ -1,0 +1,277 @@
+// gemm rung 6, wgmma_ws: Hopper's GEMM design (sm_90a), as cuBLAS and CUTLASS build it. What
+// rung 5 (wgmma) does not have:
+//   - TMA: one producer thread issues each stage's tiles as tensor-map bulk copies, which land
+//     already in the 128-byte swizzle wgmma's descriptors read. Rung 5's 256 threads spent
+//     their issue slots on cp.async addresses and met at a __syncthreads every k tile.
+//   - Warp specialization: warpgroup 0 is the producer (setmaxnreg 40), warpgroups 1 and 2 the
+//     consumers (232), each 64 of the tile's 128 rows by 256 columns. A STAGES-deep ring of
+//     stages, each with a "full" mbarrier (its bytes landed) and an "empty" one (every
+//     consumer warp is done reading it): the consumers never wait on each other.
+//   - A persistent grid: one block per SM walks the tiles in grouped order, so the producer
+//     loads the next tile's first stages while the consumers store the last one's outputs.
+//   - Clusters of two blocks on vertically adjacent tiles (the same columns of B): each block
+//     copies half of the stage's B tile and multicasts it into both, so the L2 serves 32 KB a
+//     stage per block instead of 48 KB. A block frees a stage only when the consumers of both
+//     have read it, since its peer's next copy writes into both.
+// C = A·Bᵀ (nt) or A·B (nn), batched, any M and N; K % 8 == 0 (and N % 8 == 0 for nn): TMA's
+// global strides are multiples of 16 bytes. Reads past an edge come back as zeros.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common/copy.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/gemm/tiles.cuh"
+
+namespace attnbench {
+namespace {
+
+using namespace gemm_impl;
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + slack to align the atoms to 1024 bytes
+constexpr int GROUP_M = 16;                              // tile rows per rasterization group
+// The block is launched with 168 registers a thread (__launch_bounds__(384, 1)); the
+// warpgroups trade within that. The consumers hold 128 accumulators.
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * 168, "more registers than launched");
+constexpr int CONSUMER_WARPS = 8;
+
+struct Bars {
+  uint64_t full[STAGES], empty[STAGES];
+};
+
+// Work unit u of the persistent order: CLUSTER vertically adjacent tiles (one per block of a
+// cluster) of batch entry z, the units in grouped order within a batch entry.
+struct Unit {
+  int z, m0, n0;
+};
+template <int CLUSTER>
+__device__ __forceinline__ Unit unit_at(int u, int units_m, int tiles_n, uint32_t rank) {
+  const int per_batch = units_m * tiles_n;
+  const int z = u / per_batch;
+  const int2 t = grouped_index<GROUP_M / CLUSTER>(static_cast<unsigned>(u - z * per_batch), units_m, tiles_n);
+  return {z, (t.x * CLUSTER + static_cast<int>(rank)) * BM, t.y * BN};
+}
+
+template <class T, GemmLayout L, int CLUSTER>
+__global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_constant__ CUtensorMap ta,
+                                                              const __grid_constant__ CUtensorMap tb,
+                                                              T* __restrict__ c, int M, int N, int K, int units) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
+  constexpr bool kNT = L == GemmLayout::nt;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ Bars bars;
+  const uint32_t smem_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const auto bar = [](const uint64_t& b) { return smem_addr(&b); };
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
+  const uint32_t rank = CLUSTER > 1 ? cluster_rank() : 0;
+  const int cluster = static_cast<int>(blockIdx.x) / CLUSTER, clusters = static_cast<int>(gridDim.x) / CLUSTER;
+  const int units_m = (M + BM * CLUSTER - 1) / (BM * CLUSTER), tiles_n = (N + BN - 1) / BN;
+  const int k_tiles = (K + BK - 1) / BK;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(bar(bars.full[s]), 1);
+      mbar_init(bar(bars.empty[s]), CONSUMER_WARPS * CLUSTER);
+    }
+  }
+  // The peer's copies and arrivals reach these barriers: initialised everywhere first.
+  if constexpr (CLUSTER > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+
+  if (wg == 0) {
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      tma_prefetch_map(ta);
+      tma_prefetch_map(tb);
+      int it = 0;  // k tiles issued, over all of this block's units: stage it % STAGES
+      for (int u = cluster; u < units; u += clusters) {
+        const Unit w = unit_at<CLUSTER>(u, units_m, tiles_n, rank);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(bar(bars.empty[s]), ((it / STAGES) & 1) ^ 1);
+          const uint32_t sa = smem_base + s * STAGE_BYTES, sb = sa + A_BYTES, full = bar(bars.full[s]);
+          mbar_expect_tx(full, STAGE_BYTES);  // A, and all of B: this block's part and the peer's
+          const int k0 = kt * BK;
+          tma_load_3d(sa, ta, k0, w.m0, w.z, full);
+          // B: nt is 256 n rows of 128 bytes; nn is four 64-column blocks of 64 k rows, 8 KB apart.
+          // With a cluster each block copies its 1 / CLUSTER of that into every block.
+          if constexpr (CLUSTER == 1) {
+            if constexpr (kNT)
+              tma_load_3d(sb, tb, k0, w.n0, w.z, full);
+            else
+              for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * 8192, tb, w.n0 + 64 * j, k0, w.z, full);
+          } else {
+            constexpr uint16_t kAll = (1u << CLUSTER) - 1;
+            constexpr int kPart = BN / CLUSTER;  // n rows or columns of B this block copies
+            if constexpr (kNT) {
+              tma_load_3d_multicast(sb + rank * kPart * 128, tb, k0, w.n0 + rank * kPart, w.z, full, kAll);
+            } else {
+              for (int j = 0; j < kPart / 64; ++j) {
+                const int blk = static_cast<int>(rank) * (kPart / 64) + j;
+                tma_load_3d_multicast(sb + blk * 8192, tb, w.n0 + 64 * blk, k0, w.z, full, kAll);
+              }
+            }
+          }
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int cw = wg - 1;  // this consumer's 64 rows of the tile
+    // A stage read by every warp of this consumer is released to the producer of each block
+    // that writes into it: the own block's, and with a cluster the peer's too.
+    const auto release = [&](int s) {
+      __syncwarp();
+      if (lane == 0) {
+        if constexpr (CLUSTER == 1)
+          mbar_arrive(bar(bars.empty[s]));
+        else
+          for (uint32_t r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(bar(bars.empty[s]), r);
+      }
+    };
+    int it = 0;
+    for (int u = cluster; u < units; u += clusters) {
+      const Unit w = unit_at<CLUSTER>(u, units_m, tiles_n, rank);
+      float d[128];
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(bar(bars.full[s]), (it / STAGES) & 1);
+        const uint32_t sa = smem_base + s * STAGE_BYTES;
+        const uint64_t da = wgmma_desc_sw128(sa + cw * 64 * 128), db = wgmma_desc_sw128(sa + A_BYTES, kNT ? 16 : 8192);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ++ks)
+          wgmma_m64n256k16_ss<T, kNT ? 0 : 1>(d, da + 2 * ks, db + (kNT ? 2 : 128) * ks);
+        wgmma_commit();
+        // The products of the tile before are done: its stage goes back to the producer.
+        wgmma_wait<1>();
+        if (kt > 0) release((it - 1) % STAGES);
+      }
+      wgmma_wait<0>();
+      if (k_tiles > 0) release((it - 1) % STAGES);
+
+      // d[4j + e]: row 16 (warp % 4) + lane / 4 (+ 8 for e >= 2) of the consumer's 64, column
+      // 8j + 2 (lane % 4) + e % 2.
+      T* cz = c + static_cast<int64_t>(w.z) * M * N;
+      const int row0 = w.m0 + cw * 64 + 16 * (warp % 4) + lane / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M) continue;
+        T* c_row = cz + static_cast<int64_t>(row) * N;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+          store_pair<T>(c_row, w.n0 + 8 * j + 2 * (lane % 4), N, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+    }
+  }
+  // No block leaves while its peer may still arrive on its barriers or copy into it.
+  if constexpr (CLUSTER > 1) cluster_sync();
+#else
+  __trap();  // built without sm_90a: wgmma_ws_supports refuses other cards
+#endif
+}
+
+// A 16-bit [batch][rows][cols] row-major tensor as a 3-dimensional tensor map, boxes of 64
+// columns (128 bytes: the swizzle's row) by box_rows.
+template <class T>
+CUtensorMap map_of(const void* base, int64_t batch, int64_t rows, int64_t cols, uint32_t box_rows) {
+  const uint64_t dims[3] = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), static_cast<uint64_t>(batch)};
+  const uint64_t strides[2] = {static_cast<uint64_t>(cols) * 2, static_cast<uint64_t>(rows * cols) * 2};
+  const uint32_t box[3] = {64, box_rows, 1};
+  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return make_tensor_map_sw128(base, 3, dims, strides, box, type, "gemm/wgmma_ws");
+}
+
+// Clusters of `cluster` blocks of `kernel` the card holds at once.
+template <class Kernel>
+int resident_clusters(cudaLaunchConfig_t cfg, Kernel kernel, int sm_count, int cluster) {
+  cfg.gridDim = dim3(static_cast<unsigned>(sm_count / cluster * cluster));
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1) {
+    (void)cudaGetLastError();
+    n = sm_count / cluster;
+  }
+  return n;
+}
+
+template <class T, GemmLayout L, int CLUSTER>
+void launch_ws(const GemmParams& p, const LaunchContext& ctx) {
+  const auto kernel = wgmma_ws_kernel<T, L, CLUSTER>;
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  check_cuda(opt_in, "gemm/wgmma_ws");
+  const bool nt = L == GemmLayout::nt;
+  const CUtensorMap ta = map_of<T>(p.a, p.batch, p.m, p.k, BM);
+  const CUtensorMap tb = nt ? map_of<T>(p.b, p.batch, p.n, p.k, BN / CLUSTER) : map_of<T>(p.b, p.batch, p.k, p.n, 64);
+  const int64_t units = ceil_div(p.m, int64_t{BM} * CLUSTER) * ceil_div(p.n, BN) * p.batch;
+
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CLUSTER;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = SMEM_BYTES;
+  cfg.stream = ctx.stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  // As many clusters as fit on the card at once (an SM left over in a GPC of odd size stays
+  // idle), no more than there are units.
+  static const int resident = resident_clusters(cfg, kernel, ctx.caps->sm_count, CLUSTER);
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(resident, units) * CLUSTER));
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, ta, tb, static_cast<T*>(p.c), static_cast<int>(p.m),
+                                static_cast<int>(p.n), static_cast<int>(p.k), static_cast<int>(units)),
+             "gemm/wgmma_ws");
+  check_launch("gemm/wgmma_ws");
+}
+
+template <int CLUSTER>
+void dispatch(const GemmParams& p, const LaunchContext& ctx) {
+  const bool nt = p.layout == GemmLayout::nt;
+  switch (p.dtype) {
+    case DType::fp16:
+      return nt ? launch_ws<__half, GemmLayout::nt, CLUSTER>(p, ctx) : launch_ws<__half, GemmLayout::nn, CLUSTER>(p, ctx);
+    case DType::bf16:
+      return nt ? launch_ws<__nv_bfloat16, GemmLayout::nt, CLUSTER>(p, ctx)
+                : launch_ws<__nv_bfloat16, GemmLayout::nn, CLUSTER>(p, ctx);
+    default: unsupported_dtype("wgmma_ws", p.dtype);
+  }
+}
+
+}  // namespace
+
+void gemm_impl::wgmma_ws(const GemmParams& p, const LaunchContext& ctx) { dispatch<2>(p, ctx); }
+void gemm_impl::wgmma_ws_1cta(const GemmParams& p, const LaunchContext& ctx) { dispatch<1>(p, ctx); }
+
+std::string gemm_impl::wgmma_ws_supports(const GemmParams& p, const DeviceCaps& caps) {
+  std::string r = common_reason(p);
+  if (!r.empty()) return r;
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
+  if (caps.cc_major != 9) return "needs sm_90 (wgmma, TMA and clusters; the binary's sm_90a build)";
+  if (caps.smem_per_block_optin < static_cast<std::size_t>(SMEM_BYTES))
+    return "needs " + std::to_string(SMEM_BYTES / 1024) + " KB of shared memory per block";
+  if (p.k % 8 != 0) return "k % 8 != 0 (TMA's row strides are multiples of 16 bytes)";
+  if (p.layout == GemmLayout::nn && p.n % 8 != 0) return "layout nn needs n % 8 == 0 (TMA's row strides are multiples of 16 bytes)";
+  if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b))) return "A and B must be 16-byte aligned (TMA)";
+  if (ceil_div(p.m, int64_t{BM}) * ceil_div(p.n, BN) * p.batch > INT_MAX) return "more than 2^31 tiles";
+  return {};
+}
+
+}  // namespace attnbench
