@@ -58,6 +58,16 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// The inverse of ldsm_x4: register i (matrix i in the fragment layout) into shared memory,
+// lane l giving the address of row l % 8 of matrix l / 8 (sm_90).
+__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+
 // Transposes an 8x8 matrix of 16-bit values held in the mma fragment layout (lane holds row
 // lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1).
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {

@@ -82,6 +82,38 @@ __device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtens
       : "memory");
 #endif
 }
+// The other way: a box of shared memory at src (1024-byte aligned, in the map's swizzle) to
+// the tensor at (c0, c1, c2), in this thread's current bulk group; what falls past the
+// tensor's edges is not written. Before src is written again, bulk_wait_read; before the
+// block exits, bulk_wait.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap& map, int c0, int c1, int c2, uint32_t src) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(&map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+#endif
+}
+// Closes this thread's bulk group of stores.
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Until at most N of this thread's bulk groups still read their shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Until at most N of this thread's bulk groups are incomplete (their writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 // The map's descriptor into the constant cache ahead of the first copy.
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap& map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
