@@ -21,10 +21,9 @@ const std::vector<Variant<GemmParams>>& gemm_variants() {
        mma_supports},
       {"wgmma", "fp16/bf16, sm_90a: wgmma m64n256k16 from swizzled shared memory, 4-stage cp.async", wgmma,
        wgmma_supports},
-      {"wgmma_ws",
-       "fp16/bf16, sm_90a: TMA producer warp, 2 consumer warpgroups, persistent, B multicast over clusters of 2",
-       wgmma_ws, wgmma_ws_supports},
-      {"wgmma_ws_1cta", "wgmma_ws without clusters: each block copies all of its B tiles", wgmma_ws_1cta,
+      {"wgmma_ws_1cta", "fp16/bf16, sm_90a: TMA producer warp, 2 consumer warpgroups, persistent, TMA-stored outputs",
+       wgmma_ws_1cta, wgmma_ws_supports},
+      {"wgmma_ws", "wgmma_ws_1cta in clusters of 2 blocks that share B tiles by TMA multicast", wgmma_ws,
        wgmma_ws_supports},
   });
   return table;
