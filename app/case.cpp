@@ -313,9 +313,9 @@ const std::vector<TimingMode> kModes = {TimingMode::cold, TimingMode::hot, Timin
 DType read_dtype(const Context& ctx, const Item& it, const OpSpec& op) {
   const auto* s = it.node->as_string();
   if (s && s->get() == dtype_name(DType::fp8_e4m3) && !contains(names_of(op.dtypes, dtype_name), s->get()))
-    ctx.fail(it.at(), it.name + " fp8_e4m3 is only for a paged KV cache (expected " +
+    ctx.fail(it.at(), it.name + " fp8_e4m3 is not an input type of op " + op.name + " (expected " +
                           or_list(names_of(op.dtypes, dtype_name)) +
-                          "; set shape.kv_dtype = \"fp8_e4m3\" in a paged case)");
+                          "); fp8 is for attention's inputs and, with shape.kv_dtype = \"fp8_e4m3\", a paged KV cache");
   return read_enum(ctx, it, op.dtypes, dtype_name);
 }
 

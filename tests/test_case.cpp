@@ -454,11 +454,15 @@ TEST(CaseErrors, PagedBlocks) {
 
 TEST(CaseErrors, Dtypes) {
   expect_has(error_of(std::string("dtype = \"fp8_e4m3\"\n") + kPaged),
-             {"1:9", "dtype fp8_e4m3 is only for a paged KV cache", "kv_dtype"});
+             {"1:9", "dtype fp8_e4m3 is not an input type of op paged", "kv_dtype"});
+  // attention takes fp8 inputs, and its descales only with them.
+  EXPECT_EQ(parse(std::string("dtype = \"fp8_e4m3\"\n") + kAttention + "descale_v = 2.0\n").points.size(), 1u);
+  expect_has(error_of(std::string("dtype = \"bf16\"\n") + kAttention + "descale_v = 2.0\n"),
+             {"shape.descale_v applies to fp8_e4m3 inputs only"});
   expect_has(error_of(std::string("dtype = \"fp61\"\n") + kAttention),
              {"1:9", "unknown dtype 'fp61' (did you mean fp16?)"});
   expect_has(error_of(std::string("dtype = \"half\"\n") + kAttention),
-             {"unknown dtype 'half' (expected fp32, fp16 or bf16)"});
+             {"unknown dtype 'half' (expected fp32, fp16, bf16 or fp8_e4m3)"});
 }
 
 TEST(CaseErrors, GemmLayout) {

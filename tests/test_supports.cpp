@@ -118,11 +118,38 @@ TEST(FlashWs, RefusesOtherHeadDimsSparseFp32AndOtherCards) {
   EXPECT_NE(ws.supports(p, kHopper).find("block-sparse"), std::string::npos);
   p = prefill();
   p.dtype = DType::fp32;
-  EXPECT_NE(ws.supports(p, kHopper).find("fp16/bf16"), std::string::npos);
+  EXPECT_NE(ws.supports(p, kHopper).find("fp16, bf16 or fp8_e4m3"), std::string::npos);
   EXPECT_NE(ws.supports(prefill(), kAmpere).find("sm_90"), std::string::npos);
   p = prefill();
   p.q_batch_stride += 4;  // rows 8 bytes off a 16-byte TMA stride
   EXPECT_NE(ws.supports(p, kHopper).find("multiples of 8"), std::string::npos);
+}
+
+// fp8 e4m3 inputs: naive and flash_ws (head_dim 128, plain or causal) run them, the rest say
+// which do; the descales fold into scale_log2.
+TEST(FlashWs, TakesFp8AtHeadDim128PlainOrCausal) {
+  AttentionParams p = prefill();
+  p.dtype = DType::fp8_e4m3;
+  p.descale_q = 0.5f;
+  p.descale_k = 0.25f;
+  finish_attention_params(p);
+  EXPECT_FLOAT_EQ(p.scale_log2, p.scale * 0.125f * kLog2e);
+  EXPECT_EQ(variant(attention_variants(), "flash_ws").supports(p, kHopper), "");
+  EXPECT_EQ(variant(attention_variants(), "naive").supports(p, kHopper), "");
+  EXPECT_NE(variant(attention_variants(), "cublas").supports(p, kHopper).find("fp8: naive and flash_ws"),
+            std::string::npos);
+  EXPECT_NE(variant(attention_variants(), "flash_mma").supports(p, kHopper).find("fp16/bf16"), std::string::npos);
+  AttentionParams q = p;
+  q.head_dim = 64;
+  finish_attention_params(q);
+  EXPECT_NE(variant(attention_variants(), "flash_ws").supports(q, kHopper).find("fp8: head_dim 128 only"),
+            std::string::npos);
+  q = p;
+  q.softcap = 30;
+  EXPECT_NE(variant(attention_variants(), "flash_ws").supports(q, kHopper).find("plain or causal"), std::string::npos);
+  q = p;
+  q.descale_v = 0;
+  EXPECT_NE(variant(attention_variants(), "naive").supports(q, kHopper).find("descale"), std::string::npos);
 }
 
 TEST(FlashWs, SaysHowMuchSharedMemoryEachHeadDimNeeds) {

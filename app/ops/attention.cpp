@@ -3,6 +3,7 @@
 #include "app/ops/attention.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "app/op.hpp"
@@ -98,8 +99,10 @@ class AttentionProblem : public TableProblem<AttentionParams> {
       add_input(name, p.dtype,
                 {{"batch", batch_}, {"seq_k", mask_.seq_k}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}}, 1.f,
                 true);
+    descale_ = {static_cast<float>(s.real("descale_q")), static_cast<float>(s.real("descale_k")),
+                static_cast<float>(s.real("descale_v"))};
     add_output(
-        "o", p.dtype,
+        "o", attention_out_dtype(p.dtype),
         {{"batch", batch_, 'b'}, {"seq_q", mask_.seq_q, 'i'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 3);
     if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
     // RoPE positions: queries at i + offset (negative before the first key, bottom-right with
@@ -130,9 +133,9 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     return n;
   }
   Work work() const override {
-    const double e = dtype_bytes(point().dtype);
+    const double e = dtype_bytes(point().dtype), eo = dtype_bytes(attention_out_dtype(point().dtype));
     return {4.0 * batch_ * head_dim_ * pairs(),
-            e * batch_ * head_dim_ * (2.0 * mask_.seq_q * heads_ + 2.0 * mask_.seq_k * kv_heads_), Bandwidth::copy};
+            batch_ * head_dim_ * ((e + eo) * mask_.seq_q * heads_ + 2.0 * e * mask_.seq_k * kv_heads_), Bandwidth::copy};
   }
   // Rows that see no key must come out 0, not NaN: check the first and the last
   // such query in the first and last batch, for the first and last head.
@@ -159,7 +162,14 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     scores_.set_reference(a);
     a.rope = rope_.reference();
     a.sparse = sparse_.heads;
-    return ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
+    // fp8: the values are the codes times the descales. q·k's two fold into the scale, v's
+    // scales the output (softmax weights sum to 1).
+    if (a.scale == 0) a.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+    a.scale *= static_cast<double>(descale_[0]) * descale_[1];
+    ref::Matrix m = ref::attention(a, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
+    if (descale_[2] != 1.f)
+      m *= static_cast<double>(descale_[2]);
+    return m;
   }
 
  private:
@@ -187,10 +197,14 @@ class AttentionProblem : public TableProblem<AttentionParams> {
       p.sparse.idx = static_cast<const int32_t*>(sparse_idx_->get());
     }
     p.dtype = point().dtype;
+    p.descale_q = descale_[0];
+    p.descale_k = descale_[1];
+    p.descale_v = descale_[2];
     finish_attention_params(p);
     return p;
   }
   int64_t batch_, heads_, kv_heads_, head_dim_;
+  std::array<float, 3> descale_;  // fp8: q's, k's and v's
   AttentionMask mask_;
   ScoreOptions scores_;
   DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
@@ -223,6 +237,11 @@ KeySpec scale_key() {
 KeySpec softcap_key() {
   return number_key("softcap", "soft-capping: scores s become softcap·tanh(s/softcap) before masks; 0 = off", 0.0, 0,
                     1e30);
+}
+
+KeySpec descale_key(const char* name, const char* tensor) {
+  return number_key(name, std::string("fp8_e4m3 inputs: the values of ") + tensor + " are its codes times this", 1.0,
+                    1e-30, 1e30);
 }
 
 KeySpec causal_key() {
@@ -430,17 +449,31 @@ OpSpec attention_op() {
       sparse_local_key(),
       sparse_global_key(),
       sparse_random_key(),
+      descale_key("descale_q", "q"),
+      descale_key("descale_k", "k"),
+      descale_key("descale_v", "v"),
   }});
+  op.dtypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);
     finish_rope(c);
     if (!c.given("seq_k")) c.shape.set("seq_k", c.shape.num("seq_q"));
     finish_sparse(c);  // after seq_k
+    if (c.dtype != DType::fp8_e4m3)
+      for (const char* k : {"descale_q", "descale_k", "descale_v"})
+        if (c.given(k)) c.fail(k, std::string("shape.") + k + " applies to fp8_e4m3 inputs only");
   };
   op.variants = [] { return variant_infos(attention_variants()); };
   op.plugin_op = ATTNBENCH_OP_ATTENTION;
-  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, attention_abi)); };
+  op.add_plugin = [](const attnbench_variant& v, const char* file) {
+    Variant<AttentionParams> var = plugin_variant(v, file, attention_abi);
+    var.supports = [inner = var.supports](const AttentionParams& p, const DeviceCaps& caps) {
+      if (p.dtype == DType::fp8_e4m3) return std::string("plugins take fp32, fp16 or bf16 attention (no fp8 in the ABI)");
+      return inner(p, caps);
+    };
+    add_variant(var);
+  };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<AttentionProblem>(p); };
   return op;
 }

@@ -65,10 +65,11 @@ __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int
 
 // o = P V. p: [batch·heads, seq_q, ld] fp32; v: [batch, seq_k, kv_heads, head_dim];
 // o: [batch, seq_q, heads, head_dim]. One thread per output element, head_dim fastest: a
-// warp reads one row of P (a broadcast) and consecutive elements of each V row.
-template <class T>
-__global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, const Shape sh,
-                                int64_t ld) {
+// warp reads one row of P (a broadcast) and consecutive elements of each V row. fp8 inputs
+// write bf16 (TO), times v's descale.
+template <class T, class TO>
+__global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict__ v, TO* __restrict__ o,
+                                const Shape sh, int64_t ld, float descale_v) {
   const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (idx >= sh.batch_heads * sh.seq_q * sh.head_dim) return;
   const int c = static_cast<int>(idx % sh.head_dim);
@@ -80,7 +81,8 @@ __global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict
   const T* vc = v + b * sh.kv_batch_stride + int64_t{h / sh.group} * sh.head_dim + c;
   float acc = 0.f;
   for (int j = 0; j < sh.seq_k; ++j) acc = fmaf(pr[j], to_float(vc[j * sh.kv_row_stride]), acc);
-  o[b * sh.o_batch_stride + i * sh.q_row_stride + int64_t{h} * sh.head_dim + c] = from_float<T>(acc);
+  if constexpr (kIsFp8<T>) acc *= descale_v;
+  o[b * sh.o_batch_stride + i * sh.q_row_stride + int64_t{h} * sh.head_dim + c] = from_float<TO>(acc);
 }
 
 }  // namespace
@@ -99,8 +101,9 @@ void naive(const AttentionParams& p, const LaunchContext& ctx) {
   const UnfusedLayout w = unfused_layout(p, false);
   float* s = static_cast<float*>(ctx.workspace);
   float* prob = reinterpret_cast<float*>(static_cast<char*>(ctx.workspace) + w.matrix_bytes);
-  with_storage(p.dtype, "attention/naive", [&](auto tag) {
+  const auto run = [&](auto tag, auto out_tag) {
     using T = decltype(tag);
+    using TO = decltype(out_tag);
     naive_scores_kernel<T>
         <<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.seq_k), kElementwiseThreads, 0, ctx.stream>>>(
             static_cast<const T*>(p.q), static_cast<const T*>(p.k), s, sh, w.ld);
@@ -108,11 +111,13 @@ void naive(const AttentionParams& p, const LaunchContext& ctx) {
     launch_scale_and_mask(s, sh, w.ld, p.sparse, ctx.stream);
     check_launch("attention/naive");
     softmax_variant("block_reduce").launch(softmax_params(p, s, prob, w.ld), ctx);
-    naive_pv_kernel<T>
+    naive_pv_kernel<T, TO>
         <<<elementwise_blocks(sh.batch_heads * sh.seq_q * sh.head_dim), kElementwiseThreads, 0, ctx.stream>>>(
-            prob, static_cast<const T*>(p.v), static_cast<T*>(p.o), sh, w.ld);
+            prob, static_cast<const T*>(p.v), static_cast<TO*>(p.o), sh, w.ld, p.descale_v);
     check_launch("attention/naive");
-  });
+  };
+  if (p.dtype == DType::fp8_e4m3) return run(Fp8{}, __nv_bfloat16{});
+  with_storage(p.dtype, "attention/naive", [&](auto tag) { run(tag, tag); });
 }
 
 std::size_t naive_workspace(const AttentionParams& p) { return unfused_layout(p, false).total(); }

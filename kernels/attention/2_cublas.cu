@@ -139,6 +139,7 @@ void cublas(const AttentionParams& p, const LaunchContext& ctx) {
 std::size_t cublas_workspace(const AttentionParams& p) { return unfused_layout(p, true).total(); }
 
 std::string cublas_supports(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.dtype == DType::fp8_e4m3) return "fp32, fp16 and bf16 (fp8: naive and flash_ws)";
   std::string r = unfused_reason(p, caps, true);
   if (!r.empty()) return r;
   r = alignment_reason(p);

@@ -19,6 +19,10 @@
 //     that one warpgroup's softmax runs under the other's products.
 //   - RoPE (head_dim 64 and 128, plain or causal): a pass turns the keys into the workspace
 //     before the kernel, and each consumer turns its query rows in shared memory.
+//   - fp8 e4m3 inputs (head_dim 128, plain or causal), FlashAttention-3's fp8 path: S = Q Kᵀ
+//     in m64n128k32 e4m3 steps; P rounded to e4m3 in registers; 8-bit wgmma reads B only
+//     K-major, so a pass first writes V transposed, [kv head][dim][keys], with each 32 keys in
+//     the order P's register fragment holds them (no shuffles of P); bf16 output.
 // Not here (supports() says so): block-sparse masks, RoPE with the other options (the unfused
 // baseline flash_ws_rope_first turns Q and K first), other head_dims, other cards.
 #include <cuda_bf16.h>
@@ -62,13 +66,16 @@ constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows tu
 // masks (bench notes run 109). Under the causal mask, whose diagonal tiles waste more of a
 // wide tile, 80 keys still beat 64 at d256 (0.90-0.98x the time, run 118); 176 keys at d128
 // measured the same as 128 at seq 4096 and spilled with soft-capping (runs 118-119). d256 holds
-// S 40 + P 20 + O 128 registers.
-template <int D, bool kWide>
+// S 40 + P 20 + O 128 registers. fp8 (EB = 1 byte an element): d128 rows are one column block,
+// and V's tile, transposed, is [D rows][BC bytes], as large as K's with BC = D = 128.
+template <int D, bool kWide, int EB = 2>
 struct Tiling {
   static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
   static constexpr int STAGES = D == 256 || kWide ? 2 : 3;       // d128 narrow: 3 stages 3-4% over 2 (run 105)
+  static constexpr int EPB = 128 / EB;                           // elements of a row in one column block
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;  // bytes of one column block
-  static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
+  static constexpr int Q_BYTES = (D / EPB) * Q_BLOCK, KV_BYTES = (D / EPB) * KV_BLOCK;
+  static_assert(EB == 2 || (D == 128 && BC == 128), "fp8: head_dim 128, key tiles of 128");
   static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for 1024-byte atoms
 };
 
@@ -114,7 +121,8 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
                                                               const __grid_constant__ CUtensorMap tk,
                                                               const __grid_constant__ CUtensorMap tv) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Tiling<D, kWideTiles<D, kCausal, kReach>>;
+  constexpr bool kFp8 = kIsFp8<T>;
+  using L = Tiling<D, !kFp8 && kWideTiles<D, kCausal, kReach>, sizeof(T)>;
   constexpr int BC = L::BC, STAGES = L::STAGES;
   extern __shared__ unsigned char smem_raw[];
   __shared__ Bars<STAGES> bars;
@@ -165,17 +173,21 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
           // under their last P V and their stores.
           mbar_wait(bar(bars.q_empty), (qn++ & 1) ^ 1);
           mbar_expect_tx(bar(bars.q_full), L::Q_BYTES);
-          for (int c = 0; c < D / 64; ++c) tma_load_4d(sq + c * L::Q_BLOCK, tq, 64 * c, q0, h, b, bar(bars.q_full));
+          for (int c = 0; c < D / L::EPB; ++c)
+            tma_load_4d(sq + c * L::Q_BLOCK, tq, L::EPB * c, q0, h, b, bar(bars.q_full));
           for (int n = n_begin; n < n_end; ++n, ++it) {
             const int s = it % STAGES, parity = ((it / STAGES) & 1) ^ 1;
             mbar_wait(bar(bars.k_empty[s]), parity);
             mbar_expect_tx(bar(bars.k_full[s]), L::KV_BYTES);
-            for (int c = 0; c < D / 64; ++c)
-              tma_load_4d(sk + s * L::KV_BYTES + c * L::KV_BLOCK, tk, 64 * c, n * BC, kvh, b, bar(bars.k_full[s]));
+            for (int c = 0; c < D / L::EPB; ++c)
+              tma_load_4d(sk + s * L::KV_BYTES + c * L::KV_BLOCK, tk, L::EPB * c, n * BC, kvh, b, bar(bars.k_full[s]));
             mbar_wait(bar(bars.v_empty[s]), parity);
             mbar_expect_tx(bar(bars.v_full[s]), L::KV_BYTES);
-            for (int c = 0; c < D / 64; ++c)
-              tma_load_4d(sv + s * L::KV_BYTES + c * L::KV_BLOCK, tv, 64 * c, n * BC, kvh, b, bar(bars.v_full[s]));
+            if constexpr (kFp8)  // the transposed V: D rows of this tile's BC keys
+              tma_load_4d(sv + s * L::KV_BYTES, tv, n * BC, 0, kvh, b, bar(bars.v_full[s]));
+            else
+              for (int c = 0; c < D / 64; ++c)
+                tma_load_4d(sv + s * L::KV_BYTES + c * L::KV_BLOCK, tv, 64 * c, n * BC, kvh, b, bar(bars.v_full[s]));
           }
         }
         // The next tile is claimed once this one's last copy is issued, a few key tiles before
@@ -203,14 +215,15 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     issued = true;
   };
   auto turn_end = [&] { named_bar_arrive(SCHED_BAR + (wg ^ 1), CONSUMER_THREADS); };
-  // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows; both K-major).
+  // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows, 16 elements or
+  // fp8's 32; both K-major).
   auto issue_s = [&](int it) {
     const int st = it % STAGES;
     mbar_wait(bar(bars.k_full[st]), (it / STAGES) & 1);
     const uint32_t kt = sk + st * L::KV_BYTES;
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
+    for (int ks = 0; ks < D * static_cast<int>(sizeof(T)) / 32; ++ks) {
       const uint32_t step = (ks % 4) * 32;
       wgmma_ss_kmajor<T, BC>(s, wgmma_desc_sw128(q_wg + (ks / 4) * L::Q_BLOCK + step),
                              wgmma_desc_sw128(kt + (ks / 4) * L::KV_BLOCK + step), ks);
@@ -224,9 +237,14 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     mbar_wait(bar(bars.v_full[st]), (it / STAGES) & 1);
     const uint32_t vt = sv + st * L::KV_BYTES;
     wgmma_fence();
+    if constexpr (kFp8) {  // V transposed: K-major, 32 keys (bytes) a step
 #pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk)
-      wgmma_rs_nmajor<T, D>(o, p[kk], wgmma_desc_sw128(vt + kk * 16 * 128, L::KV_BLOCK));
+      for (int kk = 0; kk < BC / 32; ++kk) wgmma_m64n128k32_rs_e4m3(o, p[kk], wgmma_desc_sw128(vt + kk * 32));
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk)
+        wgmma_rs_nmajor<T, D>(o, p[kk], wgmma_desc_sw128(vt + kk * 16 * 128, L::KV_BLOCK));
+    }
     wgmma_commit();
   };
   auto release = [&](const uint64_t& empty) { mbar_arrive(bar(empty)); };
@@ -260,11 +278,25 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
         l[r] += s[i];
       }
     };
+    // fp8: k step kk (32 keys, n8 tiles 4 kk .. 4 kk + 3) takes this thread's two columns of
+    // each tile in order, row by row: its A register 0 holds keys 2 t4, 2 t4 + 1, 8 + 2 t4,
+    // 9 + 2 t4 of row r in the places of keys 4 t4 .. 4 t4 + 3, and so on. The transposed V
+    // has its keys in that same order (fp8_transpose_v), so the sum over keys is unchanged.
     auto pack_p = [&] {
+      if constexpr (kFp8) {
 #pragma unroll
-      for (int kk = 0; kk < BC / 16; ++kk)
+        for (int kk = 0; kk < BC / 32; ++kk)
 #pragma unroll
-        for (int w4 = 0; w4 < 4; ++w4) p[kk][w4] = pack2<T>(s[8 * kk + 2 * w4], s[8 * kk + 2 * w4 + 1]);
+          for (int w4 = 0; w4 < 4; ++w4) {
+            const int i = 16 * kk + 8 * (w4 / 2) + 2 * (w4 % 2);  // tile 4 kk + 2 (w4 / 2), row half w4 % 2
+            p[kk][w4] = pack4_e4m3(s[i], s[i + 1], s[i + 4], s[i + 5]);
+          }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+          for (int w4 = 0; w4 < 4; ++w4) p[kk][w4] = pack2<T>(s[8 * kk + 2 * w4], s[8 * kk + 2 * w4 + 1]);
+      }
     };
 
     if (tiles > 0) {
@@ -312,8 +344,12 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
       release(bars.v_empty[(it + tiles - 1) % STAGES]);
       it += tiles;
     }
-    T* out = static_cast<T*>(a.o) + int64_t{b} * a.o_batch_stride + int64_t{h} * D;
-    store_rows<T, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
+    using TO = std::conditional_t<kFp8, __nv_bfloat16, T>;  // fp8 writes bf16
+    TO* out = static_cast<TO*>(a.o) + int64_t{b} * a.o_batch_stride + int64_t{h} * D;
+    if constexpr (kFp8)
+      store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4, a.descale_v);
+    else
+      store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
   }
   if (issued && wg == 0) named_bar_sync(SCHED_BAR, CONSUMER_THREADS);  // consumer 1's last hand-over
 #else
@@ -331,26 +367,81 @@ constexpr std::size_t smem_of() {
 // Work tiles (query block, head, batch) of p.
 int64_t work_tiles(const AttentionParams& p) { return ceil_div(p.seq_q, BR) * p.heads * p.batch; }
 
+template <class T>
+constexpr CUtensorMapDataType map_type() {
+  if constexpr (kIsFp8<T>) return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  else if constexpr (std::is_same_v<T, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
 // [batch, seq, heads, head_dim] as a 4-d tensor map (dims: dim, row, head, batch), boxes of
-// 64 dims x rows rows of one head.
+// 128 bytes of dims (64 16-bit ones, 128 fp8 ones) x rows rows of one head.
 template <class T, int D>
 CUtensorMap map_of(const void* base, int64_t batch, int64_t seq, int64_t heads, int64_t batch_stride, int rows) {
+  constexpr uint64_t e = sizeof(T);
   const uint64_t dims[4] = {D, static_cast<uint64_t>(seq), static_cast<uint64_t>(heads), static_cast<uint64_t>(batch)};
-  const uint64_t strides[3] = {static_cast<uint64_t>(heads * D * 2), D * 2, static_cast<uint64_t>(batch_stride * 2)};
-  const uint32_t box[4] = {64, static_cast<uint32_t>(rows), 1, 1};
-  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return make_tensor_map_sw128(base, 4, dims, strides, box, type, "attention/flash_ws");
+  const uint64_t strides[3] = {static_cast<uint64_t>(heads) * D * e, D * e, static_cast<uint64_t>(batch_stride) * e};
+  const uint32_t box[4] = {128 / e, static_cast<uint32_t>(rows), 1, 1};
+  return make_tensor_map_sw128(base, 4, dims, strides, box, map_type<T>(), "attention/flash_ws");
+}
+
+// fp8's V, transposed: 8-bit wgmma reads its B operand K-major only, so P V needs V as
+// [batch, kv_heads, head_dim, keys] (keys contiguous, padded to a multiple of 32 with zeros).
+// Within each 32 keys the order is the one P's register fragment holds (pack_p): place
+// 16 u + 4 c + i holds key 16 u + 2 c + i % 2 + 8 (i / 2).
+int64_t padded_keys(int64_t seq_k) { return ceil_div(seq_k, 32) * 32; }
+
+__global__ void fp8_transpose_v_kernel(const uint8_t* __restrict__ v, uint8_t* __restrict__ vt, int seq_k, int pad,
+                                       int kv_heads, int64_t kv_batch_stride) {
+  constexpr int D = 128;
+  __shared__ uint8_t tile[32][D];  // 32 keys of one head
+  const int chunk = blockIdx.x, g = blockIdx.y, b = blockIdx.z, t = threadIdx.x;  // 256 threads
+  const int key = t / 8, col = (t % 8) * 16;
+  const int j = chunk * 32 + key;
+  uint4 x = make_uint4(0, 0, 0, 0);
+  if (j < seq_k)
+    x = *reinterpret_cast<const uint4*>(v + b * kv_batch_stride + (int64_t{j} * kv_heads + g) * D + col);
+  *reinterpret_cast<uint4*>(&tile[key][col]) = x;
+  __syncthreads();
+  const int d = t / 2, half = t % 2;  // 16 places of row d
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = q, src = 16 * half + 2 * c + i % 2 + 8 * (i / 2);
+      word |= uint32_t{tile[src][d]} << (8 * i);
+    }
+    w[q] = word;
+  }
+  uint8_t* dst = vt + ((int64_t{b} * kv_heads + g) * D + d) * pad + chunk * 32 + 16 * half;
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+std::size_t fp8_vt_bytes(const AttentionParams& p) {
+  return static_cast<std::size_t>(p.batch * p.kv_heads * p.head_dim * padded_keys(p.seq_k));
+}
+
+// The transposed V's map: dims (keys, dim, kv head, batch), boxes of `keys` keys x all D dims.
+CUtensorMap fp8_vt_map(const void* vt, const AttentionParams& p, int keys) {
+  const uint64_t pad = static_cast<uint64_t>(padded_keys(p.seq_k)), D = static_cast<uint64_t>(p.head_dim);
+  const uint64_t dims[4] = {pad, D, static_cast<uint64_t>(p.kv_heads), static_cast<uint64_t>(p.batch)};
+  const uint64_t strides[3] = {pad, D * pad, static_cast<uint64_t>(p.kv_heads) * D * pad};
+  const uint32_t box[4] = {static_cast<uint32_t>(keys), static_cast<uint32_t>(D), 1, 1};
+  return make_tensor_map_sw128(vt, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_UINT8, "attention/flash_ws (fp8 V)");
 }
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach = false, bool kRope = false>
-void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
-  using L = Tiling<D, kWideTiles<D, kCausal, kReach>>;
+void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const void* vt = nullptr) {
+  using L = Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kReach>, sizeof(T)>;
   const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach, kRope>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   check_cuda(opt_in, "attention/flash_ws");
   const CUtensorMap tq = map_of<T, D>(p.q, p.batch, p.seq_q, p.heads, p.q_batch_stride, BR);
   const CUtensorMap tk = map_of<T, D>(p.k, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
-  const CUtensorMap tv = map_of<T, D>(p.v, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
+  const CUtensorMap tv = kIsFp8<T> ? fp8_vt_map(vt, p, L::BC)
+                                   : map_of<T, D>(p.v, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
   Schedule w;
   w.m_blocks = static_cast<int>(ceil_div(p.seq_q, BR));
   w.heads = static_cast<int>(p.heads);
@@ -396,8 +487,19 @@ constexpr bool claimed_head_dim(int64_t d) { return d == 64 || d == 128 || d == 
 }  // namespace
 
 // RoPE: the keys are turned once by a pass into the workspace (after the tile counter), the
-// queries in the kernel (kRope).
+// queries in the kernel (kRope). fp8: V is transposed into the workspace first.
 void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
+  if (p.dtype == DType::fp8_e4m3) {
+    void* vt = static_cast<char*>(ctx.workspace) + 256;
+    const int pad = static_cast<int>(padded_keys(p.seq_k));
+    fp8_transpose_v_kernel<<<dim3(static_cast<unsigned>(pad / 32), static_cast<unsigned>(p.kv_heads),
+                                  static_cast<unsigned>(p.batch)),
+                             256, 0, ctx.stream>>>(static_cast<const uint8_t*>(p.v), static_cast<uint8_t*>(vt),
+                                                   static_cast<int>(p.seq_k), pad, static_cast<int>(p.kv_heads),
+                                                   p.kv_batch_stride);
+    check_launch("attention/flash_ws (fp8 V transposed)");
+    return p.causal ? launch_kernel<Fp8, 128, true, false>(p, ctx, vt) : launch_kernel<Fp8, 128, false, false>(p, ctx, vt);
+  }
   AttentionParams r = p;
   if (p.rope.on()) {
     RopeRows k = rope_pass_k(p);
@@ -411,12 +513,23 @@ void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
 
 // The tile counter, then the turned keys.
 std::size_t flash_ws_workspace(const AttentionParams& p) {
+  if (p.dtype == DType::fp8_e4m3) return 256 + round_up_256(fp8_vt_bytes(p));
   return 256 + (p.rope.on() ? round_up_256(rope_pass_k(p).bytes()) : 0);
 }
 
 std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) {
   if (!claimed_head_dim(p.head_dim)) return "head_dim 64, 128 or 256 only (flash_mma takes every head_dim)";
-  if (const std::string why = wgmma_prefill_supports(p, caps, "TMA"); !why.empty()) return why;
+  if (const std::string why = wgmma_prefill_supports(p, caps, "TMA", true); !why.empty()) return why;
+  if (p.dtype == DType::fp8_e4m3) {
+    if (p.head_dim != 128) return "fp8: head_dim 128 only";
+    if (p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.rope.on())
+      return "fp8: plain or causal attention only (no softcap, ALiBi, window or RoPE)";
+    if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
+    if (p.batch > kMaxGridYZ || p.kv_heads > kMaxGridYZ) return "fp8: batch and kv_heads must be <= 65535 (V's transpose grid)";
+    if (caps.smem_per_block_optin < Tiling<128, false, 1>::SMEM + sizeof(Bars<3>) + 2 * sizeof(int))
+      return "needs more shared memory per block";
+    return {};
+  }
   if (p.rope.on()) {
     if (p.head_dim == 256 || p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0)
       return "RoPE at head_dim 64 and 128 without softcap, window or ALiBi (flash_ws_rope_first runs the rest)";

@@ -54,8 +54,15 @@ struct AttentionParams {
   // positions [min(0, q_offset), max(seq_k, seq_q + q_offset)).
   RopeTable rope;
   BlockSparse sparse;
+  // dtype fp8_e4m3 (FlashAttention-3's fp8 path): q, k and v hold e4m3 codes whose values are
+  // the codes times descale_q, descale_k and descale_v (per tensor); o is bf16. 1 otherwise.
+  // finish_attention_params folds descale_q · descale_k into scale_log2.
+  float descale_q = 1, descale_k = 1, descale_v = 1;
   DType dtype = DType::fp32;
 };
+
+// The output's storage type: the inputs', but bf16 for fp8 inputs.
+inline DType attention_out_dtype(DType t) { return t == DType::fp8_e4m3 ? DType::bf16 : t; }
 
 // Fills the derived fields (strides for the dense layout, scale, scale_log2, q_offset).
 inline void finish_attention_params(AttentionParams& p) {
@@ -63,7 +70,7 @@ inline void finish_attention_params(AttentionParams& p) {
   if (p.o_batch_stride == 0) p.o_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.kv_batch_stride == 0) p.kv_batch_stride = p.seq_k * p.kv_heads * p.head_dim;
   if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * kLog2e;
+  p.scale_log2 = p.scale * p.descale_q * p.descale_k * kLog2e;
   p.q_offset = p.top_left ? 0 : p.seq_k - p.seq_q;
 }
 

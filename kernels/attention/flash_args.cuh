@@ -36,10 +36,11 @@ struct Args {
   const float* alibi_slopes;   // [heads]
   float alibi_scale;           // 1 / scale: the bias is added to raw scores, before the scale
   float softcap, inv_softcap;  // in raw score units (softcap / scale); 0, 0 = none
-  float scale_log2;            // scale * log2(e)
+  float scale_log2;            // scale * log2(e) (fp8: times descale_q · descale_k)
   float inv_scale_log2;        // 1 / scale_log2: the lazy threshold in raw score units
   RopeTable rope;              // fused RoPE (the ROPE kernels only)
   BlockSparse sparse;          // the live key blocks of each query block (the SPARSE kernels only)
+  float descale_v;             // fp8: the output's factor (last: the other fields keep their offsets)
 };
 
 // Causal, window, ALiBi or soft-capping: the kernel's MASKED path, and the tiles of
@@ -75,6 +76,7 @@ inline Args make_args(const AttentionParams& p) {
   a.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
   a.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
   a.scale_log2 = p.scale_log2;
+  a.descale_v = p.descale_v;
   a.inv_scale_log2 = 1.f / p.scale_log2;
   a.rope = p.rope;
   a.sparse = p.sparse;

@@ -50,7 +50,7 @@ inline Shape make_shape(const AttentionParams& p) {
   s.causal = p.causal;
   s.alibi = p.alibi;
   s.slopes = p.alibi_slopes;
-  s.scale = p.scale;
+  s.scale = p.scale * p.descale_q * p.descale_k;
   s.scale_log2 = p.scale_log2;
   s.softcap = p.softcap;
   return s;
@@ -69,8 +69,11 @@ __host__ __device__ __forceinline__ bool block_live(const BlockSparse& sp, int h
 
 // What no variant can run; empty when AttentionParams is within its documented semantics.
 inline std::string common_reason(const AttentionParams& p) {
-  if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)
-    return std::string("dtype ") + dtype_name(p.dtype) + " is not an attention storage type (fp32, fp16, bf16)";
+  if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16 && p.dtype != DType::fp8_e4m3)
+    return std::string("dtype ") + dtype_name(p.dtype) + " is not an attention storage type (fp32, fp16, bf16, fp8_e4m3)";
+  if (!(p.descale_q > 0) || !(p.descale_k > 0) || !(p.descale_v > 0) || !std::isfinite(p.descale_q) ||
+      !std::isfinite(p.descale_k) || !std::isfinite(p.descale_v))
+    return "descale_q, descale_k and descale_v must be finite numbers > 0";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";

@@ -94,7 +94,7 @@ const std::vector<Variant<AttentionParams>>& attention_variants() {
        unfused_rope<flash_wgmma, nullptr>, unfused_rope_supports<flash_wgmma_supports>,
        unfused_rope_workspace<nullptr>},
       {"flash_ws",
-       "fp16/bf16 d64/128/256, sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
+       "fp16/bf16 d64/128/256 and fp8 e4m3 d128 (V transposed first), sm_90a, FlashAttention-3's design: TMA producer warp, mbarrier ring, setmaxnreg, "
        "ping-pong consumer warpgroups, softmax under the next tile's products, persistent; RoPE: Q turned in "
        "shared memory, K in one pass",
        flash_ws, flash_ws_supports, flash_ws_workspace},

@@ -108,14 +108,14 @@ __device__ __forceinline__ void new_row_max(const float (&s)[BC / 2], float scal
 // that saw no key has l = 0 and outputs 0.
 template <class T, int D>
 __device__ __forceinline__ void store_rows(const float (&o)[D / 2], float (&l)[2], T* out, int64_t row_stride, int row,
-                                           int seq_q, int t4) {
+                                           int seq_q, int t4, float vscale = 1.f) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     const int i = row + 8 * r;
     if (i >= seq_q) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    const float inv = l[r] > 0.f ? vscale / l[r] : 0.f;
     T* dst = out + static_cast<int64_t>(i) * row_stride;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
@@ -125,8 +125,10 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 2], float (&l)[2
 
 // What both Hopper rungs need of a problem beyond their head_dims and shared memory: 16-bit
 // inputs, an sm_90 card, no block-sparse mask, grid and index limits, and 16-byte rows.
-inline std::string wgmma_prefill_supports(const AttentionParams& p, const DeviceCaps& caps, const char* copies) {
-  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
+inline std::string wgmma_prefill_supports(const AttentionParams& p, const DeviceCaps& caps, const char* copies,
+                                          bool fp8 = false) {
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16 && !(fp8 && p.dtype == DType::fp8_e4m3))
+    return fp8 ? "fp16, bf16 or fp8_e4m3 only (wgmma's input types)" : "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
@@ -138,6 +140,8 @@ inline std::string wgmma_prefill_supports(const AttentionParams& p, const Device
     return "seq_q and seq_k must be < 2^29 (key positions are int)";
   if (p.q_batch_stride % 8 != 0 || p.kv_batch_stride % 8 != 0 || p.o_batch_stride % 8 != 0)
     return "batch strides must be multiples of 8 elements (16-byte rows)";
+  if (p.dtype == DType::fp8_e4m3 && (p.q_batch_stride % 16 != 0 || p.kv_batch_stride % 16 != 0))
+    return "fp8: batch strides of q, k and v must be multiples of 16 elements (16-byte rows)";
   if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))
     return std::string("q, k, v and o must be 16-byte aligned (") + copies + ")";
   return {};

@@ -28,6 +28,7 @@ constexpr bool kIsFp8 = std::is_same_v<C, Fp8>;
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(Fp8 x) { return static_cast<float>(x); }
 
 template <class T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
@@ -47,6 +48,15 @@ __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(uint32_t b) {
 }
 __device__ __forceinline__ uint32_t to_bits(__half h) { return __half_as_ushort(h); }
 __device__ __forceinline__ uint32_t to_bits(__nv_bfloat16 h) { return __bfloat16_as_ushort(h); }
+
+// Four floats as one register of e4m3 codes (round to nearest, saturating), x0 in the
+// lowest byte: the lowest k of an 8-bit wgmma fragment register.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));  // first operand: upper byte
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
+  return uint32_t{lo} | (uint32_t{hi} << 16);
+}
 
 // Two floats as one register of 16-bit values (__half or __nv_bfloat16), `lo` in the low
 // half: the lower k or column of an mma fragment, the lower index in memory.

@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -187,12 +188,35 @@ __device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], uint64_t da,
 #endif
 }
 
+// fp8 e4m3 (k32 a step; both operands K-major, which is all 8-bit wgmma takes): d (64 x 128)
+// = (scale_d ? d : 0) + A · Bᵀ from shared memory, and d += A · Bᵀ with A from registers (this
+// thread's fragment: register 0 holds row lane / 4 at k 4 (lane % 4) .. + 3, register 1 the
+// same 8 rows down, registers 2 and 3 the same at k + 16; the lowest k in the lowest byte).
+__device__ __forceinline__ void wgmma_m64n128k32_ss_e4m3(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+               : ATTNBENCH_D64
+               : "l"(da), "l"(db), "r"(scale_d));
+#endif
+}
+__device__ __forceinline__ void wgmma_m64n128k32_rs_e4m3(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+               : ATTNBENCH_D64
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+}
+
 // The shapes flash_ws picks by head_dim and key tile: S = Q Kᵀ (m64 x N, both K-major) and
-// O += P V (m64 x N, V N-major).
+// O += P V (m64 x N, V N-major; fp8: m64n128k32 both ways, its V transposed to K-major).
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss_kmajor(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   static_assert(N == 64 || N == 80 || N == 128 || N == 176, "S tiles of 64, 80, 128 or 176 keys");
-  if constexpr (N == 64) wgmma_m64n64k16_ss<T>(d, da, db, scale_d);
+  if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
+    static_assert(N == 128, "fp8: S tiles of 128 keys");
+    wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  } else if constexpr (N == 64) wgmma_m64n64k16_ss<T>(d, da, db, scale_d);
   else if constexpr (N == 80) wgmma_m64n80k16_ss<T>(d, da, db, scale_d);
   else if constexpr (N == 128) wgmma_m64n128k16_ss<T>(d, da, db, scale_d);
   else wgmma_m64n176k16_ss<T>(d, da, db, scale_d);
