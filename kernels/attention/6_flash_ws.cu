@@ -264,19 +264,20 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
-    // Tile n's masks, then the online softmax: s becomes exp2(s · scale_log2 - m), l the new
-    // sums; corr is what O must be scaled by. Then P (16-bit): the accumulator fragment of n8
-    // tiles 2 kk and 2 kk + 1 is the A fragment of k step kk.
+    // Tile n's masks, then the lazy online softmax: s becomes exp2(s · scale_log2 - m), l the
+    // new sums; when m moved (the return), corr is what O must be scaled by. Then P (16-bit):
+    // the accumulator fragment of n8 tiles 2 kk and 2 kk + 1 is the A fragment of k step kk.
     auto softmax = [&](int n, float(&corr)[2]) {
       mask_scores<BR, BC, kCausal, kCap, kReach>(s, a, h, q0, n * BC, row, t4);
       float base[2];
-      new_row_max<BC>(s, a.scale_log2, m, l, base, corr);
+      const bool moved = lazy_row_max<BC>(s, a.scale_log2, m, l, base, corr);
 #pragma unroll
       for (int i = 0; i < BC / 2; ++i) {
         const int r = (i % 4) / 2;
         s[i] = exp2_approx(fmaf(s[i], a.scale_log2, -base[r]));
         l[r] += s[i];
       }
+      return moved;
     };
     // fp8: k step kk (32 keys, n8 tiles 4 kk .. 4 kk + 3) takes this thread's two columns of
     // each tile in order, row by row: its A register 0 holds keys 2 t4, 2 t4 + 1, 8 + 2 t4,
@@ -328,12 +329,13 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
         fence_operands(s);
         release(bars.k_empty[(it + j) % STAGES]);
         if (j == tiles - 1) release(bars.q_empty);
-        softmax(n_begin + j, corr);
+        const bool moved = softmax(n_begin + j, corr);
         wgmma_wait<0>();
         fence_operands(o);
         release(bars.v_empty[(it + j - 1) % STAGES]);
+        if (moved)
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i % 4) / 2];
+          for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i % 4) / 2];
         pack_p();
       }
       turn_begin();

@@ -104,6 +104,35 @@ __device__ __forceinline__ void new_row_max(const float (&s)[BC / 2], float scal
   }
 }
 
+// The lazy step (flash_mma's, and FlashAttention-4's): a row's m moves only when one of the
+// tile's scores passes it by kLazyWgLog2 (exp2 units), so every exponent stays <= 2^8 (fp16,
+// bf16 and e4m3 all hold it; the row sums stay far from fp32's range). A lane's share of a row
+// passes iff one of its scores does, so the test needs no shuffle; a warp where any row
+// passes takes new_row_max's exact step for all its rows. Returns whether it did (warp-
+// uniform): when not, corr is 1 and O needs no rescale.
+constexpr float kLazyWgLog2 = 8.f;
+template <int BC>
+__device__ __forceinline__ bool lazy_row_max(const float (&s)[BC / 2], float scale_log2, float (&m)[2], float (&l)[2],
+                                             float (&base)[2], float (&corr)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < BC / 8; ++j) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+  }
+  const bool grow = mx[0] * scale_log2 > m[0] + kLazyWgLog2 || mx[1] * scale_log2 > m[1] + kLazyWgLog2;
+  if (__any_sync(0xffffffffu, grow)) {
+    new_row_max<BC>(s, scale_log2, m, l, base, corr);
+    return true;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    base[r] = m[r] == -INFINITY ? 0.f : m[r];  // a row that has seen no key yet stays at 0
+    corr[r] = 1.f;
+  }
+  return false;
+}
+
 // O / l into rows row and row + 8 of out (a row_stride apart), the rows below seq_q; a row
 // that saw no key has l = 0 and outputs 0.
 template <class T, int D>
