@@ -82,16 +82,19 @@ __device__ __forceinline__ void mask_scores(float (&s)[BC / 2], const Args& a, i
 
 // The online softmax's step in exp2 units over a masked tile: m (the running max of s ·
 // scale_log2 per row) takes the tile's maxima, reduced over the quad of lanes that holds a row;
-// base is what the tile's exponents subtract; l and O are to be scaled by corr.
+// base is what the tile's exponents subtract; l and O are to be scaled by corr. In two parts:
+// this lane's maxima of its rows' scores, then the step from them.
 template <int BC>
-__device__ __forceinline__ void new_row_max(const float (&s)[BC / 2], float scale_log2, float (&m)[2], float (&l)[2],
-                                            float (&base)[2], float (&corr)[2]) {
-  float mx[2] = {-INFINITY, -INFINITY};
+__device__ __forceinline__ void lane_row_max(const float (&s)[BC / 2], float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
 #pragma unroll
   for (int j = 0; j < BC / 8; ++j) {
     mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
     mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
   }
+}
+__device__ __forceinline__ void row_max_step(float (&mx)[2], float scale_log2, float (&m)[2], float (&l)[2],
+                                             float (&base)[2], float (&corr)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -102,6 +105,13 @@ __device__ __forceinline__ void new_row_max(const float (&s)[BC / 2], float scal
     m[r] = m_new;
     l[r] *= corr[r];
   }
+}
+template <int BC>
+__device__ __forceinline__ void new_row_max(const float (&s)[BC / 2], float scale_log2, float (&m)[2], float (&l)[2],
+                                            float (&base)[2], float (&corr)[2]) {
+  float mx[2];
+  lane_row_max<BC>(s, mx);
+  row_max_step(mx, scale_log2, m, l, base, corr);
 }
 
 // The lazy step (flash_mma's, and FlashAttention-4's): a row's m moves only when one of the
@@ -114,15 +124,11 @@ constexpr float kLazyWgLog2 = 8.f;
 template <int BC>
 __device__ __forceinline__ bool lazy_row_max(const float (&s)[BC / 2], float scale_log2, float (&m)[2], float (&l)[2],
                                              float (&base)[2], float (&corr)[2]) {
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int j = 0; j < BC / 8; ++j) {
-    mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
-    mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
-  }
+  float mx[2];
+  lane_row_max<BC>(s, mx);
   const bool grow = mx[0] * scale_log2 > m[0] + kLazyWgLog2 || mx[1] * scale_log2 > m[1] + kLazyWgLog2;
   if (__any_sync(0xffffffffu, grow)) {
-    new_row_max<BC>(s, scale_log2, m, l, base, corr);
+    row_max_step(mx, scale_log2, m, l, base, corr);
     return true;
   }
 #pragma unroll
