@@ -408,14 +408,11 @@ __global__ void fp8_transpose_v_kernel(const uint8_t* __restrict__ v, uint8_t* _
   const int d = t / 2, half = t % 2;  // 16 places of row d
   uint32_t w[4];
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
+  for (int c = 0; c < 4; ++c) {
     uint32_t word = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int c = q, src = 16 * half + 2 * c + i % 2 + 8 * (i / 2);
-      word |= uint32_t{tile[src][d]} << (8 * i);
-    }
-    w[q] = word;
+    for (int i = 0; i < 4; ++i) word |= uint32_t{tile[16 * half + 2 * c + i % 2 + 8 * (i / 2)][d]} << (8 * i);
+    w[c] = word;
   }
   uint8_t* dst = vt + ((int64_t{b} * kv_heads + g) * D + d) * pad + chunk * 32 + 16 * half;
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);

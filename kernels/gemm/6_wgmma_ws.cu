@@ -116,22 +116,20 @@ __global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_const
           const int k0 = kt * BK;
           tma_load_3d(sa, ta, k0, w.m0, w.z, full);
           // B: nt is 256 n rows of 128 bytes; nn is four 64-column blocks of 64 k rows, 8 KB apart.
-          // With a cluster each block copies its 1 / CLUSTER of that into every block.
-          if constexpr (CLUSTER == 1) {
-            if constexpr (kNT)
-              tma_load_3d(sb, tb, k0, w.n0, w.z, full);
+          // Each block copies its 1 / CLUSTER of that, with a cluster into every block.
+          constexpr int kPart = BN / CLUSTER;  // n rows or columns of B this block copies
+          const auto load_b = [&](uint32_t dst, int c0, int c1) {
+            if constexpr (CLUSTER == 1)
+              tma_load_3d(dst, tb, c0, c1, w.z, full);
             else
-              for (int j = 0; j < BN / 64; ++j) tma_load_3d(sb + j * 8192, tb, w.n0 + 64 * j, k0, w.z, full);
+              tma_load_3d_multicast(dst, tb, c0, c1, w.z, full, (1u << CLUSTER) - 1);
+          };
+          if constexpr (kNT) {
+            load_b(sb + rank * kPart * 128, k0, w.n0 + static_cast<int>(rank) * kPart);
           } else {
-            constexpr uint16_t kAll = (1u << CLUSTER) - 1;
-            constexpr int kPart = BN / CLUSTER;  // n rows or columns of B this block copies
-            if constexpr (kNT) {
-              tma_load_3d_multicast(sb + rank * kPart * 128, tb, k0, w.n0 + rank * kPart, w.z, full, kAll);
-            } else {
-              for (int j = 0; j < kPart / 64; ++j) {
-                const int blk = static_cast<int>(rank) * (kPart / 64) + j;
-                tma_load_3d_multicast(sb + blk * 8192, tb, w.n0 + 64 * blk, k0, w.z, full, kAll);
-              }
+            for (int j = 0; j < kPart / 64; ++j) {
+              const int blk = static_cast<int>(rank) * (kPart / 64) + j;
+              load_b(sb + blk * 8192, w.n0 + 64 * blk, k0);
             }
           }
         }
