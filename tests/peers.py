@@ -151,6 +151,8 @@ def plan(op, dtype, s):
     """What to time: (kind, peers, dims, flops, bytes), or a reason to skip. Peers run in the query dtype."""
     if op == "model":
         return "skip: the model's peer is PyTorch eager GPT-2, tests/gpt2_check.py bench"
+    if dtype not in ("fp32", "fp16", "bf16"):
+        return f"skip: the peers run in fp32, fp16 or bf16, not {dtype} (the case's bf16 point is the yardstick)"
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
     if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":

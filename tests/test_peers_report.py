@@ -117,6 +117,17 @@ def check_labels(peers):
               f"--json label {got[0]['label']!r}")
 
 
+def check_fp8_skipped(peers):
+    """SDPA and cuBLAS take no fp8 inputs: fp8 points are skipped with the reason, not timed as unavailable."""
+    fp8 = [p for p in peers.select("*") if p["dtype"] == "fp8_e4m3"]
+    check(len(fp8) >= 4, f"the fp8 perf cases' points: {len(fp8)}")
+    for p in fp8:
+        check(isinstance(p["plan"], str) and p["plan"].startswith("skip: ") and "fp8_e4m3" in p["plan"],
+              f"{p['label']}: plan {p['plan']!r}")
+    bf16 = [p for p in peers.select("attention-fp8-*") if p["dtype"] == "bf16"]
+    check(bf16 and all(not isinstance(p["plan"], str) for p in bf16), "the fp8 cases' bf16 points keep their peers")
+
+
 def made_up_results(peers):
     """One result for each peer of every cases/perf point that has peers: made-up samples and clock readings;
     the first cudnn peer unavailable, as a backend that refuses a shape is."""
@@ -272,6 +283,7 @@ def main():
     validator = cls(schema)
 
     check_labels(peers)
+    check_fp8_skipped(peers)
     results = made_up_results(peers)
     doc = peers.peer_report(results, META)
     check(not errors(validator, doc), f"the peer report is not valid: {errors(validator, doc)[:5]}")
