@@ -44,7 +44,7 @@ except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 CASES = pathlib.Path(__file__).resolve().parent.parent / "cases" / "perf"
-BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # the dtypes the peers run in, and their element sizes
 
 
 # ------------------------------------------------------------------------------------------- cases, as attnbench reads them
@@ -151,7 +151,7 @@ def plan(op, dtype, s):
     """What to time: (kind, peers, dims, flops, bytes), or a reason to skip. Peers run in the query dtype."""
     if op == "model":
         return "skip: the model's peer is PyTorch eager GPT-2, tests/gpt2_check.py bench"
-    if dtype not in ("fp32", "fp16", "bf16"):
+    if dtype not in BYTES:
         return f"skip: the peers run in fp32, fp16 or bf16, not {dtype} (the case's bf16 point is the yardstick)"
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
