@@ -4,19 +4,20 @@
 // scores, statistics and accumulators.
 //
 // Design (what rung 5, flash_wgmma, does not have; its notes explain the wgmma fragments):
-//   - Persistent blocks, one per SM, of three warpgroups. Warpgroup 0 is the producer: after
-//     giving back its registers (setmaxnreg 40) one thread claims work tiles (query block,
+//   - Persistent blocks, one per SM, of three or four warpgroups. Warpgroup 0 is the producer:
+//     after giving back its registers (setmaxnreg) one thread claims work tiles (query block,
 //     head, batch; see Schedule) and issues every copy as TMA tensor-map bulk copies (a tile's
 //     Q, then each key tile's K and V) into a STAGES-deep ring of buffers, each buffer with a
-//     "full" mbarrier (the copy's bytes land) and an "empty" one (both consumers are done
+//     "full" mbarrier (the copy's bytes land) and an "empty" one (every consumer is done
 //     with it). The next tile's Q and first K and V load while the consumers finish a tile.
-//   - Warpgroups 1 and 2 are the consumers (setmaxnreg 232): each owns 64 of a tile's 128
-//     query rows and walks the same key tiles.
+//   - The other warpgroups are the consumers, two (128 query rows a tile) or three (192 at
+//     d64 without masks; see consumers_for): each owns 64 of the tile's rows and walks the
+//     same key tiles.
 //   - Intra-warpgroup overlap: at key tile n a consumer issues S_n = Q K_nᵀ and O += P_{n-1}
 //     V_{n-1} back to back, waits only for S_n, and computes tile n's masks and exponentials
 //     while the tensor cores still run the P V product; the rescale of O waits for that product.
-//   - Ping-pong: a pair of named barriers lets the consumers issue their products in turn, so
-//     that one warpgroup's softmax runs under the other's products.
+//   - Ping-pong: named barriers let the consumers issue their products in turn, round the
+//     ring, so that one warpgroup's softmax runs under the others' products.
 //   - RoPE (head_dim 64 and 128, plain or causal): a pass turns the keys into the workspace
 //     before the kernel, and each consumer turns its query rows in shared memory.
 //   - fp8 e4m3 inputs (head_dim 128, plain or causal), FlashAttention-3's fp8 path: S = Q Kᵀ
@@ -49,15 +50,10 @@
 namespace attnbench::attention_impl {
 namespace {
 
-constexpr int BR = 128, THREADS = 384, CONSUMER_THREADS = 256;
-// Registers per thread after setmaxnreg. The block is launched with 168 a thread
-// (__launch_bounds__(384, 1)), and the warpgroups can only trade what it was given: a
-// request beyond that total waits forever. The producer's tile loop needs 40 to run unspilled.
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-static_assert(128 * PRODUCER_REGS + CONSUMER_THREADS * CONSUMER_REGS <= THREADS * 168, "more registers than launched");
-// Named barriers: consumer w's turn to issue its products is barrier 1 + w.
-constexpr int SCHED_BAR = 1;
-constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows turned
+// Named barriers: consumer w's turn to issue its products is barrier 1 + w; each turn's
+// barrier joins two warpgroups, the one whose turn it is and the one before it. Then, past
+// the turns, barrier 1 + consumers + w: consumer w's own 128 threads, its rows turned (RoPE).
+constexpr int SCHED_BAR = 1, TURN_THREADS = 256;
 
 // The tiling of each head_dim: key tiles of BC rows, a ring of STAGES K and V buffers. Tiles
 // are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle, as TMA writes a box of
@@ -68,10 +64,29 @@ constexpr int ROPE_BAR = 3;  // and 4: a consumer's own 128 threads, its rows tu
 // measured the same as 128 at seq 4096 and spilled with soft-capping (runs 118-119). d256 holds
 // S 40 + P 20 + O 128 registers. fp8 (EB = 1 byte an element): d128 rows are one column block,
 // and V's tile, transposed, is [D rows][BC bytes], as large as K's with BC = D = 128.
-template <int D, bool kWide, int EB = 2>
+//
+// Consumers: two warpgroups of 64 query rows each, or three (FlashAttention-3's 192-row tiles
+// at d64). With two, one warpgroup's softmax must fit under the other's products; at d64 a
+// 128-key tile's products take half as long as at d128, and the tensor cores waited: three
+// took 0.94x the time of two without masks. Not under the causal mask (1.14x: a 192-row
+// tile's diagonal wastes more), nor in fp8 (1.26x: its S and O spilled in 160 registers), nor
+// with the reach masks (spills); bench notes run 165.
+// Registers per thread after setmaxnreg: the block is launched with 65536 / THREADS (rounded
+// down to 8), and the warpgroups can only trade what it was given (a request beyond that total
+// waits forever). The producer's tile loop needs 40 to run unspilled, 32 at d64.
+constexpr int consumers_for(int d, int element_bytes, bool causal, bool reach) {
+  return d == 64 && element_bytes == 2 && !causal && !reach ? 3 : 2;
+}
+
+template <int D, bool kWide, int EB = 2, int kConsumers = 2>
 struct Tiling {
   static constexpr int BC = D == 256 ? (kWide ? 80 : 64) : D == 128 && kWide ? 176 : 128;
   static constexpr int STAGES = D == 256 || kWide ? 2 : 3;       // d128 narrow: 3 stages 3-4% over 2 (run 105)
+  static constexpr int CONSUMERS = kConsumers;
+  static constexpr int BR = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1), CONSUMER_THREADS = 128 * CONSUMERS;
+  static constexpr int PRODUCER_REGS = CONSUMERS == 2 ? 40 : 32, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 160;
+  static_assert(128 * PRODUCER_REGS + CONSUMER_THREADS * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
+                "more registers than launched");
   static constexpr int EPB = 128 / EB;                           // elements of a row in one column block
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;  // bytes of one column block
   static constexpr int Q_BYTES = (D / EPB) * Q_BLOCK, KV_BYTES = (D / EPB) * KV_BLOCK;
@@ -93,7 +108,7 @@ struct Schedule {
   int* claimed;  // tiles claimed past the first gridDim.x; zeroed before each launch
 };
 
-template <bool kCausal>
+template <int BR, bool kCausal>
 __device__ __forceinline__ void work_tile(const Schedule& w, int t, int& q0, int& h, int& b) {
   const int bh = t / w.m_blocks, mb = t - bh * w.m_blocks;
   q0 = (kCausal ? w.m_blocks - 1 - mb : mb) * BR;
@@ -113,17 +128,21 @@ struct Bars {
 template <int D, bool kCausal, bool kReach>
 constexpr bool kWideTiles = !kReach && (D == 256 || (D == 128 && !kCausal));
 
+template <class T, int D, bool kCausal, bool kReach>
+using TilingOf =
+    Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kReach>, sizeof(T), consumers_for(D, sizeof(T), kCausal, kReach)>;
+
 // kRope: each consumer turns its 64 query rows in shared memory once their TMA copy lands
 // (the keys come turned by a pass before the kernel, as flash_mma's do).
-template <class T, int D, bool kCausal, bool kCap, bool kReach, bool kRope>
-__global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
-                                                              const __grid_constant__ CUtensorMap tq,
-                                                              const __grid_constant__ CUtensorMap tk,
-                                                              const __grid_constant__ CUtensorMap tv) {
+template <class T, int D, bool kCausal, bool kCap, bool kReach, bool kRope, class L = TilingOf<T, D, kCausal, kReach>>
+__global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
+                                                                 const __grid_constant__ CUtensorMap tq,
+                                                                 const __grid_constant__ CUtensorMap tk,
+                                                                 const __grid_constant__ CUtensorMap tv) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kFp8 = kIsFp8<T>;
-  using L = Tiling<D, !kFp8 && kWideTiles<D, kCausal, kReach>, sizeof(T)>;
-  constexpr int BC = L::BC, STAGES = L::STAGES;
+  constexpr int BC = L::BC, STAGES = L::STAGES, BR = L::BR, CONSUMERS = L::CONSUMERS;
+  constexpr int CONSUMER_THREADS = L::CONSUMER_THREADS, ROPE_BAR = SCHED_BAR + CONSUMERS;
   extern __shared__ unsigned char smem_raw[];
   __shared__ Bars<STAGES> bars;
   __shared__ int tile_slot[2];
@@ -152,7 +171,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
   // parity 1, so the producer's first waits on "empty" return at once. A work tile whose rows
   // see no key moves nothing.
   if (warp < 4) {  // ---- producer warpgroup: one thread issues every copy ----
-    setmaxnreg_dec<PRODUCER_REGS>();
+    setmaxnreg_dec<L::PRODUCER_REGS>();
     if (warp == 0 && lane == 0) {
       tma_prefetch_map(tq);
       tma_prefetch_map(tk);
@@ -165,7 +184,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
         mbar_arrive(bar(bars.tile_full[j & 1]));
         if (t >= w.tiles) break;
         int q0, h, b, n_begin, n_end;
-        work_tile<kCausal>(w, t, q0, h, b);
+        work_tile<BR, kCausal>(w, t, q0, h, b);
         visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
         if (n_end != n_begin) {
           const int kvh = static_cast<int>((static_cast<uint64_t>(h) * a.group_rcp) >> 32);
@@ -199,7 +218,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
   }
 
   // ---- consumer warpgroups ----
-  setmaxnreg_inc<CONSUMER_REGS>();
+  setmaxnreg_inc<L::CONSUMER_REGS>();
   const int wg = warp / 4 - 1, t4 = lane % 4;
   const uint32_t q_wg = sq + wg * 64 * 128;  // this warpgroup's 64 rows in each column block
   float o[D / 2], s[BC / 2], m[2], l[2];
@@ -211,10 +230,10 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
   // balance and no warpgroup hands over twice before the other has taken the turn.
   bool issued = false;
   auto turn_begin = [&] {
-    if (issued || wg != 0) named_bar_sync(SCHED_BAR + wg, CONSUMER_THREADS);
+    if (issued || wg != 0) named_bar_sync(SCHED_BAR + wg, TURN_THREADS);
     issued = true;
   };
-  auto turn_end = [&] { named_bar_arrive(SCHED_BAR + (wg ^ 1), CONSUMER_THREADS); };
+  auto turn_end = [&] { named_bar_arrive(SCHED_BAR + (CONSUMERS == 2 ? wg ^ 1 : (wg + 1) % CONSUMERS), TURN_THREADS); };
   // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows, 16 elements or
   // fp8's 32; both K-major).
   auto issue_s = [&](int it) {
@@ -256,7 +275,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     mbar_arrive(bar(bars.tile_empty[j & 1]));
     if (t < 0) break;
     int q0, h, b, n_begin, n_end;
-    work_tile<kCausal>(w, t, q0, h, b);
+    work_tile<BR, kCausal>(w, t, q0, h, b);
     visible_key_tiles<BR, BC, kCausal, kReach>(a, q0, n_begin, n_end);
     const int tiles = n_end - n_begin;
     const int row = q0 + wg * 64 + 16 * (warp % 4) + lane / 4;  // and row + 8
@@ -300,6 +319,29 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
       }
     };
 
+    // A warpgroup whose 64 rows all lie past seq_q (the spare ones of the last query block)
+    // computes nothing: it takes its turns and hands each buffer back once it has landed, so
+    // that every barrier's count balances. Only with three consumers: with two, the branch
+    // alone made the d128 kernel 3-4% slower (bench notes run 165).
+    if constexpr (CONSUMERS == 3) {
+      if (tiles > 0 && q0 + wg * 64 >= a.seq_q) {
+        mbar_wait(bar(bars.q_full), qn++ & 1);
+        for (int n = 0; n < tiles; ++n) {
+          turn_begin();
+          turn_end();
+          const int st = (it + n) % STAGES, parity = ((it + n) / STAGES) & 1;
+          mbar_wait(bar(bars.k_full[st]), parity);
+          release(bars.k_empty[st]);
+          if (n == tiles - 1) release(bars.q_empty);
+          mbar_wait(bar(bars.v_full[st]), parity);
+          release(bars.v_empty[st]);
+        }
+        turn_begin();  // the turn of the last P V
+        turn_end();
+        it += tiles;
+        continue;
+      }
+    }
     if (tiles > 0) {
       mbar_wait(bar(bars.q_full), qn++ & 1);
       if constexpr (kRope) {  // rows q0 + 64 wg + r at positions + q_offset; 16-byte chunk c of a row
@@ -353,7 +395,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
     else
       store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
   }
-  if (issued && wg == 0) named_bar_sync(SCHED_BAR, CONSUMER_THREADS);  // consumer 1's last hand-over
+  if (issued && wg == 0) named_bar_sync(SCHED_BAR, TURN_THREADS);  // the last consumer's last hand-over
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif
@@ -363,11 +405,27 @@ __global__ __launch_bounds__(THREADS, 1) void flash_ws_kernel(const __grid_const
 // barriers and the tile slots.
 template <int D>
 constexpr std::size_t smem_of() {
-  return std::max(Tiling<D, false>::SMEM, Tiling<D, true>::SMEM) + sizeof(Bars<3>) + 2 * sizeof(int);
+  constexpr int consumers = consumers_for(D, 2, false, false);  // the most a head_dim takes
+  return std::max({Tiling<D, false>::SMEM, Tiling<D, true>::SMEM, Tiling<D, false, 2, consumers>::SMEM}) +
+         sizeof(Bars<3>) + 2 * sizeof(int);
+}
+
+// Causal, window and ALiBi all take the reach masks but plain causal attention.
+bool reaches(const AttentionParams& p) { return effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi; }
+
+// Query rows of p's work tiles: 64 a consumer warpgroup.
+int block_rows(const AttentionParams& p) {
+  const bool reach = reaches(p);
+  const int d = static_cast<int>(p.head_dim), bytes = static_cast<int>(dtype_bytes(p.dtype));
+  return 64 * consumers_for(d, bytes, p.causal && !reach, reach);
 }
 
 // Work tiles (query block, head, batch) of p.
-int64_t work_tiles(const AttentionParams& p) { return ceil_div(p.seq_q, BR) * p.heads * p.batch; }
+int64_t work_tiles(const AttentionParams& p) { return ceil_div(p.seq_q, block_rows(p)) * p.heads * p.batch; }
+
+std::string work_tiles_too_many(const AttentionParams& p) {
+  return "ceil(seq_q / " + std::to_string(block_rows(p)) + ") * heads * batch must be < 2^31 (work tiles are int)";
+}
 
 template <class T>
 constexpr CUtensorMapDataType map_type() {
@@ -433,16 +491,16 @@ CUtensorMap fp8_vt_map(const void* vt, const AttentionParams& p, int keys) {
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach = false, bool kRope = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const void* vt = nullptr) {
-  using L = Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kReach>, sizeof(T)>;
+  using L = TilingOf<T, D, kCausal, kReach>;
   const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach, kRope>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   check_cuda(opt_in, "attention/flash_ws");
-  const CUtensorMap tq = map_of<T, D>(p.q, p.batch, p.seq_q, p.heads, p.q_batch_stride, BR);
+  const CUtensorMap tq = map_of<T, D>(p.q, p.batch, p.seq_q, p.heads, p.q_batch_stride, L::BR);
   const CUtensorMap tk = map_of<T, D>(p.k, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
   const CUtensorMap tv = kIsFp8<T> ? fp8_vt_map(vt, p, L::BC)
                                    : map_of<T, D>(p.v, p.batch, p.seq_k, p.kv_heads, p.kv_batch_stride, L::BC);
   Schedule w;
-  w.m_blocks = static_cast<int>(ceil_div(p.seq_q, BR));
+  w.m_blocks = static_cast<int>(ceil_div(p.seq_q, L::BR));
   w.heads = static_cast<int>(p.heads);
   w.tiles = static_cast<int>(work_tiles(p));
   int sms = ctx.caps ? ctx.caps->sm_count : 0;
@@ -450,14 +508,14 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const voi
   const unsigned grid = static_cast<unsigned>(std::min(w.tiles, sms));
   w.claimed = static_cast<int*>(ctx.workspace);
   check_cuda(cudaMemsetAsync(w.claimed, 0, sizeof(int), ctx.stream), "attention/flash_ws (tile counter)");
-  k<<<grid, THREADS, L::SMEM, ctx.stream>>>(make_args(p), w, tq, tk, tv);
+  k<<<grid, L::THREADS, L::SMEM, ctx.stream>>>(make_args(p), w, tq, tk, tv);
   check_launch("attention/flash_ws");
 }
 
 // The one switch on head_dim, causal, soft-capping and the reach masks.
 template <class T, int D>
 void launch_options(const AttentionParams& p, const LaunchContext& ctx) {
-  if (effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi)  // causal is in the reaches
+  if (reaches(p))  // causal is in the reaches
     return p.softcap > 0 ? launch_kernel<T, D, false, true, true>(p, ctx)
                          : launch_kernel<T, D, false, false, true>(p, ctx);
   if (p.softcap > 0)
@@ -523,7 +581,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
     if (p.head_dim != 128) return "fp8: head_dim 128 only";
     if (p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.rope.on())
       return "fp8: plain or causal attention only (no softcap, ALiBi, window or RoPE)";
-    if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
+    if (work_tiles(p) >= INT_MAX - 1024) return work_tiles_too_many(p);
     if (p.batch > kMaxGridYZ || p.kv_heads > kMaxGridYZ) return "fp8: batch and kv_heads must be <= 65535 (V's transpose grid)";
     if (caps.smem_per_block_optin < Tiling<128, false, 1>::SMEM + sizeof(Bars<3>) + 2 * sizeof(int))
       return "needs more shared memory per block";
@@ -534,7 +592,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
       return "RoPE at head_dim 64 and 128 without softcap, window or ALiBi (flash_ws_rope_first runs the rest)";
     if (const std::string why = rope_in_q_load_supports(p); !why.empty()) return why;
   }
-  if (work_tiles(p) >= INT_MAX - 1024) return "ceil(seq_q / 128) * heads * batch must be < 2^31 (work tiles are int)";
+  if (work_tiles(p) >= INT_MAX - 1024) return work_tiles_too_many(p);
   const std::size_t smem = p.head_dim == 64 ? smem_of<64>() : p.head_dim == 128 ? smem_of<128>() : smem_of<256>();
   if (caps.smem_per_block_optin < smem)
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
