@@ -124,17 +124,20 @@ struct Bars {
 };
 
 // Wide key tiles at d256, and at d128 where no causal mask cuts them (FA3's choices). Not
-// under a window or ALiBi (not measured wide), nor at d64 (FA3's 128 there too).
-template <int D, bool kCausal, bool kReach>
-constexpr bool kWideTiles = !kReach && (D == 256 || (D == 128 && !kCausal));
+// under a window or ALiBi (not measured wide), nor at d64 (FA3's 128 there too), nor with
+// soft-capping at d128: its two special-function ops a score kept 176 keys 3% slower than
+// 128 (bench notes run 171).
+template <int D, bool kCausal, bool kCap, bool kReach>
+constexpr bool kWideTiles = !kReach && (D == 256 || (D == 128 && !kCausal && !kCap));
 
-template <class T, int D, bool kCausal, bool kReach>
-using TilingOf =
-    Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kReach>, sizeof(T), consumers_for(D, sizeof(T), kCausal, kReach)>;
+template <class T, int D, bool kCausal, bool kCap, bool kReach>
+using TilingOf = Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kCap, kReach>, sizeof(T),
+                        consumers_for(D, sizeof(T), kCausal, kReach)>;
 
 // kRope: each consumer turns its 64 query rows in shared memory once their TMA copy lands
 // (the keys come turned by a pass before the kernel, as flash_mma's do).
-template <class T, int D, bool kCausal, bool kCap, bool kReach, bool kRope, class L = TilingOf<T, D, kCausal, kReach>>
+template <class T, int D, bool kCausal, bool kCap, bool kReach, bool kRope,
+          class L = TilingOf<T, D, kCausal, kCap, kReach>>
 __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_constant__ Args a, const Schedule w,
                                                                  const __grid_constant__ CUtensorMap tq,
                                                                  const __grid_constant__ CUtensorMap tk,
@@ -491,7 +494,7 @@ CUtensorMap fp8_vt_map(const void* vt, const AttentionParams& p, int keys) {
 
 template <class T, int D, bool kCausal, bool kCap, bool kReach = false, bool kRope = false>
 void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const void* vt = nullptr) {
-  using L = TilingOf<T, D, kCausal, kReach>;
+  using L = TilingOf<T, D, kCausal, kCap, kReach>;
   const auto k = flash_ws_kernel<T, D, kCausal, kCap, kReach, kRope>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   check_cuda(opt_in, "attention/flash_ws");
