@@ -70,7 +70,7 @@ constexpr int SCHED_BAR = 1, TURN_THREADS = 256;
 // 128-key tile's products take half as long as at d128, and the tensor cores waited: three
 // took 0.94x the time of two without masks. Not under the causal mask (1.14x: a 192-row
 // tile's diagonal wastes more), nor in fp8 (1.26x: its S and O spilled in 160 registers), nor
-// with the reach masks (spills); bench notes run 165.
+// with the reach masks (spills); bench notes runs 165-167.
 // Registers per thread after setmaxnreg: the block is launched with 65536 / THREADS (rounded
 // down to 8), and the warpgroups can only trade what it was given (a request beyond that total
 // waits forever). The producer's tile loop needs 40 to run unspilled, 32 at d64.
@@ -227,10 +227,11 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
   float o[D / 2], s[BC / 2], m[2], l[2];
   uint32_t p[BC / 16][4];
 
-  // Ping-pong: wait for this warpgroup's turn, issue, hand the turn over, in one chain over all
-  // of the block's work tiles. Consumer 0 takes its very first turn unasked and waits once more
-  // at the end for consumer 1's last hand-over, so that every barrier's arrivals and waits
-  // balance and no warpgroup hands over twice before the other has taken the turn.
+  // Ping-pong: wait for this warpgroup's turn, issue, hand the turn to the next one round the
+  // ring, in one chain over all of the block's work tiles (every consumer takes the same number
+  // of turns a tile). Consumer 0 takes its very first turn unasked and waits once more at the
+  // end for the last consumer's last hand-over, so that every barrier's arrivals and waits
+  // balance and no warpgroup hands over twice before the next has taken the turn.
   bool issued = false;
   auto turn_begin = [&] {
     if (issued || wg != 0) named_bar_sync(SCHED_BAR + wg, TURN_THREADS);
@@ -413,7 +414,8 @@ constexpr std::size_t smem_of() {
          sizeof(Bars<3>) + 2 * sizeof(int);
 }
 
-// Causal, window and ALiBi all take the reach masks but plain causal attention.
+// Window and ALiBi take the reach masks, which then carry the causal mask too; plain causal
+// attention does not.
 bool reaches(const AttentionParams& p) { return effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi; }
 
 // Query rows of p's work tiles: 64 a consumer warpgroup.
