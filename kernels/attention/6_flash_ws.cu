@@ -237,6 +237,7 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
     if (issued || wg != 0) named_bar_sync(SCHED_BAR + wg, TURN_THREADS);
     issued = true;
   };
+  // (wg ^ 1 with two consumers: the same as the ring's next, and their code as before.)
   auto turn_end = [&] { named_bar_arrive(SCHED_BAR + (CONSUMERS == 2 ? wg ^ 1 : (wg + 1) % CONSUMERS), TURN_THREADS); };
   // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows, 16 elements or
   // fp8's 32; both K-major).
@@ -420,9 +421,8 @@ bool reaches(const AttentionParams& p) { return effective_window(p.window, p.seq
 
 // Query rows of p's work tiles: 64 a consumer warpgroup.
 int block_rows(const AttentionParams& p) {
-  const bool reach = reaches(p);
   const int d = static_cast<int>(p.head_dim), bytes = static_cast<int>(dtype_bytes(p.dtype));
-  return 64 * consumers_for(d, bytes, p.causal && !reach, reach);
+  return 64 * consumers_for(d, bytes, p.causal, reaches(p));
 }
 
 // Work tiles (query block, head, batch) of p.
