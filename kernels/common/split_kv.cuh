@@ -6,7 +6,7 @@
 // unnormalised o then [batch, heads, splits] (m, l) with m in log2 units, which combine_kernel
 // merges; the combine is a programmatic dependent launch on sm_90 (launch_split).
 //
-// Here: the split limits (kMinChunk, kMaxSlots, kMaxContext), the block's work (Work,
+// Here: the split limits (min_chunk, kMaxSlots, kMaxContext), the block's work (Work,
 // block_work), the device helpers both families' kernels use beyond the common library (the
 // online-softmax tile of the mma kernels, the warp partials, PDL), the (m, l, o) merges (of a
 // block's slices, merge_and_store; of the splits, the combine kernel), and the host side (resident blocks per SM; the
@@ -43,9 +43,15 @@ namespace splitkv {
 // ---------------------------------------------------------------------------------------
 // Limits
 
-// A split streams at least kMinChunk keys (the K/V it reads must outweigh its partial and its
-// share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernels).
-constexpr int64_t kMinChunk = 256;
+// A split streams at least min_chunk keys (the K/V it reads must outweigh its partial and its
+// share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernels):
+// 256, or 128 at head_dim 64 and below, where a block of 256 keys left a short context's few
+// heads on a fraction of the card. Measured on an H100 (bench notes run 179): GPT-2's decode
+// (head_dim 64, 12 heads, contexts 512-640) took 4-11% less time a step on 128-key chunks
+// than on 256 (batch 1: 24 blocks became 60), while the pipeline case's head_dim 128 at
+// batch 8 ran 3.7% slower on them (512 blocks against 256); 64-key chunks helped batch 1 more
+// and hurt batch 8.
+constexpr int64_t min_chunk(int64_t head_dim) { return head_dim <= 64 ? 128 : 256; }
 // Variant::workspace gets no DeviceCaps, so the workspace is sized for one round of up to
 // kMaxSlots resident blocks (SMs x blocks per SM; 132 x 4 on an H100/H200 at d128), and the
 // launch never asks for more splits than that.

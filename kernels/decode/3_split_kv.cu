@@ -4,7 +4,7 @@
 // merges them: o = sum_s exp2(m_s - M) o_s / sum_s exp2(m_s - M) l_s. Splits fill the card's
 // resident blocks (SMs x occupancy) in one round, as exactly as whole key steps of the kernel
 // allow (plan_splits): batch 1 x 8 kv heads takes 66 splits = 528 blocks on 132 SMs x 4; chunks
-// of at least kMinChunk keys; 1 split means no partials and no combine, rung 2's launch
+// of at least min_chunk keys; 1 split means no partials and no combine, rung 2's launch
 // itself. The combine is a programmatic dependent launch on sm_90 (its blocks are resident and
 // its launch done before the main kernel ends), and it reads the partials in one round of
 // loads per thread. The partial layout, the combine, its launch and the device helpers are
@@ -20,10 +20,10 @@
 namespace attnbench::decode_impl {
 namespace {
 
-// The most splits any launch of p uses: chunks of at least kMinChunk keys, and no more than
+// The most splits any launch of p uses: chunks of at least min_chunk keys, and no more than
 // kMaxSlots blocks over the fewest blocks per split (one per kv head).
 int64_t max_splits(const DecodeParams& p) {
-  const int64_t by_chunk = longest_context(p) / kMinChunk;
+  const int64_t by_chunk = longest_context(p) / min_chunk(p.head_dim);
   const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
   return std::max<int64_t>(1, std::min(by_chunk, by_slots));
 }
