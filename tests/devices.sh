@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # devices.sh OUT: the multi-GPU measurements of --devices and merge, on a machine with two
 # GPUs (by hand, or from the device session; docs/cluster.md). Writes its logs under OUT:
-#   1. `verify all` on GPU 0 alone, then on --devices 0,1: wall and CPU times (how many of
-#      the host's cores each kept busy: the fp64 references compete for them), the same rows;
+#   1. `verify all` on GPU 0 alone, on --devices 0,1, and on GPU 0 alone again, after a
+#      warm-up: wall and CPU times (how many of the host's cores each kept busy: the fp64
+#      references compete for them), the same rows. Whichever run comes first on a fresh
+#      machine is slower (bench notes runs 182-183: 1.96x with one GPU first, 1.78x with two
+#      GPUs first), so the two GPUs are measured between two one-GPU runs, after a warm-up;
 #   2. a 64-point sweep, timed, on GPU 0 alone and on --devices 0,1: wall times, and
 #      `attnbench compare` of the two (each point's timing within noise: no interference);
 #   3. smoke cases as --shard 0/2 and 1/2 merged by `attnbench merge`, against one run.
@@ -43,10 +46,14 @@ print(f"{what}: 1 GPU {a:.1f} s (exit {rc1}; CPU {ca:.0f} s, {ca / a:.1f} of {co
 PY
 }
 
+# The warm-up: both GPUs' first contexts, the binary and the cases in the page cache.
+$bin verify smoke --devices 0,1 > "$out/warm-up.txt" 2>&1
 timed verify-1gpu $bin verify all --device 0 -o "$out/verify-1gpu.json"; rc1=$?
 timed verify-2gpu $bin verify all --devices 0,1 -o "$out/verify-2gpu.json"; rc2=$?
+timed verify-1gpu-again $bin verify all --device 0 -o "$out/verify-1gpu-again.json"; rc3=$?
 : > "$out/summary.txt"
-speedup "verify all" verify-1gpu $rc1 verify-2gpu $rc2
+speedup "verify all (one GPU before)" verify-1gpu $rc1 verify-2gpu $rc2
+speedup "verify all (one GPU after)" verify-1gpu-again $rc3 verify-2gpu $rc2
 tail -q -n 1 "$out/verify-1gpu.txt" "$out/verify-2gpu.txt" | tee -a "$out/summary.txt"
 same_rows "$out/verify-1gpu.json" "$out/verify-2gpu.json" | tee -a "$out/summary.txt"
 
