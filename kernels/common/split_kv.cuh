@@ -48,9 +48,9 @@ namespace splitkv {
 // 256, or 128 at head_dim 64 and below, where a block of 256 keys left a short context's few
 // heads on a fraction of the card. Measured on an H100 (bench notes run 179): GPT-2's decode
 // (head_dim 64, 12 heads, contexts 512-640) took 4-11% less time a step on 128-key chunks
-// than on 256 (batch 1: 24 blocks became 60), while the pipeline case's head_dim 128 at
+// than on 256 (batch 1: 24 blocks became 48-60), while the pipeline case's head_dim 128 at
 // batch 8 ran 3.7% slower on them (512 blocks against 256); 64-key chunks helped batch 1 more
-// and hurt batch 8.
+// but gave batch 8 most of the gain back.
 constexpr int64_t min_chunk(int64_t head_dim) { return head_dim <= 64 ? 128 : 256; }
 // Variant::workspace gets no DeviceCaps, so the workspace is sized for one round of up to
 // kMaxSlots resident blocks (SMs x blocks per SM; 132 x 4 on an H100/H200 at d128), and the
