@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # devices.sh OUT: the multi-GPU measurements of --devices and merge, on a machine with two
 # GPUs (by hand, or from the device session; docs/cluster.md). Writes its logs under OUT:
-#   1. `verify all` on GPU 0 alone, on --devices 0,1, and on GPU 0 alone again, after a
-#      warm-up: wall and CPU times (how many of the host's cores each kept busy: the fp64
+#   1. after a warm-up, `verify all` on GPU 0 alone, on --devices 0,1, and on GPU 0 alone
+#      again: wall and CPU times (how many of the host's cores each kept busy: the fp64
 #      references compete for them), the same rows. Whichever run comes first on a fresh
 #      machine is slower (bench notes runs 182-183: 1.96x with one GPU first, 1.78x with two
-#      GPUs first), so the two GPUs are measured between two one-GPU runs, after a warm-up;
+#      GPUs first), hence the one-GPU runs on both sides;
 #   2. a 64-point sweep, timed, on GPU 0 alone and on --devices 0,1: wall times, and
 #      `attnbench compare` of the two (each point's timing within noise: no interference);
 #   3. smoke cases as --shard 0/2 and 1/2 merged by `attnbench merge`, against one run.

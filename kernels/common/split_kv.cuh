@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +59,12 @@ constexpr int64_t min_chunk(int64_t head_dim) { return head_dim <= 64 ? 128 : 25
 constexpr int64_t kMaxSlots = 2048;
 // Keys stay below this, so that key indices, chunk ends and tile starts fit in int.
 constexpr int64_t kMaxContext = int64_t{1} << 30;
+
+// The most splits a launch over `longest` keys may plan: chunks of at least min_chunk keys,
+// and no more than kMaxSlots blocks over the fewest blocks per split (one per kv head).
+inline int64_t max_splits_by_slots(int64_t longest, int64_t head_dim, int64_t batch, int64_t kv_heads) {
+  return std::max<int64_t>(1, std::min(longest / min_chunk(head_dim), kMaxSlots / (batch * kv_heads)));
+}
 
 // ---------------------------------------------------------------------------------------
 // Device helpers

@@ -20,12 +20,9 @@
 namespace attnbench::decode_impl {
 namespace {
 
-// The most splits any launch of p uses: chunks of at least min_chunk keys, and no more than
-// kMaxSlots blocks over the fewest blocks per split (one per kv head).
+// The most splits any launch of p uses.
 int64_t max_splits(const DecodeParams& p) {
-  const int64_t by_chunk = longest_context(p) / min_chunk(p.head_dim);
-  const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
-  return std::max<int64_t>(1, std::min(by_chunk, by_slots));
+  return splitkv::max_splits_by_slots(longest_context(p), p.head_dim, p.batch, p.kv_heads);
 }
 
 }  // namespace

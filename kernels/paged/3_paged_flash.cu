@@ -608,9 +608,7 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
 }
 
 int64_t max_splits_by_slots(const PagedParams& p) {
-  const int64_t by_chunk = longest_context(p, kMaxStep) / min_chunk(p.head_dim);
-  const int64_t by_slots = kMaxSlots / (p.batch * p.kv_heads);
-  return std::max<int64_t>(1, std::min(by_chunk, by_slots));
+  return splitkv::max_splits_by_slots(longest_context(p, kMaxStep), p.head_dim, p.batch, p.kv_heads);
 }
 
 // The longest chunk (whole `step`-key steps) whose keys span at most kTable cache blocks
