@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
@@ -29,6 +30,7 @@
 #include "app/results.hpp"
 #include "app/runner.hpp"
 #include "app/timing.hpp"
+#include "reference/parallel.hpp"
 
 namespace attnbench {
 namespace {
@@ -280,7 +282,10 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
     std::cout << "; they take the " << total << " points costliest first, each point once\n";
     return kExitOk;
   }
-  (void)device_count_or_throw();  // no GPU: the one line, before any worker starts
+  // No GPU: the one line, as a single run says it. The check starts the CUDA driver (0.4 s on
+  // a two-H100 host, run 185), so it runs beside the workers' start, not before it; `all` has
+  // made it already to count the GPUs.
+  std::future<void> gpu_check = std::async(std::launch::async, [] { (void)device_count_or_throw(); });
   // As a single run: the table on stdout unless --format names another and there is no -o;
   // -o in --format's format, else its extension's.
   const Format format = o.format.empty() ? Format::table : *parse_format(o.format);
@@ -316,33 +321,46 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
   // workers (ATTNBENCH_HOST_THREADS) made two-GPU verify all slower: 1.64x against 1.79x.
   const std::vector<Worker> workers = run_workers(worker_argv(o), devices, dir, claims, show);
   if (progress) std::cerr << "\r\033[K";
+  try {
+    gpu_check.get();
+  } catch (const NoDevice&) {
+    std::filesystem::remove_all(dir);  // the workers found no GPU either: nothing to keep
+    throw;
+  }
 
+  // The parts are parsed side by side: each is megabytes of json, and the parse is the
+  // larger part of what the workers leave to this process.
+  std::vector<nlohmann::json> parsed(workers.size());
+  parallel_for(static_cast<int64_t>(workers.size()), kParallelWork, [&](int64_t i) {
+    std::ifstream in(workers[i].report);
+    parsed[i] = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false)
+                   : nlohmann::json(nlohmann::json::value_t::discarded);
+  });
   std::vector<nlohmann::json> parts;
   std::vector<std::string> names;
-  for (const Worker& w : workers) {
-    std::ifstream in(w.report);
-    if (!in) continue;
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    nlohmann::json& j = parsed[i];
     if (j.is_discarded()) continue;
     parts.push_back(std::move(j));
-    names.push_back("GPU " + std::to_string(w.device));
+    names.push_back("GPU " + std::to_string(workers[i].device));
   }
+  const size_t part_count = parts.size();
   std::string failures;
   for (const Worker& w : workers)
     if (w.exit_code != 0 && w.exit_code != 1)
       failures += (failures.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(w.device) + ": " +
                   (w.last_error.empty() ? "exit " + std::to_string(w.exit_code) : w.last_error);
   if (parts.empty()) throw CudaError("no worker finished a point (" + failures + ")");
-  MergeResult merged = merge_reports(parts, names, o.command_line, now_iso());
+  MergeResult merged = merge_reports(std::move(parts), names, o.command_line, now_iso());
   // Rows by their point's place in the run; a point no worker finished gets an ERROR row
   // saying which worker stopped and why.
   const std::vector<uint8_t> taken = read_claims(claims);
   std::vector<std::vector<nlohmann::json>> by_point(static_cast<size_t>(places));
-  for (const auto& r : merged.report["rows"]) by_point.at(r.value("plan_index", int64_t{0})).push_back(r);
-  std::vector<nlohmann::json> rows;
+  for (auto& r : merged.report["rows"]) by_point.at(r.value("plan_index", int64_t{0})).push_back(std::move(r));
+  nlohmann::json rows = nlohmann::json::array();
   for (const Case& c : cases)
     for (const CasePoint& p : c.points) {
-      for (const auto& r : by_point[p.run_index]) rows.push_back(r);
+      for (auto& r : by_point[p.run_index]) rows.push_back(std::move(r));
       if (!by_point[p.run_index].empty()) continue;
       const uint8_t owner = p.run_index < static_cast<int64_t>(taken.size()) ? taken[p.run_index] : 0;
       ResultRow r;
@@ -361,7 +379,7 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
       }
       rows.push_back(row_json(r, false));
     }
-  merged.report["rows"] = rows;
+  merged.report["rows"] = std::move(rows);
   // With --shard, the whole is this shard's part of the run, for `attnbench merge`.
   if (shard_plan) {
     RunPlan part = *shard_plan;
@@ -420,7 +438,7 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
   }
   std::cerr << "devices";
   for (const Worker& w : workers) std::cerr << " " << w.device;
-  std::cerr << ": " << parts.size() << " worker report(s) merged, " << total << " points\n";
+  std::cerr << ": " << part_count << " worker report(s) merged, " << total << " points\n";
   if (!failures.empty()) {
     std::cerr << "attnbench: CUDA error: a worker stopped (" << one_line(failures)
               << "); the others went on, every finished row is in the report, and the workers' files are in "
@@ -637,16 +655,29 @@ int compare(const Options& o) {
 // missing or duplicated (they are listed, and it says it is not complete), with exit 1.
 int merge(const Options& o) {
   check_output_file(o.output, "-o");
-  std::vector<nlohmann::json> parts;
-  for (const auto& path : o.merge_inputs) parts.push_back(read_report(path));
-  const MergeResult r = merge_reports(parts, o.merge_inputs, o.command_line, now_iso());
+  // Parsed side by side (a part of verify all is megabytes of json); the first unreadable
+  // part, in the order given, is the error.
+  const int64_t n = static_cast<int64_t>(o.merge_inputs.size());
+  std::vector<nlohmann::json> parts(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  parallel_for(n, kParallelWork, [&](int64_t i) {
+    try {
+      parts[i] = read_report(o.merge_inputs[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  const size_t part_count = parts.size();
+  const MergeResult r = merge_reports(std::move(parts), o.merge_inputs, o.command_line, now_iso());
   write_file(o.output, [&](std::ostream& out) { out << r.report.dump(1) << "\n"; });
   const auto list = [](const std::vector<std::string>& v) {
     std::string s;
     for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : "") + v[i];
     return s + (v.size() > 10 ? ", ... (" + std::to_string(v.size()) + " in all)" : "");
   };
-  std::cout << "merged " << parts.size() << " report(s): " << r.report["rows"].size() << " rows into " << o.output
+  std::cout << "merged " << part_count << " report(s): " << r.report["rows"].size() << " rows into " << o.output
             << "\n";
   if (!r.missing.empty()) std::cout << r.missing.size() << " point(s) no part finished: " << list(r.missing) << "\n";
   if (!r.duplicated.empty())

@@ -135,8 +135,9 @@ std::vector<Worker> run_workers(const std::vector<std::string>& argv, const std:
       w.last_error = "could not start a worker: " + std::string(strerror(rc));
     }
   }
-  for (;;) {
-    bool running = false;
+  // Polled every 20 ms (the run's end waits on it), the progress line redrawn every 100 ms.
+  for (int tick = 0;; ++tick) {
+    bool running = false, ended = false;
     for (size_t i = 0; i < workers.size(); ++i) {
       if (pids[i] < 0) continue;
       int status = 0;
@@ -152,10 +153,11 @@ std::vector<Worker> run_workers(const std::vector<std::string>& argv, const std:
           workers[i].last_error = "killed by signal " + std::to_string(WTERMSIG(status));
       }
       pids[i] = -1;
+      ended = true;
     }
-    if (progress) progress(workers);
+    if (progress && (ended || tick % 5 == 0)) progress(workers);
     if (!running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return workers;
 }

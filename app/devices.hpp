@@ -41,7 +41,7 @@ struct Worker {
 };
 
 // Starts one worker per device: `argv` plus "--device D --worker I/N:CLAIMS -o REPORT", stdout
-// and stderr to files in `dir`; calls `progress` every 100 ms until all have ended.
+// and stderr to files in `dir`; calls `progress` every 100 ms and as each ends.
 std::vector<Worker> run_workers(const std::vector<std::string>& argv, const std::vector<int>& devices,
                                 const std::string& dir, const std::string& claims,
                                 const std::function<void(const std::vector<Worker>&)>& progress);

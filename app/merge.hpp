@@ -20,8 +20,9 @@ struct MergeResult {
 };
 
 // `names` label the parts in messages (their files). Throws InputError when a part has no
-// plan, or the parts differ in attnbench version, mode or plan (not parts of one run).
-MergeResult merge_reports(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names,
+// plan, or the parts differ in attnbench version, mode or plan (not parts of one run). The
+// parts are taken by value: their rows are moved into the result.
+MergeResult merge_reports(std::vector<nlohmann::json> parts, const std::vector<std::string>& names,
                           const std::string& command_line, const std::string& date);
 
 }  // namespace attnbench
