@@ -6,7 +6,9 @@ What it measures, per case point (a case's [sweep] expanded as attnbench expands
   gemm       torch.matmul (cuBLAS; TF32 off): nt C = A·Bᵀ with b [batch, n, k], nn C = A·B with b [batch, k, n]
   attention  torch SDPA, FLASH_ATTENTION (FA2) and CUDNN_ATTENTION backends (fp32: EFFICIENT_ATTENTION), on
              q [b, seq_q, heads, d], k, v [b, seq_k, kv_heads, d] (attnbench's layouts, seen as [b, h, s, d]),
-             enable_gqa when kv_heads < heads, causal aligned bottom-right
+             enable_gqa when kv_heads < heads, causal aligned bottom-right; a case with a `softcap` key also gets
+             FlexAttention (torch.compile'd flex_attention, Triton) with score_mod softcap·tanh(score/softcap), at
+             every point of the case (softcap 0 too: its own yardstick for the cap's cost; SDPA takes no cap)
   decode     the same backends with seq_q = 1 over the first `context` rows of the cache [b, max_context, kv_heads, d]
              (one query sees every key, so no mask)
   paged      dense decode peers on the same contexts, cache in the query dtype (SDPA has no paged or fp8 cache)
@@ -155,6 +157,12 @@ def plan(op, dtype, s):
         return f"skip: the peers run in fp32, fp16 or bf16, not {dtype} (the case's bf16 point is the yardstick)"
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
+    if op == "attention" and "softcap" in s and dtype != "fp32" and not (
+            s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left" or s["window"] or s["alibi"]
+            or s.get("rope", "none") != "none"):
+        b, h, g, d, sq, sk = (s[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_q", "seq_k"))
+        flops = 4 * b * h * d * visible_pairs(sq, sk, s["causal"], 0)
+        return "attention", (["flex"] if s["softcap"] else sdpa + ["flex"]), s, flops, e * b * d * (2 * sq * h + 2 * sk * g)
     if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":
         return "skip: SDPA's fused backends take no soft-capping, ALiBi slopes or top-left alignment here"
     if s.get("rope", "none") != "none":
@@ -225,6 +233,14 @@ def build(torch, kind, peer, s, dtype):
     F = torch.nn.functional
     b, h, g, d = s["batch"], s["heads"], s["kv_heads"], s["head_dim"]
     kw = dict(enable_gqa=g != h)
+    if peer == "flex":  # compiled on the first call, which run() makes before sampling
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        sq, sk, cap = s["seq_q"], s["seq_k"], s.get("softcap", 0)
+        q, k, v = (rand(b, n, heads, d).transpose(1, 2) for n, heads in ((sq, h), (sk, g), (sk, g)))
+        mask = create_block_mask(lambda b_, h_, i, j: j <= i + (sk - sq), None, None, sq, sk) if s["causal"] else None
+        mod = (lambda score, b_, h_, i, j: cap * torch.tanh(score / cap)) if cap else None
+        flex = torch.compile(flex_attention, dynamic=False)
+        return (lambda: flex(q, k, v, score_mod=mod, block_mask=mask, **kw)), contextlib.nullcontext()
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                "efficient": SDPBackend.EFFICIENT_ATTENTION}[peer]
     if kind == "mha":  # the layer as PyTorch writes it: fused QKV linear, SDPA, output linear
@@ -358,7 +374,7 @@ def device_facts(torch):
 # ------------------------------------------------------------------------------------------------- what it writes
 # The report's variant for each peer (the name this script's table and --json give it).
 VARIANTS = {"flash": "torch_sdpa_flash", "cudnn": "torch_sdpa_cudnn", "efficient": "torch_sdpa_efficient",
-            "cublas": "torch_matmul", "torch.softmax": "torch_softmax"}
+            "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex"}
 LOW_CLOCK = 0.9  # a clock reading below this fraction of the maximum is low (app/clocks.hpp's kLowClock)
 # The report layout written (app/report.hpp's kJsonSchema when this was written): raise it with the schema once
 # the keys written here are checked against the new one (tests/test_peers_report.py fails until then).

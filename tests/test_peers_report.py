@@ -128,6 +128,20 @@ def check_fp8_skipped(peers):
     check(bf16 and all(not isinstance(p["plan"], str) for p in bf16), "the fp8 cases' bf16 points keep their peers")
 
 
+def check_softcap_peers(peers):
+    """Soft-capped prefill has one public peer here, FlexAttention: the capped points time it alone, the uncapped
+    points of the same case time it beside SDPA (its own yardstick for the cap's cost); decode's cap has none."""
+    plans = {p["point"]: p["plan"] for p in peers.select("softcap-bf16-*")}
+    for causal in ("false", "true"):
+        capped, plain = plans.get(f"causal={causal} softcap=50"), plans.get(f"causal={causal} softcap=0")
+        check(not isinstance(capped, str) and capped[1] == ["flex"], f"softcap 50, causal={causal}: plan {capped}")
+        check(not isinstance(plain, str) and plain[1] == ["flash", "cudnn", "flex"], f"softcap 0: plan {plain}")
+    capped_decode = [p for p in peers.select("softcap-decode-*") if p["shape"].get("softcap")]
+    check(capped_decode and all(isinstance(p["plan"], str) for p in capped_decode), "decode's cap has no peer")
+    plain_attention = [p for p in peers.select("attention-bf16-*")]
+    check(plain_attention and all("flex" not in p["plan"][1] for p in plain_attention), "no flex without a cap key")
+
+
 def made_up_results(peers):
     """One result for each peer of every cases/perf point that has peers: made-up samples and clock readings;
     the first cudnn peer unavailable, as a backend that refuses a shape is."""
@@ -151,7 +165,7 @@ def made_up_results(peers):
 def check_rows(peers, results, doc):
     check(len(doc["rows"]) == len(results), f"{len(doc['rows'])} rows for {len(results)} results")
     names = {"flash": "torch_sdpa_flash", "cudnn": "torch_sdpa_cudnn", "efficient": "torch_sdpa_efficient",
-             "cublas": "torch_matmul", "torch.softmax": "torch_softmax"}
+             "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex"}
     for r, row in zip(results, doc["rows"]):
         p, at = r["point"], f"row {row['case']} [{row['point']}] {row['variant']}"
         check((row["case"], row["point"]) == (p["case"], p["point"]), f"{at}: labels")
@@ -284,6 +298,7 @@ def main():
 
     check_labels(peers)
     check_fp8_skipped(peers)
+    check_softcap_peers(peers)
     results = made_up_results(peers)
     doc = peers.peer_report(results, META)
     check(not errors(validator, doc), f"the peer report is not valid: {errors(validator, doc)[:5]}")
