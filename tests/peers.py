@@ -157,13 +157,13 @@ def plan(op, dtype, s):
         return f"skip: the peers run in fp32, fp16 or bf16, not {dtype} (the case's bf16 point is the yardstick)"
     e = BYTES[dtype]
     sdpa = ["efficient"] if dtype == "fp32" else ["flash", "cudnn"]
+    # Soft-capping: SDPA takes none; FlexAttention takes it as a score_mod, and times every point of a case with
+    # a softcap key (the uncapped ones too, its own yardstick for the cap's cost). The attention branch does the rest.
     if op == "attention" and "softcap" in s and dtype != "fp32" and not (
             s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left" or s["window"] or s["alibi"]
             or s.get("rope", "none") != "none"):
-        b, h, g, d, sq, sk = (s[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_q", "seq_k"))
-        flops = 4 * b * h * d * visible_pairs(sq, sk, s["causal"], 0)
-        return "attention", (["flex"] if s["softcap"] else sdpa + ["flex"]), s, flops, e * b * d * (2 * sq * h + 2 * sk * g)
-    if s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":
+        sdpa = ["flex"] if s["softcap"] else sdpa + ["flex"]
+    elif s.get("softcap") or s.get("scale") or s.get("alibi_slopes") or s.get("causal") == "top_left":
         return "skip: SDPA's fused backends take no soft-capping, ALiBi slopes or top-left alignment here"
     if s.get("rope", "none") != "none":
         return "skip: SDPA takes no RoPE (the point without it is the peer's yardstick)"

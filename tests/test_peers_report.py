@@ -138,7 +138,7 @@ def check_softcap_peers(peers):
         check(not isinstance(plain, str) and plain[1] == ["flash", "cudnn", "flex"], f"softcap 0: plan {plain}")
     capped_decode = [p for p in peers.select("softcap-decode-*") if p["shape"].get("softcap")]
     check(capped_decode and all(isinstance(p["plan"], str) for p in capped_decode), "decode's cap has no peer")
-    plain_attention = [p for p in peers.select("attention-bf16-*")]
+    plain_attention = list(peers.select("attention-bf16-*"))
     check(plain_attention and all("flex" not in p["plan"][1] for p in plain_attention), "no flex without a cap key")
 
 
