@@ -18,6 +18,8 @@
 //     while the tensor cores still run the P V product; the rescale of O waits for that product.
 //   - Ping-pong: named barriers let the consumers issue their products in turn, round the
 //     ring, so that one warpgroup's softmax runs under the others' products.
+//   - Half key tiles (head_dim 128 under the causal mask or the reaches): a warpgroup whose
+//     rows see none of its last key tile's upper 64 keys runs that tile on 64 (kHalves).
 //   - RoPE (head_dim 64 and 128, plain or causal): a pass turns the keys into the workspace
 //     before the kernel, and each consumer turns its query rows in shared memory.
 //   - fp8 e4m3 inputs (head_dim 128, plain or causal), FlashAttention-3's fp8 path: S = Q Kᵀ
