@@ -132,6 +132,11 @@ struct Bars {
 template <int D, bool kCausal, bool kCap, bool kReach>
 constexpr bool kWideTiles = !kReach && (D == 256 || (D == 128 && !kCausal && !kCap));
 
+// The keys of a key tile whose S fragment (m64nN: N / 2 floats a thread) has type A (an array
+// reference, as the consumer's steps take it).
+template <class A>
+constexpr int kKeysOf = 2 * static_cast<int>(std::extent_v<std::remove_cv_t<std::remove_reference_t<A>>>);
+
 template <class T, int D, bool kCausal, bool kCap, bool kReach>
 using TilingOf = Tiling<D, !kIsFp8<T> && kWideTiles<D, kCausal, kCap, kReach>, sizeof(T),
                         consumers_for(D, sizeof(T), kCausal, kReach)>;
@@ -260,11 +265,10 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
       }
     return f(s);
   };
-#define ATTNBENCH_KEYS_OF(acc) (2 * static_cast<int>(sizeof(acc) / sizeof(float)))
   // S = Q K_itᵀ (k step ks: column block ks / 4, 32 bytes a step into its rows, 16 elements or
   // fp8's 32; both K-major).
   auto issue_s = [&](auto& acc, int it) {
-    constexpr int NK = ATTNBENCH_KEYS_OF(acc);
+    constexpr int NK = kKeysOf<decltype(acc)>;
     const int st = it % STAGES;
     mbar_wait(bar(bars.k_full[st]), (it / STAGES) & 1);
     const uint32_t kt = sk + st * L::KV_BYTES;
@@ -280,7 +284,7 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
   // O += P V_it (k step kk: keys 16 kk.., 16 rows of 128 bytes into V's column blocks; V is
   // N-major, a column block of BC rows between its 64-dim blocks).
   auto issue_pv = [&](auto& acc, int it) {  // over the keys of acc's tile
-    constexpr int NK = ATTNBENCH_KEYS_OF(acc);
+    constexpr int NK = kKeysOf<decltype(acc)>;
     const int st = it % STAGES;
     mbar_wait(bar(bars.v_full[st]), (it / STAGES) & 1);
     const uint32_t vt = sv + st * L::KV_BYTES;
@@ -326,7 +330,7 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
     // new sums; when m moved (the return), corr is what O must be scaled by. Then P (16-bit):
     // the accumulator fragment of n8 tiles 2 kk and 2 kk + 1 is the A fragment of k step kk.
     auto softmax = [&](auto& acc, int n, float(&corr)[2]) {
-      constexpr int NK = ATTNBENCH_KEYS_OF(acc);
+      constexpr int NK = kKeysOf<decltype(acc)>;
       mask_scores<BR, NK, kCausal, kCap, kReach>(acc, a, h, q0, n * BC, row, t4);
       float base[2];
       const bool moved = lazy_row_max<NK>(acc, a.scale_log2, m, l, base, corr);
@@ -343,7 +347,7 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
     // 9 + 2 t4 of row r in the places of keys 4 t4 .. 4 t4 + 3, and so on. The transposed V
     // has its keys in that same order (fp8_transpose_v), so the sum over keys is unchanged.
     auto pack_p = [&](const auto& acc) {
-      constexpr int NK = ATTNBENCH_KEYS_OF(acc);
+      constexpr int NK = kKeysOf<decltype(acc)>;
       if constexpr (kFp8) {
 #pragma unroll
         for (int kk = 0; kk < NK / 32; ++kk)
@@ -448,7 +452,6 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
       store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
   }
   if (issued && wg == 0) named_bar_sync(SCHED_BAR, TURN_THREADS);  // the last consumer's last hand-over
-#undef ATTNBENCH_KEYS_OF
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif
