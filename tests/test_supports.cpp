@@ -1,11 +1,13 @@
 // What the Hopper-only variants (attention flash_wgmma and flash_ws, gemm wgmma) claim and refuse: their
 // supports() decide which cases they run on, and a refusal must name a reason a user can act
-// on. Checked without a GPU, against the device caps of an H100/H200 and of an A100.
+// on. Checked without a GPU, against the device caps of an H100/H200 and of an A100. Also which
+// decode variants take the pipeline's cache append into their kernel.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "kernels/attention/attention.hpp"
+#include "kernels/decode/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
 
 using namespace attnbench;
@@ -225,4 +227,53 @@ TEST(GemmWgmma, RefusesWhatItsCopiesCannotMove) {
   EXPECT_NE(wg.supports(p, kHopper).find("fp16/bf16"), std::string::npos);
   // mma, the portable kernel, takes the same problem on an A100.
   EXPECT_EQ(variant(gemm_variants(), "mma").supports(gemm(GemmLayout::nn, 72, 40), kAmpere), "");
+}
+
+// The pipeline leaves the append to the decode kernel only where that kernel stores the rows:
+// split_kv and flash_decode on their tensor-core kernel (fp16/bf16, head_dim <= 128). Their
+// CUDA-core kernel (fp32, head_dim 256) reads K/V through the read-only path, and the other
+// variants (the baseline, the unfused-RoPE one, a plugin) know nothing of the rows, so the
+// pipeline appends for them first.
+TEST(DecodeAppend, FoldedOnlyWhereTheTensorCoreKernelStoresTheRows) {
+  DecodeParams p{};
+  p.batch = 8;
+  p.heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.max_context = 1152;
+  p.dtype = DType::bf16;
+  for (const char* v : {"split_kv", "flash_decode"}) {
+    EXPECT_TRUE(decode_folds_append(v, p)) << v;
+    DecodeParams q = p;
+    q.dtype = DType::fp16;
+    EXPECT_TRUE(decode_folds_append(v, q)) << v;
+    q.head_dim = 64;
+    EXPECT_TRUE(decode_folds_append(v, q)) << v;
+    q.head_dim = 256;
+    EXPECT_FALSE(decode_folds_append(v, q)) << v << " at head_dim 256";
+    q = p;
+    q.dtype = DType::fp32;
+    EXPECT_FALSE(decode_folds_append(v, q)) << v << " in fp32";
+  }
+  for (const char* v : {"naive", "split_kv_rope_first", "no_such_variant"}) EXPECT_FALSE(decode_folds_append(v, p)) << v;
+}
+
+// New rows must be as aligned as the cache for the kernel's 16-byte stores and loads.
+TEST(DecodeAppend, RefusesMisalignedNewRows) {
+  DecodeParams p{};
+  p.batch = 1;
+  p.heads = 4;
+  p.kv_heads = 4;
+  p.head_dim = 64;
+  p.max_context = 16;
+  p.longest_context = 16;
+  p.dtype = DType::bf16;
+  finish_decode_params(p);
+  alignas(16) static char rows[64];
+  p.k_new = rows;
+  p.v_new = rows + 32;
+  const auto& split = variant(decode_variants(), "split_kv");
+  EXPECT_EQ(split.supports(p, kHopper), "");
+  p.v_new = rows + 2;
+  EXPECT_NE(split.supports(p, kHopper).find("k_new and v_new must be 16-byte aligned"), std::string::npos);
 }

@@ -16,7 +16,10 @@
 // ~70% of an H200 SM's issue slots at 4 TB/s. fp32 (tf32 would miss the fp32 tolerance) and
 // head_dim > 128 run that CUDA-core loop: up to 32 lanes per row, 4 rows (8 loads) in flight per
 // thread, 256-thread blocks. Warps (row groups) merge their (m, l, o) through shared memory at
-// the end. No split: grid = batch x kv heads (x head tiles).
+// the end. No split: grid = batch x kv heads (x head tiles). Given the step's new K/V rows
+// (DecodeParams::k_new, the pipeline's step), the tensor-core kernel's block that reads row
+// context - 1 stores them there first (append_row): the step is one launch, not an append
+// and a decode (H200, run 198: the pipeline's TBT -9%).
 // H200, run 19: bf16 b64 kv8 ctx4096 3983 GB/s (88% of read: one block per kv head fills the
 // card); b1 kv8 ctx131072 only 179 GB/s (8 blocks: rung 3 splits the context).
 #include <cuda_bf16.h>
@@ -25,6 +28,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -47,6 +51,33 @@ template <bool kCap>
 __device__ __forceinline__ float capped(const Decode& p, float s) {
   if constexpr (kCap) return soft_cap(s, p.softcap, p.inv_softcap);
   return s;
+}
+
+// The step's new K and V rows of kv head w.kvh (p.k_new, p.v_new) stored at cache row
+// w.ctx - 1, the key turned at that position with RoPE as cache_append would store it: the
+// pipeline's append, done by the block that reads the row, before its barrier that precedes
+// its first copy. Each head tile of a group above kHeads writes the same bytes for itself.
+template <class T>
+__device__ __forceinline__ void append_row(const Decode& p, const Work& w) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int chunks = p.head_dim / kVec;
+  const int64_t from = (int64_t{w.b} * p.kv_heads + w.kvh) * p.head_dim;
+  const int64_t to = int64_t{w.b} * p.seq_stride + int64_t{w.ctx - 1} * p.row_stride + int64_t{w.kvh} * p.head_dim;
+  for (int i = threadIdx.x; i < 2 * chunks; i += blockDim.x) {
+    const bool is_v = i >= chunks;
+    const int c = is_v ? i - chunks : i;
+    const T* row = static_cast<const T*>(is_v ? p.v_new : p.k_new) + from;
+    uint4 x = *reinterpret_cast<const uint4*>(row + kVec * c);
+    if (!is_v && p.rope.on()) {
+      float f[kVec];
+      unpack<T>(x, f);
+      rope_row_part<T, kVec>(row, kVec * c, f, w.ctx - 1, p.rope);
+      x = pack<T>(f);
+    }
+    // The cache is the caller's to write when it hands new rows (DecodeParams::k_new).
+    T* cache = static_cast<T*>(const_cast<void*>(is_v ? p.v : p.k));
+    *reinterpret_cast<uint4*>(cache + to + kVec * c) = x;
+  }
 }
 
 // The tensor-core kernel's shape. kD: head_dim class (64 or 128; a smaller head_dim runs
@@ -104,6 +135,8 @@ __global__ void __launch_bounds__(MmaCfg<kD>::kThreads) mma_decode_kernel(const 
   wait_for_primary();  // launched early (launch_split): nothing read before the kernels ahead end
   const Work w = block_work<C::kHeads>(p);
   if (w.begin >= w.end) return;  // a split past this sequence's context: the combine skips it
+  // The block that reads row ctx - 1 stores the step's new row there first.
+  if (p.k_new && w.end == w.ctx) append_row<T>(p, w);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // Q's tile: heads past the group and dims past head_dim are 0.
@@ -400,6 +433,8 @@ void launch_mma(const DecodeParams& p, const LaunchContext& ctx, const Policy& p
 
 template <class T, int kD, int kG, bool kCap>
 void launch_simt(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
+  // Its K/V loads take the read-only path, which need not see rows stored in the same launch.
+  if (p.k_new) throw std::invalid_argument(std::string(policy.name) + ": the CUDA-core kernel does not append rows");
   using C = SimtCfg<T, kD, kG>;
   const auto kernel = simt_decode_kernel<T, kD, kG, kCap>;
   static const int blocks_per_sm = resident_blocks(kernel, C::kThreads, 0, "decode: occupancy");
@@ -436,13 +471,17 @@ void flash_decode(const DecodeParams& p, const LaunchContext& ctx) {
   launch_fused_variant(p, ctx, {"decode/flash_decode", nullptr});
 }
 
+bool fused_appends(const DecodeParams& p) {
+  return (p.dtype == DType::fp16 || p.dtype == DType::bf16) && p.head_dim <= 128;  // launch_class's tensor-core kernel
+}
+
 std::string fused_supports(const DecodeParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);
   if (!r.empty()) return r;
   // Zero caps (a device not chosen yet) are not refused.
   if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+ (mma.sync with bf16)";
-  for (const void* ptr : {p.q, p.k_cache, p.v_cache, static_cast<const void*>(p.o)})
-    if (ptr && !aligned16(ptr)) return "q, k_cache, v_cache and o must be 16-byte aligned";
+  for (const void* ptr : {p.q, p.k_cache, p.v_cache, static_cast<const void*>(p.o), p.k_new, p.v_new})
+    if (ptr && !aligned16(ptr)) return "q, k_cache, v_cache, o, k_new and v_new must be 16-byte aligned";
   return {};
 }
 

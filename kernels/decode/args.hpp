@@ -36,6 +36,8 @@ struct Decode {
   const float* slopes;         // [heads] ALiBi slopes
   float softcap, inv_softcap;  // soft-capping in raw q·k units (softcap / scale); 0 = none
   RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
+  const void* k_new;  // [batch, kv_heads, head_dim]: rows the kernel stores at context - 1 (append_row), or null
+  const void* v_new;
 };
 
 inline Decode make_decode(const DecodeParams& p) {
@@ -63,6 +65,8 @@ inline Decode make_decode(const DecodeParams& p) {
   d.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
   d.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
   d.rope = p.rope;
+  d.k_new = p.k_new;
+  d.v_new = p.v_new;
   return d;
 }
 

@@ -3,6 +3,7 @@
 // K/V rows into the cache is cache_append's (kernels/cache_append).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/common/kernels.hpp"
@@ -41,6 +42,13 @@ struct DecodeParams {
   // whose kernel ahead is short and allows it (the pipeline's cache append) gains the launch.
   // Behind a GPT-2 step's QKV projection it measured 2-8% slower (bench notes, run 138).
   bool launch_early = false;
+  // The step's new K and V rows, [batch, kv_heads, head_dim], which the decode kernel stores
+  // into the cache at row context_lens[b] - 1 itself before it reads that row (the key turned
+  // at that position with RoPE, as cache_append stores it): the pipeline's append folded into
+  // the decode launch. Only for a variant decode_folds_append names; k_cache and v_cache must
+  // then be writable. Null: the cache holds the row already.
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
 };
 
 inline void finish_decode_params(DecodeParams& p) {
@@ -49,5 +57,9 @@ inline void finish_decode_params(DecodeParams& p) {
 }
 
 const std::vector<Variant<DecodeParams>>& decode_variants();
+
+// Whether `variant` stores DecodeParams::k_new and v_new itself when it runs p (else the
+// caller appends them first, with cache_append).
+bool decode_folds_append(const std::string& variant, const DecodeParams& p);
 
 }  // namespace attnbench

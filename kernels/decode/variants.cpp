@@ -29,4 +29,8 @@ const std::vector<Variant<DecodeParams>>& decode_variants() {
   return table;
 }
 
+bool decode_folds_append(const std::string& variant, const DecodeParams& p) {
+  return (variant == "flash_decode" || variant == "split_kv") && decode_impl::fused_appends(p);
+}
+
 }  // namespace attnbench
