@@ -105,16 +105,14 @@ __device__ __forceinline__ void layernorm_row(const float* x, const T* g, const 
 // A single row x's LayerNorm by the whole block into `a` (batch 1), a few elements a thread
 // (c = threadIdx.x + kThreads i), their gains and shifts loaded with them: one round trip in
 // all, where a warp alone (layernorm_row) loads them only once it has the statistics, and the
-// block's other warps wait for it. The sums go warp by warp through `red` (2·kWarps floats of
-// shared memory), each thread adding the warps' parts in the same order. Up to kPer elements
-// a thread (1024 at 256 threads: GPT-2 medium). GPT-2 124M at batch 1 on an H200: the QKV and
-// MLP-up launches 8.6 -> 6.5 and 9.1 -> 6.8 µs (ncu), the step's TBT 0.364 -> 0.312 ms (bench
-// notes, run 199).
+// block's other warps wait for it. The sums go through block_reduce (`red`: kWarps floats of
+// shared memory). Up to kPer elements a thread (1024 at 256 threads: GPT-2 medium). GPT-2
+// 124M at batch 1 on an H200: the QKV and MLP-up launches 8.6 -> 6.5 and 9.1 -> 6.8 µs (ncu),
+// the step's TBT 0.364 -> 0.312 ms (bench notes, run 199).
 template <class T, int kWarps>
 __device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, const T* b, T* a, int64_t k, float eps,
                                                     float* red) {
   constexpr int kThreads = 32 * kWarps, kPer = 4;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float v[kPer], gain[kPer], shift[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -124,24 +122,15 @@ __device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, 
     gain[i] = in ? to_float(g[c]) : 0.f;
     shift[i] = in ? to_float(b[c]) : 0.f;
   }
-  const auto block_sum = [&](float part, float* slots) {
-    part = warp_sum(part);
-    if (lane == 0) slots[warp] = part;
-    __syncthreads();
-    float total = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += slots[w];
-    return total;
-  };
   float sum = 0;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) sum += v[i];
-  const float mean = block_sum(sum, red) / static_cast<float>(k);
+  const float mean = block_reduce<false, kWarps>(sum, red) / static_cast<float>(k);
   float squares = 0;
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
     if (threadIdx.x + kThreads * i < k) squares += (v[i] - mean) * (v[i] - mean);
-  const float rstd = rsqrtf(block_sum(squares, red + kWarps) / static_cast<float>(k) + eps);
+  const float rstd = rsqrtf(block_reduce<false, kWarps>(squares, red) / static_cast<float>(k) + eps);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int64_t c = threadIdx.x + kThreads * i;
