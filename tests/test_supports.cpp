@@ -44,6 +44,20 @@ AttentionParams prefill() {
   return p;
 }
 
+// The pipeline case's decode step: batch 8, GQA 32:8, d128, bf16.
+DecodeParams decode_step() {
+  DecodeParams p{};
+  p.batch = 8;
+  p.heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.max_context = 1152;
+  p.longest_context = 1100;
+  p.dtype = DType::bf16;
+  finish_decode_params(p);
+  return p;
+}
+
 GemmParams gemm(GemmLayout layout, int64_t n, int64_t k) {
   GemmParams p{};
   p.m = 100;
@@ -235,13 +249,7 @@ TEST(GemmWgmma, RefusesWhatItsCopiesCannotMove) {
 // variants (the baseline, the unfused-RoPE one, a plugin) know nothing of the rows, so the
 // pipeline appends for them first.
 TEST(DecodeAppend, FoldedOnlyWhereTheTensorCoreKernelStoresTheRows) {
-  DecodeParams p{};
-  p.batch = 8;
-  p.heads = 32;
-  p.kv_heads = 8;
-  p.head_dim = 128;
-  p.max_context = 1152;
-  p.dtype = DType::bf16;
+  const DecodeParams p = decode_step();
   for (const char* v : {"split_kv", "flash_decode"}) {
     EXPECT_TRUE(decode_folds_append(v, p)) << v;
     DecodeParams q = p;
@@ -260,15 +268,7 @@ TEST(DecodeAppend, FoldedOnlyWhereTheTensorCoreKernelStoresTheRows) {
 
 // New rows must be as aligned as the cache for the kernel's 16-byte stores and loads.
 TEST(DecodeAppend, RefusesMisalignedNewRows) {
-  DecodeParams p{};
-  p.batch = 1;
-  p.heads = 4;
-  p.kv_heads = 4;
-  p.head_dim = 64;
-  p.max_context = 16;
-  p.longest_context = 16;
-  p.dtype = DType::bf16;
-  finish_decode_params(p);
+  DecodeParams p = decode_step();
   alignas(16) static char rows[64];
   p.k_new = rows;
   p.v_new = rows + 32;
