@@ -307,8 +307,9 @@ __device__ __forceinline__ void finish_argmax(const SmallLinear& p, unsigned lon
 // asks the L2 for its first column of W while the kernel before it still runs: W does not
 // depend on the step, only the rows (and what the epilogue reads) wait for that kernel. The
 // first column only: a projection has one or two a warp, but the logits ~12 (GPT-2: 77 MB
-// in all, beyond the 50 MB L2), and asking for them all evicted lines before their turn
-// (H200, run 200: the logits 37.7 -> 32.8 µs by ncu, TBT -0.5% at batch 1 and 8).
+// in all, beyond the L2's 50 MB on an H100, 60 MiB on an H200), and asking for them all
+// evicted lines before their turn (H200, run 200: the logits 37.7 -> 32.8 µs by ncu, TBT
+// -0.5% at batch 1 and 8).
 template <class T, int kWarps, bool kEarly = false>
 __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks) {
   const int warp = threadIdx.x / 32;
