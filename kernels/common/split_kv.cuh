@@ -51,8 +51,14 @@ namespace splitkv {
 // (head_dim 64, 12 heads, contexts 512-640) took 4-11% less time a step on 128-key chunks
 // than on 256 (batch 1: 24 blocks became 48-60), while the pipeline case's head_dim 128 at
 // batch 8 ran 3.7% slower on them (512 blocks against 256); 64-key chunks helped batch 1 more
-// but gave batch 8 most of the gain back.
-constexpr int64_t min_chunk(int64_t head_dim) { return head_dim <= 64 ? 128 : 256; }
+// but gave batch 8 most of the gain back. So 64-key chunks only where their splits still make
+// few blocks (`units` = batch x kv heads, times longest / 64, at most kFewBlocks: GPT-2 at
+// batch 1 is 12 x 10), and batch 8 keeps 128 (bench notes, run 202).
+constexpr int64_t kFewBlocks = 256;
+constexpr int64_t min_chunk(int64_t head_dim, int64_t longest, int64_t units) {
+  if (head_dim > 64) return 256;
+  return units * (longest / 64) <= kFewBlocks ? 64 : 128;
+}
 // Variant::workspace gets no DeviceCaps, so the workspace is sized for one round of up to
 // kMaxSlots resident blocks (SMs x blocks per SM; 132 x 4 on an H100/H200 at d128), and the
 // launch never asks for more splits than that.
@@ -63,7 +69,8 @@ constexpr int64_t kMaxContext = int64_t{1} << 30;
 // The most splits a launch over `longest` keys may plan: chunks of at least min_chunk keys,
 // and no more than kMaxSlots blocks over the fewest blocks per split (one per kv head).
 inline int64_t max_splits_by_slots(int64_t longest, int64_t head_dim, int64_t batch, int64_t kv_heads) {
-  return std::max<int64_t>(1, std::min(longest / min_chunk(head_dim), kMaxSlots / (batch * kv_heads)));
+  return std::max<int64_t>(
+      1, std::min(longest / min_chunk(head_dim, longest, batch * kv_heads), kMaxSlots / (batch * kv_heads)));
 }
 
 // ---------------------------------------------------------------------------------------
