@@ -106,13 +106,14 @@ __device__ __forceinline__ void layernorm_row(const float* x, const T* g, const 
 // (c = threadIdx.x + kThreads i), their gains and shifts loaded with them: one round trip in
 // all, where a warp alone (layernorm_row) loads them only once it has the statistics, and the
 // block's other warps wait for it. The sums go through block_reduce (`red`: kWarps floats of
-// shared memory). Up to kPer elements a thread (1024 at 256 threads: GPT-2 medium). GPT-2
-// 124M at batch 1 on an H200: the QKV and MLP-up launches 8.6 -> 6.5 and 9.1 -> 6.8 µs (ncu),
-// the step's TBT 0.364 -> 0.312 ms (bench notes, run 199).
+// shared memory). Up to kLnPerThread elements a thread (1024 at 256 threads: GPT-2 medium).
+// GPT-2 124M at batch 1 on an H200: the QKV and MLP-up launches 8.6 -> 6.5 and 9.1 -> 6.8 µs
+// (ncu), the step's TBT 0.364 -> 0.312 ms (bench notes, run 199).
+constexpr int kLnPerThread = 4;
 template <class T, int kWarps>
 __device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, const T* b, T* a, int64_t k, float eps,
                                                     float* red) {
-  constexpr int kThreads = 32 * kWarps, kPer = 4;
+  constexpr int kThreads = 32 * kWarps, kPer = kLnPerThread;
   float v[kPer], gain[kPer], shift[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -154,7 +155,7 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
     // reduction for all rows at once measured slower: run 84.)
     const T* g = static_cast<const T*>(p.gamma);
     const T* b = static_cast<const T*>(p.beta);
-    if (m == 1 && k <= 4 * kThreads) {
+    if (m == 1 && k <= kLnPerThread * kThreads) {
       layernorm_row_block<T, kWarps>(p.x, g, b, a, k, p.eps, reinterpret_cast<float*>(a + k));
     } else {
       for (int64_t r = warp; r < m; r += kWarps) layernorm_row(p.x + r * k, g, b, a + r * k, k, p.eps);
