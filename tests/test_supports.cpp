@@ -1,7 +1,8 @@
 // What the Hopper-only variants (attention flash_wgmma and flash_ws, gemm wgmma) claim and refuse: their
 // supports() decide which cases they run on, and a refusal must name a reason a user can act
 // on. Checked without a GPU, against the device caps of an H100/H200 and of an A100. Also which
-// decode variants take the pipeline's cache append into their kernel.
+// decode variants take the pipeline's cache append into their kernel, and the split count
+// split_kv sizes its workspace for.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -276,4 +277,27 @@ TEST(DecodeAppend, RefusesMisalignedNewRows) {
   EXPECT_EQ(split.supports(p, kHopper), "");
   p.v_new = rows + 2;
   EXPECT_NE(split.supports(p, kHopper).find("k_new and v_new must be 16-byte aligned"), std::string::npos);
+}
+
+// split_kv's workspace holds the partials of the most splits a launch may plan: 64-key chunks
+// at head_dim <= 64 where they still make few blocks (GPT-2 at batch 1: 12 kv heads x 640 keys
+// / 64 = 10 splits), 128-key ones where they would not (batch 8: 96 x 10 > 256, so 5 splits),
+// 256-key ones above head_dim 64. Each split's partial is head_dim fp32 (256-byte rounded)
+// plus an (m, l) pair, per query head.
+TEST(SplitKv, PlansItsWorkspaceForTheChunkItsBlockCountAllows) {
+  DecodeParams p = decode_step();
+  p.heads = p.kv_heads = 12;
+  p.head_dim = 64;
+  p.max_context = p.longest_context = 640;
+  const auto& split = variant(decode_variants(), "split_kv");
+  const auto bytes = [](int64_t rows, int64_t splits, int64_t head_dim) {
+    const int64_t o = rows * splits * head_dim * 4;
+    return static_cast<std::size_t>((o + 255) / 256 * 256 + rows * splits * 8);
+  };
+  p.batch = 1;
+  EXPECT_EQ(split.workspace(p), bytes(12, 10, 64));
+  p.batch = 8;
+  EXPECT_EQ(split.workspace(p), bytes(96, 5, 64));
+  p = decode_step();  // batch 8, 32 heads over 8, d128, longest 1100: 256-key chunks
+  EXPECT_EQ(split.workspace(p), bytes(256, 4, 128));
 }
