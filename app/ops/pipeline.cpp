@@ -107,9 +107,8 @@ class PipelineProblem : public Problem {
   // Steps are timed after a fresh prefill, as a server would run them.
   std::vector<Stage> stages(const std::string& v, const LaunchContext& ctx) override {
     const auto [a, d] = split_pair(v);
-    Stage tbt{"TBT",
-              decode_folds_append(d, decode_params(0)) ? "decode, appending in its kernel" : "cache append + decode",
-              generate_, [this, d = d, ctx](int64_t t) { step(d, t, ctx); }};
+    Stage tbt{"TBT", folds_append(d) ? "decode, appending in its kernel" : "cache append + decode", generate_,
+              [this, d = d, ctx](int64_t t) { step(d, t, ctx); }};
     // The average step's floor: its K/V rows (its context, or its window), its query, output
     // and new rows, each read or written once.
     double keys = 0;
@@ -187,6 +186,9 @@ class PipelineProblem : public Problem {
   }
 
  private:
+  // Whether decode variant d stores each step's new rows itself (the same for every step).
+  bool folds_append(const std::string& d) const { return decode_folds_append(d, decode_params(0)); }
+
   // Keys a query at position context - 1 sees: its context, or its window.
   int64_t seen_keys(int64_t context) const { return window_ > 0 ? std::min(context, window_) : context; }
 
@@ -310,7 +312,7 @@ class PipelineProblem : public Problem {
   // folds the append in (one launch fewer: TBT -9%, bench notes run 198), else by cache_append
   // first.
   void step(const std::string& d, int64_t t, const LaunchContext& ctx) {
-    const bool folds = decode_folds_append(d, decode_params(t));
+    const bool folds = folds_append(d);
     if (!folds)
       cache_append(
           append_params(4, 5, t * batch_, 1, static_cast<const int32_t*>(step_positions_->get()) + t * batch_), ctx);

@@ -67,12 +67,14 @@ __device__ __forceinline__ float2 row_stats(const float* x, int64_t k, float eps
   return {mean, rsqrtf(warp_sum(squares) / static_cast<float>(k) + eps)};
 }
 
-// Row x's LayerNorm by one warp into `a`, the lane's elements (c = lane + 32 i) held in
-// registers: the row comes in with one round trip, where row_stats' passes over it in memory
-// took one each (GPT-2 124M at batch 1: QKV and MLP-up launches 0.6-0.7 µs shorter, the step
-// 5% shorter; bench notes run 193). The sums run in row_stats' order, so the results are the
-// same bit for bit. Up to 24 elements a lane (d_model 768): 32 took the kernel from 64 to 120
-// registers a thread, two blocks an SM instead of four; longer rows take row_stats.
+// Row x's LayerNorm by one warp into `a` (batch 2-8, a warp a row; batch 1 takes the whole
+// block, layernorm_row_block), the lane's elements (c = lane + 32 i) held in registers: the
+// row comes in with one round trip, where row_stats' passes over it in memory took one each
+// (measured at GPT-2 124M batch 1 before the block version: QKV and MLP-up launches 0.6-0.7 µs
+// shorter, the step 5% shorter; bench notes run 193). The sums run in row_stats' order, so the
+// results are the same bit for bit. Up to 24 elements a lane (d_model 768): 32 took the kernel
+// from 64 to 120 registers a thread, two blocks an SM instead of four; longer rows take
+// row_stats.
 constexpr int kLnHeld = 24;
 template <class T>
 __device__ __forceinline__ void layernorm_row(const float* x, const T* g, const T* b, T* a, int64_t k, float eps) {
