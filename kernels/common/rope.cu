@@ -51,42 +51,51 @@ __global__ void rope_rows_kernel(const T* __restrict__ src, T* __restrict__ dst,
   }
 }
 
-// The same in 16-byte chunks of N = 16 / sizeof(T) elements, one thread per chunk: neox
-// threads of the first rotary_dim / 2 elements turn their chunk with its partner chunk
-// rotary_dim / 2 further (whose threads stay idle), gptj threads the pairs within their
-// chunk, and the rest copy. Needs rotary_dim % (2N) == 0 (neox) or % N == 0 (gptj), and fewer
-// than 2^31 chunks, so indices are 32-bit.
-template <class T>
-__global__ void rope_chunks_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, RopeRows r, RopeTable t) {
+// The same in 16-byte chunks of N = 16 / sizeof(T) elements. A thread takes one work item of
+// a row (a chunk turned with its partner chunk rotary_dim / (2N) further (neox), a chunk
+// whose pairs lie within it (gptj), or a chunk past rotary_dim, copied) in up to kHeads heads
+// of one token, h0, h0 + stride, ...: every thread has work (a thread per chunk left the neox
+// partners' threads idle), the table's entries, the same for every head of a token, are read
+// once for all of them, and the heads' loads are all issued before any turn (bench notes runs
+// 205-207: the pass 1.3-1.7x faster). Needs rotary_dim % (2N) == 0 (neox) or % N == 0 (gptj), and fewer than 2^31
+// threads' items, so indices are 32-bit.
+constexpr int kHeads = 4;
+
+template <class T, bool kNeox>
+__global__ void rope_chunks_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, RopeRows r, RopeTable t,
+                                   int stride) {
   constexpr int N = 16 / sizeof(T);
-  const int chunks = static_cast<int>(r.head_dim) / N;
-  const int total = static_cast<int>(r.batch * r.seq * r.heads) * chunks;
-  const bool neox = t.style == RopeTable::neox;
-  const int rot_chunks = t.rotary_dim / N, partner = rot_chunks / 2;
+  const int chunks = static_cast<int>(r.head_dim) / N, rot_chunks = t.rotary_dim / N, heads = static_cast<int>(r.heads);
+  const int skip = kNeox ? rot_chunks / 2 : 0;  // partner chunks: no item of their own
+  const int per_row = chunks - skip, total = static_cast<int>(r.batch * r.seq) * stride * per_row;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    const int c = i % chunks, row = i / chunks;
-    const int token = row / static_cast<int>(r.heads);
+    const int j = i % per_row, rest = i / per_row, h0 = rest % stride, token = rest / stride;
+    const int c = j < skip ? j : j + skip;
     const int b = token / static_cast<int>(r.seq), s = token % static_cast<int>(r.seq);
     if (r.start && static_cast<unsigned>(r.start[b] + s) >= static_cast<unsigned>(r.dst_seq)) continue;  // not in dst
-    uint4* out = dst + dst_row(r, b, s, row % r.heads) * chunks + c;
-    if (c >= rot_chunks) {
-      *out = src[i];
-      continue;
-    }
-    if (neox && c >= partner) continue;  // turned by the thread of chunk c - partner
-    const int pos = position(r, b, s);
-    float x[N], y[N];
-    unpack<T>(src[i], x);
-    if (neox) {
-      unpack<T>(src[i + partner], y);
+    const uint4* in = src + int64_t{token} * heads * chunks + c;
+    uint4* out = dst + dst_row(r, b, s, 0) * chunks + c;  // a token's head rows are adjacent in both layouts
+    const bool turn = c < rot_chunks;
+    uint4 x[kHeads], y[kHeads];
 #pragma unroll
-      for (int e = 0; e < N; ++e) rope_turn(x[e], y[e], rope_cos_sin(t, pos, c * N + e));
-      out[partner] = pack<T>(y);
-    } else {
-#pragma unroll
-      for (int e = 0; e < N; e += 2) rope_turn(x[e], x[e + 1], rope_cos_sin(t, pos, (c * N + e) / 2));
+    for (int q = 0; q < kHeads; ++q) {
+      const int h = h0 + q * stride;
+      if (h >= heads) break;
+      x[q] = in[h * chunks];
+      if (kNeox && turn) y[q] = in[h * chunks + skip];
     }
-    *out = pack<T>(x);
+    ChunkTurn<T> k;
+    if (turn) k = rope_chunk_turn<T, kNeox>(t, position(r, b, s), c);
+#pragma unroll
+    for (int q = 0; q < kHeads; ++q) {
+      const int h = h0 + q * stride;
+      if (h >= heads) break;
+      if (turn) {
+        rope_turn_chunk<T, kNeox>(x[q], y[q], k);
+        if (kNeox) out[h * chunks + skip] = y[q];
+      }
+      out[h * chunks] = x[q];
+    }
   }
 }
 
@@ -94,14 +103,23 @@ template <class T>
 void launch(const RopeRows& r, const RopeTable& t, cudaStream_t stream) {
   constexpr int kThreads = 256;
   constexpr int64_t N = 16 / sizeof(T);
-  const int64_t chunks = r.batch * r.seq * r.heads * (r.head_dim / N);
-  const bool vec = chunks < (int64_t{1} << 31) && t.rotary_dim % (t.style == RopeTable::neox ? 2 * N : N) == 0 &&
+  const bool neox = t.style == RopeTable::neox;
+  const int64_t rows = r.batch * r.seq * r.heads, per_row = r.head_dim / N - (neox ? t.rotary_dim / (2 * N) : 0);
+  // kHeads heads a thread where the pass streams enough to be bandwidth-bound (a million
+  // items: four per resident thread of an H100); a small one (decode's queries) is
+  // latency-bound and takes a head a thread.
+  const int64_t stride = rows * per_row >= (int64_t{1} << 20) ? ceil_div(r.heads, kHeads) : r.heads;
+  const int64_t items = r.batch * r.seq * stride * per_row;
+  const bool vec = rows * (r.head_dim / N) < (int64_t{1} << 31) && t.rotary_dim % (neox ? 2 * N : N) == 0 &&
                    aligned16(r.src) && aligned16(r.dst);
-  const int64_t work = vec ? chunks : r.batch * r.seq * r.heads * (r.head_dim / 2);
+  const int64_t work = vec ? items : rows * (r.head_dim / 2);
   const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(ceil_div(work, kThreads), 1, 65535 * 8));
-  if (vec)
-    rope_chunks_kernel<T>
-        <<<blocks, kThreads, 0, stream>>>(static_cast<const uint4*>(r.src), static_cast<uint4*>(r.dst), r, t);
+  const auto* src = static_cast<const uint4*>(r.src);
+  auto* dst = static_cast<uint4*>(r.dst);
+  if (vec && neox)
+    rope_chunks_kernel<T, true><<<blocks, kThreads, 0, stream>>>(src, dst, r, t, static_cast<int>(stride));
+  else if (vec)
+    rope_chunks_kernel<T, false><<<blocks, kThreads, 0, stream>>>(src, dst, r, t, static_cast<int>(stride));
   else
     rope_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(r.src), static_cast<T*>(r.dst), r, t);
 }

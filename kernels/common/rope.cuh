@@ -52,6 +52,58 @@ __device__ __forceinline__ void rope_row_part(const T* row, int dim0, float* f, 
   }
 }
 
+// (cos, sin) of pairs i and i + 1 at position pos, in one 16-byte load (i even, and the
+// table's rows a multiple of 2 pairs long, so that it is aligned).
+__device__ __forceinline__ float4 rope_cos_sin2(const RopeTable& r, int pos, int i) {
+  return __ldg(
+      reinterpret_cast<const float4*>(r.cos_sin + static_cast<int64_t>(pos - r.first) * (r.rotary_dim / 2) + i));
+}
+
+// What chunk c (16 bytes, N = 16 / sizeof(T) elements, c < rotary_dim / N) of a head row at
+// position pos turns by: neox pairs cN .. cN + N - 1 (each element of the chunk with the same
+// element of its partner chunk rotary_dim / (2N) further), gptj pairs cN / 2 .. cN / 2 + N / 2
+// - 1 (within the chunk), read 16 bytes (two pairs) at a time. It depends on the position
+// alone: every head of a token turns by the same entries.
+template <class T>
+struct ChunkTurn {
+  static constexpr int N = 16 / sizeof(T);
+  float4 cs[N / 2];  // gptj uses the first N / 4
+};
+template <class T, bool kNeox>
+__device__ __forceinline__ ChunkTurn<T> rope_chunk_turn(const RopeTable& t, int pos, int c) {
+  constexpr int N = ChunkTurn<T>::N;
+  ChunkTurn<T> k;
+#pragma unroll
+  for (int q = 0; q < (kNeox ? N / 2 : N / 4); ++q)
+    k.cs[q] = rope_cos_sin2(t, pos, kNeox ? c * N + 2 * q : c * N / 2 + 2 * q);
+  return k;
+}
+
+// A chunk of a head row turned in place by k: neox chunk x with its partner chunk y, gptj x
+// alone (pairs within it; y unused).
+template <class T, bool kNeox>
+__device__ __forceinline__ void rope_turn_chunk(uint4& x, uint4& y, const ChunkTurn<T>& k) {
+  constexpr int N = ChunkTurn<T>::N;
+  float a[N], b[N];
+  unpack<T>(x, a);
+  if constexpr (kNeox) {
+    unpack<T>(y, b);
+#pragma unroll
+    for (int e = 0; e < N; e += 2) {
+      rope_turn(a[e], b[e], make_float2(k.cs[e / 2].x, k.cs[e / 2].y));
+      rope_turn(a[e + 1], b[e + 1], make_float2(k.cs[e / 2].z, k.cs[e / 2].w));
+    }
+    y = pack<T>(b);
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; e += 4) {
+      rope_turn(a[e], a[e + 1], make_float2(k.cs[e / 4].x, k.cs[e / 4].y));
+      rope_turn(a[e + 2], a[e + 3], make_float2(k.cs[e / 4].z, k.cs[e / 4].w));
+    }
+  }
+  x = pack<T>(a);
+}
+
 // A head row of floats in shared memory (a staged query), turned in place at position pos,
 // one thread per pair. Kept apart from the staging loop, so that the kernels' code without
 // RoPE stays what it was. The caller synchronises before and after.
