@@ -441,9 +441,14 @@ void launch_simt(const DecodeParams& p, const LaunchContext& ctx, const Policy& 
   launch_fused<T>(p, ctx, policy, kernel, C::kThreads, kG, C::kStep, blocks_per_sm);
 }
 
+// Which kernel a point runs: the tensor-core one for 16-bit storage at head_dim <= 128, else
+// the CUDA-core loop. launch_class picks by it, and fused_appends asks it (only the
+// tensor-core kernel stores the step's new rows).
+constexpr bool on_tensor_cores(bool fp32_storage, int64_t head_dim) { return !fp32_storage && head_dim <= 128; }
+
 template <class T, int kD, bool kCap>
 void launch_class(const DecodeParams& p, const LaunchContext& ctx, const Policy& policy) {
-  if constexpr (!std::is_same_v<T, float> && kD <= 128) {
+  if constexpr (on_tensor_cores(std::is_same_v<T, float>, kD)) {
     launch_mma<T, kD, kCap>(p, ctx, policy);
   } else if (p.heads == p.kv_heads) {
     launch_simt<T, kD, 1, kCap>(p, ctx, policy);
@@ -472,7 +477,7 @@ void flash_decode(const DecodeParams& p, const LaunchContext& ctx) {
 }
 
 bool fused_appends(const DecodeParams& p) {
-  return (p.dtype == DType::fp16 || p.dtype == DType::bf16) && p.head_dim <= 128;  // launch_class's tensor-core kernel
+  return (p.dtype == DType::fp16 || p.dtype == DType::bf16) && on_tensor_cores(false, p.head_dim);
 }
 
 std::string fused_supports(const DecodeParams& p, const DeviceCaps& caps) {
