@@ -258,8 +258,8 @@ __device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T
     const uint4* at = reinterpret_cast<const uint4*>(row + c);
     dot_chunk(kShared ? *at : __ldg(at), a, k, m, c, acc);
   }
-  if (kShared && m == 1) {
-    acc[0] = warp_sum(acc[0]);  // 5 shuffles rather than 40
+  if (m == 1) {
+    acc[0] = warp_sum(acc[0]);  // 5 shuffles rather than 40: the other rows' sums are of zeros
   } else {
 #pragma unroll
     for (int r = 0; r < kSmallLinearRows; ++r) acc[r] = warp_sum(acc[r]);  // (guarded by r < m: 6% slower at m = 8)
