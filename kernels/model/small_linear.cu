@@ -1,10 +1,11 @@
 // A decode step's projections at batch <= 8, with what surrounds them fused in: at m = 1-8
 // rows a projection is a matrix-vector product bound by reading W once, and the kernels
 // around it (LayerNorm before, bias, GELU, the residual add, the QKV split after) are as long
-// as it is. Every warp takes whole output columns (W's rows, read with 16-byte loads), dots
-// them with the m input rows each block keeps in shared memory, and writes the column's m
-// results through the epilogue. With a LayerNorm prologue each block normalises the m rows of
-// the fp32 residual stream itself (a few KB from L2) instead of waiting on a kernel for it.
+// as it is. Each block keeps the m input rows in shared memory and takes eight output
+// columns (W's rows, read with 16-byte loads) at a time: at batch 1 (and in fp32) a warp
+// each, dotted in FMAs; at batch 2-8 on the tensor cores, its warps splitting the rows'
+// length (small_linear_groups). Each column's m results go through the epilogue. With a LayerNorm prologue each block
+// normalises the m rows of the fp32 residual stream itself (a few KB from L2) instead of waiting on a kernel for it.
 // Results are rounded exactly where the unfused chain stores them.
 #include <algorithm>
 
@@ -14,11 +15,24 @@ namespace attnbench {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
+// The tensor-core form from batch 2: at batch 1 the column-a-warp form measured faster in the
+// step's graph (GPT-2 124M TBT 0.3073 against 0.3143 ms, bench notes run 220), though ncu timed
+// most launches shorter alone.
+constexpr int64_t kGroupsFrom = 2;
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) small_linear_kernel(SmallLinear p) {
   extern __shared__ __align__(16) unsigned char smem[];
   small_linear_impl::small_linear_block<T, kWarps, true>(p, reinterpret_cast<T*>(smem), blockIdx.x, gridDim.x);
+}
+
+// The tensor-core form (16-bit types): the rows' shared memory, then at `partials` the warps'
+// partial sums. Four blocks an SM, as the column-a-warp form gets at 64 registers.
+template <class T>
+__global__ void __launch_bounds__(kThreads, 4) small_linear_groups_kernel(SmallLinear p, int64_t partials) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  small_linear_impl::small_linear_groups<T, kWarps, true>(
+      p, reinterpret_cast<T*>(smem), reinterpret_cast<float*>(smem + partials), blockIdx.x, gridDim.x);
 }
 
 __global__ void greedy_finish_kernel(GreedyFinish p) {
@@ -36,19 +50,33 @@ std::string small_linear_supports(int64_t m, int64_t k, DType dtype) {
 void small_linear(const SmallLinear& p, const LaunchContext& ctx) {
   with_storage(p.dtype, "model/small_linear", [&](auto tag) {
     using T = decltype(tag);
-    const auto smem = static_cast<std::size_t>(small_linear_impl::rows_smem_bytes(p.in, p.m, p.k, sizeof(T)));
     static bool opted_in = false;  // per instantiation: its own static
     if (!opted_in) {
       check_cuda(cudaFuncSetAttribute(small_linear_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024),
                  "model/small_linear: shared memory");
+      if constexpr (sizeof(T) == 2)
+        check_cuda(cudaFuncSetAttribute(small_linear_groups_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        160 * 1024),
+                   "model/small_linear: shared memory");
       opted_in = true;
     }
-    // A column a warp, up to every SM busy a few times over (the logits' 50257 columns then
-    // take several a warp, each block's prologue paid once for them). Launched to start while
-    // the kernel before it runs (small_linear_block's kEarly).
+    // Eight columns a block at a time (a group, or a column a warp), up to every SM busy a
+    // few times over (the logits' 50257 columns then take several groups a block, each
+    // block's prologue paid once for them). Launched to start while the kernel before it runs
+    // (kEarly).
     const int64_t blocks = std::min<int64_t>(ceil_div(p.n, kWarps), 132 * 4);
-    launch_pdl(small_linear_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, ctx.stream, true,
-               ctx.caps->arch(), "model/small_linear", p);
+    const int64_t rows = small_linear_impl::rows_smem_bytes(p.in, p.m, p.k, sizeof(T));
+    if constexpr (sizeof(T) == 2) {
+      if (p.m >= kGroupsFrom) {
+        const int64_t partials = ceil_div(rows, 16) * 16;
+        const auto smem = static_cast<std::size_t>(partials + small_linear_impl::group_partials_bytes(kWarps));
+        launch_pdl(small_linear_groups_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, ctx.stream,
+                   true, ctx.caps->arch(), "model/small_linear", p, partials);
+        return;
+      }
+    }
+    launch_pdl(small_linear_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+               static_cast<std::size_t>(rows), ctx.stream, true, ctx.caps->arch(), "model/small_linear", p);
   });
   check_launch("model/small_linear");
 }

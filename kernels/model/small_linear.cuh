@@ -1,13 +1,15 @@
 // small_linear's work for one block (kernels/model/small_linear.cu launches it alone; the
 // persistent decode step, kernels/model/step_persistent.cu, runs it as one phase of many):
 // the m input rows into shared memory (through a LayerNorm or as stored), then whole output
-// columns a warp, W's rows read with 16-byte loads, each column's m results through the
-// epilogue. Results are rounded exactly where the unfused chain stores them.
+// columns a warp (small_linear_block) or eight a block on the tensor cores
+// (small_linear_groups), W's rows read with 16-byte loads, each column's m results through
+// the epilogue. Results are rounded exactly where the unfused chain stores them.
 #pragma once
 #include <cfloat>
 
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/model/model.cuh"
@@ -211,11 +213,57 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
   __syncthreads();
 }
 
+// What the epilogue of row r, column n reads besides the product (has_row: r < m).
+struct EpilogueInputs {
+  float bias = 0;
+  int64_t position = 0;  // the row's position (qkv_to_cache, logits)
+  float residual = 0;
+};
+template <class T>
+__device__ __forceinline__ EpilogueInputs epilogue_inputs(const SmallLinear& p, int64_t r, int64_t n, bool has_row) {
+  EpilogueInputs e;
+  if (p.out != SmallLinear::Out::logits) e.bias = to_float(static_cast<const T*>(p.bias)[n]);
+  if (has_row && (p.out == SmallLinear::Out::qkv_to_cache || p.out == SmallLinear::Out::logits))
+    e.position = p.positions[r];
+  if (has_row && p.out == SmallLinear::Out::residual) e.residual = p.residual[r * p.n + n];
+  return e;
+}
+
+// Row r's result v at output column n through the epilogue. Out::logits keeps the row's best
+// key in `best` (the caller's, over all its columns): one atomicMax a row per warp afterwards
+// rather than one a column, which put 50257 atomics a row on one address (bench notes, run 129).
+template <class T>
+__device__ __forceinline__ void store_result(const SmallLinear& p, int64_t r, int64_t n, float v,
+                                             const EpilogueInputs& e, unsigned long long& best) {
+  switch (p.out) {
+    case SmallLinear::Out::qkv_to_cache: {
+      // q, k, v after their bias, as the unfused split stores them: the product stored, plus the bias, stored.
+      const T x = from_float<T>(to_float(from_float<T>(v)) + e.bias);
+      const int64_t width = p.n / 3, which = n / width, col = n % width;
+      if (which == 0)
+        static_cast<T*>(p.q)[r * width + col] = x;
+      else
+        static_cast<T*>(which == 1 ? p.k_cache : p.v_cache)[(r * p.max_context + e.position) * width + col] = x;
+      break;
+    }
+    case SmallLinear::Out::residual:
+      p.residual[r * p.n + n] = e.residual + (to_float(from_float<T>(v)) + e.bias);
+      break;
+    case SmallLinear::Out::bias_gelu:
+      static_cast<T*>(p.out_rows)[r * p.n + n] = from_float<T>(gelu_tanh(to_float(from_float<T>(v)) + e.bias));
+      break;
+    case SmallLinear::Out::logits: {
+      const int64_t step = e.position - (p.prompt - 1);
+      if (step < 0 || step >= p.generate) break;
+      p.logits[(step * p.m + r) * p.n + n] = v;
+      if (v == v) best = max(best, argmax_key(v, n));
+      break;
+    }
+  }
+}
+
 // Output column n of p: W's row `row` (in global memory, or staged in shared memory) dotted
 // with the m rows in `a`, then the epilogue, lane r writing row r's result.
-// Out::logits keeps the lane's row's best key in `best` (the caller's, over all its warp's
-// columns): one atomicMax a row per warp afterwards (finish_argmax) rather than one a column,
-// which put 50257 atomics a row on one address (bench notes, run 129).
 template <class T, bool kShared>
 __device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T* row, int64_t n,
                                        unsigned long long& best) {
@@ -226,21 +274,10 @@ __device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T
   // elements of 16 bits) is one batch (run 134: -0.7% / -2.8% TBT at batch 1 / 8 against
   // four); from shared memory four (three cost the persistent step 6-8%).
   constexpr int kInFlight = kShared ? 4 : 3;
-  // What the epilogue reads besides the product (lane r: row r's). From shared W (the
-  // persistent step) these are loaded before the dot product, so that their round trips
-  // overlap it rather than follow it.
-  const T* bias = static_cast<const T*>(p.bias);
-  const auto epilogue_loads = [&](float& bias_n, int64_t& position, float& residual) {
-    const bool has_row = lane < m;
-    bias_n = p.out != SmallLinear::Out::logits ? to_float(bias[n]) : 0.f;
-    position = has_row && (p.out == SmallLinear::Out::qkv_to_cache || p.out == SmallLinear::Out::logits)
-                   ? p.positions[lane]
-                   : 0;
-    residual = has_row && p.out == SmallLinear::Out::residual ? p.residual[lane * p.n + n] : 0.f;
-  };
-  float bias_n = 0, residual = 0;
-  int64_t position = 0;
-  if constexpr (kShared) epilogue_loads(bias_n, position, residual);
+  // From shared W (the persistent step) the epilogue's inputs are loaded before the dot
+  // product, so that their round trips overlap it rather than follow it.
+  EpilogueInputs e;
+  if constexpr (kShared) e = epilogue_inputs<T>(p, lane, n, lane < m);
   float acc[kSmallLinearRows] = {};
   int64_t c = lane * (16 / sizeof(T));
   for (; c + (kInFlight - 1) * kStep < k; c += kInFlight * kStep) {
@@ -265,42 +302,123 @@ __device__ __forceinline__ void column(const SmallLinear& p, const T* a, const T
     for (int r = 0; r < kSmallLinearRows; ++r) acc[r] = warp_sum(acc[r]);  // (guarded by r < m: 6% slower at m = 8)
   }
   if (lane >= m) return;
-  if constexpr (!kShared) epilogue_loads(bias_n, position, residual);
+  if constexpr (!kShared) e = epilogue_inputs<T>(p, lane, n, lane < m);
   float v = 0;
 #pragma unroll
   for (int r = 0; r < kSmallLinearRows; ++r)
     if (r == lane) v = acc[r];
-  const int64_t r = lane;
-  switch (p.out) {
-    case SmallLinear::Out::qkv_to_cache: {
-      // q, k, v after their bias, as the unfused split stores them: the product stored, plus the bias, stored.
-      const T x = from_float<T>(to_float(from_float<T>(v)) + bias_n);
-      const int64_t width = p.n / 3, which = n / width, e = n % width;
-      if (which == 0)
-        static_cast<T*>(p.q)[r * width + e] = x;
-      else
-        static_cast<T*>(which == 1 ? p.k_cache : p.v_cache)[(r * p.max_context + position) * width + e] = x;
-      break;
-    }
-    case SmallLinear::Out::residual:
-      p.residual[r * p.n + n] = residual + (to_float(from_float<T>(v)) + bias_n);
-      break;
-    case SmallLinear::Out::bias_gelu:
-      static_cast<T*>(p.out_rows)[r * p.n + n] = from_float<T>(gelu_tanh(to_float(from_float<T>(v)) + bias_n));
-      break;
-    case SmallLinear::Out::logits: {
-      const int64_t step = position - (p.prompt - 1);
-      if (step < 0 || step >= p.generate) break;
-      p.logits[(step * p.m + r) * p.n + n] = v;
-      if (v == v) best = max(best, argmax_key(v, n));
-      break;
-    }
-  }
+  store_result<T>(p, lane, n, v, e, best);
 }
 
 // After a warp's columns of the logits: each row's best key into p.best (lane r: row r's).
 __device__ __forceinline__ void finish_argmax(const SmallLinear& p, unsigned long long best) {
   if (p.out == SmallLinear::Out::logits && threadIdx.x % 32 < p.m && best) atomicMax(p.best + threadIdx.x % 32, best);
+}
+
+// The tensor-core form of small_linear_block (16-bit T, launched alone): a block takes 8
+// output columns at a time (a group, the mma's n) with its warps splitting k, each warp's
+// share through mma.sync m16n8k16 with the group's 8 rows of W as B and the m input rows as
+// A's rows (rows m-15 zero); the warps' partial sums meet in shared memory. Where the scalar
+// form spends, for each 16 bytes of W at batch 8, 8 shared loads, 64 conversions and 64 FMAs
+// (bench notes, run 218: the projections' arithmetic, not their loads, bounds a batch-8
+// step), this spends one shared load and two mma.
+//
+// k is walked in chunks of 32 elements: lane (g, t) = (lane / 4, lane % 4) loads W[n0 + g][32 j
+// + 8 t .. + 7] with one 16-byte load and the input row g's same 8 elements. A dot product
+// may take its k in any order as long as A and B agree, so each chunk's two mma k-steps take
+// the lane's halves: step s's k = 2t, 2t + 1 | 2t + 8, 2t + 9 (mma.cuh's fragments) are
+// elements 8t + 4s + {0, 1} | {2, 3}, for B (its column g) and for A (its row g) alike.
+constexpr int kGroup = 8;          // output columns a block takes at a time
+constexpr int kChunk = 32;         // elements of k a warp's 16-byte loads cover in a group
+constexpr int kGroupInFlight = 3;  // chunks a lane loads before it uses them (GPT-2's k = 768: all)
+
+// Shared memory for the warps' partial sums: two groups' worth (so one barrier a group), each
+// kWarps x 8 rows x 8 columns of fp32.
+constexpr int64_t group_partials_bytes(int warps) { return 2 * int64_t{warps} * kSmallLinearRows * kGroup * 4; }
+
+// Batch `batch` of the warp's chunks of group n0 (chunk j = warp + kWarps (batch ·
+// kGroupInFlight + u)): W's 16 bytes for the lane, zero past k or past the last column.
+template <class T, int kWarps>
+__device__ __forceinline__ void load_group_batch(const SmallLinear& p, const T* w, int64_t n0, int64_t batch,
+                                                 uint4 (&chunk)[kGroupInFlight]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t n = n0 + lane / 4;
+#pragma unroll
+  for (int u = 0; u < kGroupInFlight; ++u) {
+    const int64_t c = (warp + kWarps * (batch * kGroupInFlight + u)) * kChunk + 8 * (lane % 4);
+    chunk[u] = n < p.n && c < p.k ? __ldg(reinterpret_cast<const uint4*>(w + n * p.k + c)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// d += the batch's chunks of W times the input rows in `a` (the same chunks of them).
+template <class T, int kWarps>
+__device__ __forceinline__ void mma_group_batch(const SmallLinear& p, const T* a, int64_t batch,
+                                                const uint4 (&chunk)[kGroupInFlight], float (&d)[4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4;
+#pragma unroll
+  for (int u = 0; u < kGroupInFlight; ++u) {
+    const int64_t c = (warp + kWarps * (batch * kGroupInFlight + u)) * kChunk + 8 * (lane % 4);
+    const uint4 x = g < p.m && c < p.k ? *reinterpret_cast<const uint4*>(a + g * p.k + c) : make_uint4(0, 0, 0, 0);
+    mma_16816<T>(d, x.x, 0u, x.y, 0u, chunk[u].x, chunk[u].y);
+    mma_16816<T>(d, x.z, 0u, x.w, 0u, chunk[u].z, chunk[u].w);
+  }
+}
+
+template <class T, int kWarps, bool kEarly>
+__device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, float* partials, int64_t block,
+                                                    int64_t blocks) {
+  static_assert(sizeof(T) == 2, "the mma takes 16-bit inputs");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const T* w = static_cast<const T*>(p.w);
+  const int64_t batches = ceil_div(ceil_div(ceil_div(p.k, int64_t{kChunk}), int64_t{kWarps}), int64_t{kGroupInFlight});
+  const int64_t stride = blocks * kGroup;
+  int64_t n0 = block * kGroup;
+  uint4 chunk[kGroupInFlight];
+  // W does not depend on the step: each warp asks the L2 for its row of the first group while
+  // the kernel before still runs, as the column-a-warp form does. (Loading the first batch
+  // into registers before the wait instead measured slower: GPT-2 TBT +2.5% at batch 1, +3.3%
+  // at batch 8, bench notes run 220.) Each later group's first loads go out before the partial
+  // sums of the one before meet.
+  if constexpr (kEarly) {
+    allow_dependents();
+    if (lane == 0 && n0 + warp < p.n)
+      prefetch_l2(w + (n0 + warp) * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
+    wait_for_primary();
+  }
+  load_group_batch<T, kWarps>(p, w, n0, 0, chunk);
+  load_rows<T, kWarps, false>(p, a);
+  // The epilogue: thread (r, j) = (threadIdx.x / 8, threadIdx.x % 8) < 64 takes row r of the
+  // group's column n0 + j.
+  const int64_t r = threadIdx.x / kGroup, j = threadIdx.x % kGroup;
+  unsigned long long best = 0;
+  for (int buf = 0; n0 < p.n; n0 += stride, buf ^= 1) {
+    float d[4] = {};
+    for (int64_t b = 0;;) {
+      mma_group_batch<T, kWarps>(p, a, b, chunk, d);
+      if (++b == batches) break;
+      load_group_batch<T, kWarps>(p, w, n0, b, chunk);
+    }
+    if (n0 + stride < p.n) load_group_batch<T, kWarps>(p, w, n0 + stride, 0, chunk);
+    const bool writes = threadIdx.x < kGroup * kSmallLinearRows && r < p.m && n0 + j < p.n;
+    EpilogueInputs e;
+    if (writes) e = epilogue_inputs<T>(p, r, n0 + j, true);
+    float* part = partials + buf * (kWarps * kSmallLinearRows * kGroup);
+    if (g < p.m)
+      *reinterpret_cast<float2*>(part + (warp * kSmallLinearRows + g) * kGroup + 2 * t) = make_float2(d[0], d[1]);
+    __syncthreads();
+    if (writes) {
+      float v = 0;
+#pragma unroll
+      for (int u = 0; u < kWarps; ++u) v += part[(u * kSmallLinearRows + r) * kGroup + j];
+      store_result<T>(p, r, n0 + j, v, e, best);
+    }
+  }
+  // Each row's best key over the block's columns: threads 8r .. 8r + 7 hold row r's.
+  if (p.out == SmallLinear::Out::logits && threadIdx.x < kGroup * kSmallLinearRows) {
+#pragma unroll
+    for (int o = kGroup / 2; o > 0; o /= 2) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    if (j == 0 && r < p.m && best) atomicMax(p.best + r, best);
+  }
 }
 
 // The projection p as block `block` of `blocks`, each of kWarps warps, W read from global
