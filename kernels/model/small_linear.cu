@@ -27,12 +27,13 @@ __global__ void __launch_bounds__(kThreads) small_linear_kernel(SmallLinear p) {
 }
 
 // The tensor-core form (16-bit types): the rows' shared memory, then at `partials` the warps'
-// partial sums. Four blocks an SM, as the column-a-warp form gets at 64 registers.
+// partial sums, then a LayerNorm's gains and shifts. Four blocks an SM, as the column-a-warp form gets at 64 registers.
 template <class T>
 __global__ void __launch_bounds__(kThreads, 4) small_linear_groups_kernel(SmallLinear p, int64_t partials) {
   extern __shared__ __align__(16) unsigned char smem[];
   small_linear_impl::small_linear_groups<T, kWarps, true>(
-      p, reinterpret_cast<T*>(smem), reinterpret_cast<float*>(smem + partials), blockIdx.x, gridDim.x);
+      p, reinterpret_cast<T*>(smem), reinterpret_cast<float*>(smem + partials),
+      reinterpret_cast<T*>(smem + partials + small_linear_impl::group_partials_bytes(kWarps)), blockIdx.x, gridDim.x);
 }
 
 __global__ void greedy_finish_kernel(GreedyFinish p) {
@@ -69,7 +70,8 @@ void small_linear(const SmallLinear& p, const LaunchContext& ctx) {
     if constexpr (sizeof(T) == 2) {
       if (p.m >= kGroupsFrom) {
         const int64_t partials = ceil_div(rows, 16) * 16;
-        const auto smem = static_cast<std::size_t>(partials + small_linear_impl::group_partials_bytes(kWarps));
+        const int64_t staged = p.in == SmallLinear::In::layernorm ? 2 * p.k * int64_t{sizeof(T)} : 0;
+        const auto smem = static_cast<std::size_t>(partials + small_linear_impl::group_partials_bytes(kWarps) + staged);
         launch_pdl(small_linear_groups_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, ctx.stream,
                    true, ctx.caps->arch(), "model/small_linear", p, partials);
         return;

@@ -150,15 +150,17 @@ __device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, 
 // phase's W); else a warp a row reads the stream where it is (one launch a projection: at
 // batch 8 this measured 5% faster than the staged form).
 template <class T, int kWarps, bool kStaged>
-__device__ __forceinline__ void load_rows(const SmallLinear& p, T* a) {
+__device__ __forceinline__ void load_rows(const SmallLinear& p, T* a, const T* gains = nullptr,
+                                          const T* shifts = nullptr) {
   constexpr int kThreads = kWarps * 32;
   const int64_t m = p.m, k = p.k;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (!kStaged && p.in == SmallLinear::In::layernorm) {
     // A warp a row, no block barrier; one row (batch 1) by the whole block. (One block
-    // reduction for all rows at once measured slower: run 84.)
-    const T* g = static_cast<const T*>(p.gamma);
-    const T* b = static_cast<const T*>(p.beta);
+    // reduction for all rows at once measured slower: run 84.) The gains and shifts from
+    // where the caller staged them, if it did.
+    const T* g = gains ? gains : static_cast<const T*>(p.gamma);
+    const T* b = shifts ? shifts : static_cast<const T*>(p.beta);
     if (m == 1 && k <= kLnPerThread * kThreads) {
       layernorm_row_block<T, kWarps>(p.x, g, b, a, k, p.eps, reinterpret_cast<float*>(a + k));
     } else {
@@ -365,8 +367,8 @@ __device__ __forceinline__ void mma_group_batch(const SmallLinear& p, const T* a
 }
 
 template <class T, int kWarps, bool kEarly>
-__device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, float* partials, int64_t block,
-                                                    int64_t blocks) {
+__device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, float* partials, T* staged,
+                                                    int64_t block, int64_t blocks) {
   static_assert(sizeof(T) == 2, "the mma takes 16-bit inputs");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const T* w = static_cast<const T*>(p.w);
@@ -379,14 +381,27 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
   // into registers before the wait instead measured slower: GPT-2 TBT +2.5% at batch 1, +3.3%
   // at batch 8, bench notes run 220.) Each later group's first loads go out before the partial
   // sums of the one before meet.
+  // A LayerNorm's gains and shifts do not depend on it either: they come into shared memory
+  // (`staged`, 2k elements) before the wait, where a warp a row would read them from memory
+  // only once it has the row's statistics, a second round trip after the wait.
+  const bool stage = p.in == SmallLinear::In::layernorm && p.m > 1;
   if constexpr (kEarly) {
     allow_dependents();
     if (lane == 0 && n0 + warp < p.n)
       prefetch_l2(w + (n0 + warp) * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
-    wait_for_primary();
   }
+  if (stage) {
+    const int64_t each = p.k * static_cast<int64_t>(sizeof(T)) / 16;
+    for (int64_t i = threadIdx.x; i < 2 * each; i += kWarps * 32)
+      reinterpret_cast<uint4*>(staged)[i] = static_cast<const uint4*>(i < each ? p.gamma : p.beta)[i % each];
+    __syncthreads();
+  }
+  if constexpr (kEarly) wait_for_primary();
   load_group_batch<T, kWarps>(p, w, n0, 0, chunk);
-  load_rows<T, kWarps, false>(p, a);
+  if (stage)
+    load_rows<T, kWarps, false>(p, a, staged, staged + p.k);
+  else
+    load_rows<T, kWarps, false>(p, a);
   // The epilogue: thread (r, j) = (threadIdx.x / 8, threadIdx.x % 8) < 64 takes row r of the
   // group's column n0 + j.
   const int64_t r = threadIdx.x / kGroup, j = threadIdx.x % kGroup;
