@@ -4,9 +4,10 @@
 // as it is. Each block keeps the m input rows in shared memory and takes eight output
 // columns (W's rows, read with 16-byte loads) at a time: at batch 1 (and in fp32) a warp
 // each, dotted in FMAs; at batch 2-8 on the tensor cores, its warps splitting the rows'
-// length (small_linear_groups). Each column's m results go through the epilogue. With a LayerNorm prologue each block
-// normalises the m rows of the fp32 residual stream itself (a few KB from L2) instead of waiting on a kernel for it.
-// Results are rounded exactly where the unfused chain stores them.
+// length (small_linear_groups). Each column's m results go through the epilogue. With a
+// LayerNorm prologue each block normalises the m rows of the fp32 residual stream itself (a
+// few KB from L2) instead of waiting on a kernel for it. Results are rounded exactly where
+// the unfused chain stores them.
 #include <algorithm>
 
 #include "kernels/model/small_linear.cuh"
@@ -16,8 +17,8 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 // The tensor-core form from batch 2: at batch 1 the column-a-warp form measured faster in the
-// step's graph (GPT-2 124M TBT 0.3073 against 0.3143 ms, bench notes run 220), though ncu timed
-// most launches shorter alone.
+// step's graph (GPT-2 124M TBT 0.3089 against 0.3142 ms, bench notes run 220; the logits alone
+// on the groups +1.9%, run 224), though ncu timed most launches shorter alone.
 constexpr int64_t kGroupsFrom = 2;
 
 template <class T>
@@ -27,7 +28,8 @@ __global__ void __launch_bounds__(kThreads) small_linear_kernel(SmallLinear p) {
 }
 
 // The tensor-core form (16-bit types): the rows' shared memory, then at `partials` the warps'
-// partial sums, then a LayerNorm's gains and shifts. Four blocks an SM, as the column-a-warp form gets at 64 registers.
+// partial sums, then a LayerNorm's gains and shifts. Four blocks an SM, as the column-a-warp
+// form gets at 64 registers.
 template <class T>
 __global__ void __launch_bounds__(kThreads, 4) small_linear_groups_kernel(SmallLinear p, int64_t partials) {
   extern __shared__ __align__(16) unsigned char smem[];
