@@ -55,12 +55,12 @@ void small_linear(const SmallLinear& p, const LaunchContext& ctx) {
     using T = decltype(tag);
     static bool opted_in = false;  // per instantiation: its own static
     if (!opted_in) {
-      check_cuda(cudaFuncSetAttribute(small_linear_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024),
-                 "model/small_linear: shared memory");
-      if constexpr (sizeof(T) == 2)
-        check_cuda(cudaFuncSetAttribute(small_linear_groups_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        160 * 1024),
+      const auto opt_in = [](auto kernel) {
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024),
                    "model/small_linear: shared memory");
+      };
+      opt_in(small_linear_kernel<T>);
+      if constexpr (sizeof(T) == 2) opt_in(small_linear_groups_kernel<T>);
       opted_in = true;
     }
     // Eight columns a block at a time (a group, or a column a warp), up to every SM busy a

@@ -215,6 +215,13 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a, const T* g
   __syncthreads();
 }
 
+// W's row n (output column n) asked of the L2: a launch's first rows, before it waits for the
+// kernel before it (W does not depend on the step).
+template <class T>
+__device__ __forceinline__ void prefetch_row(const SmallLinear& p, const T* w, int64_t n) {
+  prefetch_l2(w + n * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
+}
+
 // What the epilogue of row r, column n reads besides the product (has_row: r < m).
 struct EpilogueInputs {
   float bias = 0;
@@ -387,8 +394,7 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
   const bool stage = p.in == SmallLinear::In::layernorm && p.m > 1;
   if constexpr (kEarly) {
     allow_dependents();
-    if (lane == 0 && n0 + warp < p.n)
-      prefetch_l2(w + (n0 + warp) * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
+    if (lane == 0 && n0 + warp < p.n) prefetch_row(p, w, n0 + warp);
   }
   if (stage) {
     const int64_t each = p.k * static_cast<int64_t>(sizeof(T)) / 16;
@@ -453,8 +459,7 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   const int64_t first = block * int64_t{kWarps} + warp, stride = blocks * kWarps;
   if constexpr (kEarly) {
     allow_dependents();
-    if (threadIdx.x % 32 == 0 && first < p.n)
-      prefetch_l2(w + first * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
+    if (threadIdx.x % 32 == 0 && first < p.n) prefetch_row(p, w, first);
     wait_for_primary();
   }
   load_rows<T, kWarps, false>(p, a);
