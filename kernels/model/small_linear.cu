@@ -21,8 +21,12 @@ constexpr int kThreads = 256, kWarps = kThreads / 32;
 // on the groups +1.9%, run 224), though ncu timed most launches shorter alone.
 constexpr int64_t kGroupsFrom = 2;
 
+// Four blocks an SM (64 registers), so that the logits' 528 blocks run in one round: the
+// batch-1 LayerNorm's gains held across the wait (small_linear_block) took it to 80. GPT-2
+// 124M's TBT at batch 1: -1.2% from the bound alone, -2.6% with the gains held (bench notes,
+// run 230).
 template <class T>
-__global__ void __launch_bounds__(kThreads) small_linear_kernel(SmallLinear p) {
+__global__ void __launch_bounds__(kThreads, 4) small_linear_kernel(SmallLinear p) {
   extern __shared__ __align__(16) unsigned char smem[];
   small_linear_impl::small_linear_block<T, kWarps, true>(p, reinterpret_cast<T*>(smem), blockIdx.x, gridDim.x);
 }

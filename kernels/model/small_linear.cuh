@@ -107,25 +107,40 @@ __device__ __forceinline__ void layernorm_row(const float* x, const T* g, const 
 }
 
 // A single row x's LayerNorm by the whole block into `a` (batch 1), a few elements a thread
-// (c = threadIdx.x + kThreads i), their gains and shifts loaded with them: one round trip in
-// all, where a warp alone (layernorm_row) loads them only once it has the statistics, and the
-// block's other warps wait for it. The sums go through block_reduce (`red`: kWarps floats of
-// shared memory). Up to kLnPerThread elements a thread (1024 at 256 threads: GPT-2 medium).
-// GPT-2 124M at batch 1 on an H200: the QKV and MLP-up launches 8.6 -> 6.5 and 9.1 -> 6.8 µs
-// (ncu), the step's TBT 0.364 -> 0.312 ms (bench notes, run 199).
+// (c = threadIdx.x + kThreads i), their gains and shifts held in registers (BlockGains): the
+// row comes in with one round trip, where a warp alone (layernorm_row) loads the gains only
+// once it has the statistics, and the block's other warps wait for it. The sums go through
+// block_reduce (`red`: kWarps floats of shared memory). Up to kLnPerThread elements a thread
+// (1024 at 256 threads: GPT-2 medium). GPT-2 124M at batch 1 on an H200: the QKV and MLP-up
+// launches 8.6 -> 6.5 and 9.1 -> 6.8 µs (ncu), the step's TBT 0.364 -> 0.312 ms (bench notes,
+// run 199).
 constexpr int kLnPerThread = 4;
+template <int kWarps>
+__device__ __forceinline__ bool layernorm_by_block(const SmallLinear& p) {
+  return p.in == SmallLinear::In::layernorm && p.m == 1 && p.k <= kLnPerThread * 32 * kWarps;
+}
+// The gains and shifts of a thread's elements in layernorm_row_block.
+struct BlockGains {
+  float gain[kLnPerThread], shift[kLnPerThread];
+  template <class T, int kWarps>
+  __device__ __forceinline__ void load(const T* g, const T* b, int64_t k) {
+#pragma unroll
+    for (int i = 0; i < kLnPerThread; ++i) {
+      const int64_t c = threadIdx.x + 32 * kWarps * i;
+      gain[i] = c < k ? to_float(g[c]) : 0.f;
+      shift[i] = c < k ? to_float(b[c]) : 0.f;
+    }
+  }
+};
 template <class T, int kWarps>
-__device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, const T* b, T* a, int64_t k, float eps,
+__device__ __forceinline__ void layernorm_row_block(const float* x, const BlockGains& gs, T* a, int64_t k, float eps,
                                                     float* red) {
   constexpr int kThreads = 32 * kWarps, kPer = kLnPerThread;
-  float v[kPer], gain[kPer], shift[kPer];
+  float v[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int64_t c = threadIdx.x + kThreads * i;
-    const bool in = c < k;
-    v[i] = in ? x[c] : 0.f;
-    gain[i] = in ? to_float(g[c]) : 0.f;
-    shift[i] = in ? to_float(b[c]) : 0.f;
+    v[i] = c < k ? x[c] : 0.f;
   }
   float sum = 0;
 #pragma unroll
@@ -139,7 +154,7 @@ __device__ __forceinline__ void layernorm_row_block(const float* x, const T* g, 
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int64_t c = threadIdx.x + kThreads * i;
-    if (c < k) a[c] = from_float<T>((v[i] - mean) * rstd * gain[i] + shift[i]);
+    if (c < k) a[c] = from_float<T>((v[i] - mean) * rstd * gs.gain[i] + gs.shift[i]);
   }
 }
 
@@ -161,8 +176,10 @@ __device__ __forceinline__ void load_rows(const SmallLinear& p, T* a, const T* g
     // where the caller staged them, if it did.
     const T* g = gains ? gains : static_cast<const T*>(p.gamma);
     const T* b = shifts ? shifts : static_cast<const T*>(p.beta);
-    if (m == 1 && k <= kLnPerThread * kThreads) {
-      layernorm_row_block<T, kWarps>(p.x, g, b, a, k, p.eps, reinterpret_cast<float*>(a + k));
+    if (layernorm_by_block<kWarps>(p)) {
+      BlockGains gs;
+      gs.load<T, kWarps>(g, b, k);
+      layernorm_row_block<T, kWarps>(p.x, gs, a, k, p.eps, reinterpret_cast<float*>(a + k));
     } else {
       for (int64_t r = warp; r < m; r += kWarps) layernorm_row(p.x + r * k, g, b, a + r * k, k, p.eps);
     }
@@ -457,12 +474,25 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   const int warp = threadIdx.x / 32;
   const T* w = static_cast<const T*>(p.w);
   const int64_t first = block * int64_t{kWarps} + warp, stride = blocks * kWarps;
+  // A batch-1 LayerNorm's gains and shifts do not depend on the step either: they come into
+  // registers before the wait, where they came in with the row after it (from memory, in a
+  // step that starts with the L2 flushed). GPT-2 124M on an H200, a globaltimer trace of the
+  // step's graph: the QKV and MLP-up launches' LayerNorm 1.78 -> 1.29 and 1.94 -> 1.51 µs;
+  // TBT -1.4% (bench notes, run 230). The bias, loaded the same way, cost 1.5%.
+  BlockGains held;
+  const bool hold = kEarly && layernorm_by_block<kWarps>(p);
   if constexpr (kEarly) {
     allow_dependents();
     if (threadIdx.x % 32 == 0 && first < p.n) prefetch_row(p, w, first);
+    if (hold) held.load<T, kWarps>(static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta), p.k);
     wait_for_primary();
   }
-  load_rows<T, kWarps, false>(p, a);
+  if (hold) {
+    layernorm_row_block<T, kWarps>(p.x, held, a, p.k, p.eps, reinterpret_cast<float*>(a + p.k));
+    __syncthreads();  // as load_rows ends
+  } else {
+    load_rows<T, kWarps, false>(p, a);
+  }
   unsigned long long best = 0;
   for (int64_t n = first; n < p.n; n += stride) column<T, false>(p, a, w + n * p.k, n, best);
   finish_argmax(p, best);
