@@ -1,13 +1,13 @@
 // The least time the card allows two kinds of short, dependent work, against which issue 15's
 // decode targets are read (bench notes, run 226):
 //   read  one launch reading N bytes once, after an L2 flush by reads (the way attnbench
-//         times a sample in cold mode: events around the launch), for N from 4 MB to 256 MB,
-//         the best of several grid shapes; t(N) - N / (read bandwidth) is what a launch costs
-//         beyond its bytes.
+//         times a sample in cold mode: events around the launch), for N from 4 to 256 MiB or
+//         the sizes given, the best of six grid shapes; t(N) - N / (read bandwidth) is what a
+//         launch costs beyond its bytes.
 //   hop   an all-to-all dependency: every block writes its slice of a 768-float vector (a
 //         GPT-2 124M row) and every block of the next phase reads the whole vector before it
-//         writes its own: what separates a decode step's projections. Five ways, each the mean
-//         of 256 phases in a row: launches in a CUDA graph (plain, and with programmatic
+//         writes its own: what separates a decode step's projections. Five ways, each timed as
+//         256 phases in a row: launches in a CUDA graph (plain, and with programmatic
 //         dependent launch), and one cooperative kernel, its phases a cooperative-groups grid
 //         barrier apart, an atomic counter apart, or with no barrier at all, each value
 //         stored with its phase number beside it (64-bit relaxed stores) and read until the
