@@ -489,7 +489,8 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   // registers before the wait, where they came in with the row after it (from memory, in a
   // step that starts with the L2 flushed). GPT-2 124M on an H200, a globaltimer trace of the
   // step's graph: the QKV and MLP-up launches' LayerNorm 1.78 -> 1.29 and 1.94 -> 1.51 µs;
-  // TBT -1.4% (bench notes, run 230). The bias, loaded the same way, cost 1.5%.
+  // TBT -1.4% (bench notes, run 230). The bias, loaded into registers the same way, cost
+  // 1.5%: it is asked of the L2 instead (prefetch_bias; run 233).
   BlockGains held;
   const bool hold = kEarly && layernorm_by_block<kWarps>(p);
   if constexpr (kEarly) {
