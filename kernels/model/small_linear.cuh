@@ -239,6 +239,16 @@ __device__ __forceinline__ void prefetch_row(const SmallLinear& p, const T* w, i
   prefetch_l2(w + n * p.k, static_cast<unsigned>(p.k * static_cast<int64_t>(sizeof(T))));
 }
 
+// The bias of a block's first eight columns n0.. asked of the L2 before the wait, by one thread:
+// the epilogue reads it after the product, from memory in a step that starts with the L2
+// flushed. (Whole 16-byte pieces only.)
+template <class T>
+__device__ __forceinline__ void prefetch_bias(const SmallLinear& p, int64_t n0) {
+  constexpr int64_t kCols = 8, kBytes = kCols * int64_t{sizeof(T)};
+  if (threadIdx.x == 0 && p.out != SmallLinear::Out::logits && n0 + kCols <= p.n && kBytes % 16 == 0)
+    prefetch_l2(static_cast<const T*>(p.bias) + n0, static_cast<unsigned>(kBytes));
+}
+
 // What the epilogue of row r, column n reads besides the product (has_row: r < m).
 struct EpilogueInputs {
   float bias = 0;
@@ -412,6 +422,7 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
   if constexpr (kEarly) {
     allow_dependents();
     if (lane == 0 && n0 + warp < p.n) prefetch_row(p, w, n0 + warp);
+    prefetch_bias<T>(p, n0);
   }
   if (stage) {
     const int64_t each = p.k * static_cast<int64_t>(sizeof(T)) / 16;
@@ -478,12 +489,14 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   // registers before the wait, where they came in with the row after it (from memory, in a
   // step that starts with the L2 flushed). GPT-2 124M on an H200, a globaltimer trace of the
   // step's graph: the QKV and MLP-up launches' LayerNorm 1.78 -> 1.29 and 1.94 -> 1.51 µs;
-  // TBT -1.4% (bench notes, run 230). The bias, loaded the same way, cost 1.5%.
+  // TBT -1.4% (bench notes, run 230). The bias, loaded into registers the same way, cost
+  // 1.5%: it is asked of the L2 instead (prefetch_bias; run 233).
   BlockGains held;
   const bool hold = kEarly && layernorm_by_block<kWarps>(p);
   if constexpr (kEarly) {
     allow_dependents();
     if (threadIdx.x % 32 == 0 && first < p.n) prefetch_row(p, w, first);
+    prefetch_bias<T>(p, block * int64_t{kWarps});
     if (hold) held.load<T, kWarps>(static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta), p.k);
     wait_for_primary();
   }
