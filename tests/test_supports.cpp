@@ -279,11 +279,12 @@ TEST(DecodeAppend, RefusesMisalignedNewRows) {
   EXPECT_NE(split.supports(p, kHopper).find("k_new and v_new must be 16-byte aligned"), std::string::npos);
 }
 
-// split_kv's workspace holds the partials of the most splits a launch may plan: 64-key chunks
-// at head_dim <= 64 where they still make few blocks (GPT-2 at batch 1: 12 kv heads x 640 keys
-// / 64 = 10 splits), 128-key ones where they would not (batch 8: 96 x 10 > 256, so 5 splits),
-// 256-key ones above head_dim 64. Each split's partial is head_dim fp32 (256-byte rounded)
-// plus an (m, l) pair, per query head.
+// split_kv's workspace holds the partials of the most splits a launch may plan: at head_dim
+// <= 64 the shortest chunks of 32, 64 and 128 keys that still make few blocks (GPT-2 at batch
+// 1: 12 kv heads x 640 keys / 32 = 240 blocks, 20 splits; over 1024 keys 32-key chunks would
+// make 384 > 256, so 64-key ones, 16 splits; batch 8: 96 x 640 / 64 > 256, so 128-key ones, 5
+// splits), 256-key ones above head_dim 64. Each split's partial is head_dim fp32 (256-byte
+// rounded) plus an (m, l) pair, per query head.
 TEST(SplitKv, PlansItsWorkspaceForTheChunkItsBlockCountAllows) {
   DecodeParams p = decode_step();
   p.heads = p.kv_heads = 12;
@@ -295,7 +296,10 @@ TEST(SplitKv, PlansItsWorkspaceForTheChunkItsBlockCountAllows) {
     return static_cast<std::size_t>((o + 255) / 256 * 256 + rows * splits * 8);
   };
   p.batch = 1;
-  EXPECT_EQ(split.workspace(p), bytes(12, 10, 64));
+  EXPECT_EQ(split.workspace(p), bytes(12, 20, 64));
+  p.max_context = p.longest_context = 1024;
+  EXPECT_EQ(split.workspace(p), bytes(12, 16, 64));
+  p.max_context = p.longest_context = 640;
   p.batch = 8;
   EXPECT_EQ(split.workspace(p), bytes(96, 5, 64));
   p = decode_step();  // batch 8, 32 heads over 8, d128, longest 1100: 256-key chunks
