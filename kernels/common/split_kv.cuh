@@ -46,16 +46,17 @@ namespace splitkv {
 
 // A split streams at least min_chunk keys (the K/V it reads must outweigh its partial and its
 // share of the combine), in whole key steps of its kernel (16-key tiles of the mma kernels):
-// 256, or at head_dim 64 and below 128, 64 or 32 (below), where a block of 256 keys left a
-// short context's few heads on a fraction of the card. Measured on an H100 (bench notes run 179): GPT-2's decode
-// (head_dim 64, 12 heads, contexts 512-640) took 4-11% less time a step on 128-key chunks
-// than on 256 (batch 1: 24 blocks became 48-60), while the pipeline case's head_dim 128 at
-// batch 8 ran 3.7% slower on them (512 blocks against 256); 64-key chunks helped batch 1 more
-// but gave batch 8 most of the gain back. So shorter chunks only where their splits still make
-// few blocks (`units` = batch x kv heads, times longest / chunk, at most kFewBlocks), and
-// batch 8 keeps 128 (bench notes, run 202). On an H200 (runs 237-238) GPT-2 at batch 1
-// (contexts to 640: 12 x 20 blocks) took 2.3% less a step on 32-key chunks than on 64 (paged:
-// 2.7%); 16-key chunks (480 blocks, one warp of two idle) were no faster, and slower paged.
+// 256, or at head_dim 64 and below 128, 64 or 32 keys, where a block of 256 keys left a short
+// context's few heads on a fraction of the card. Measured on an H100 (bench notes run 179):
+// GPT-2's decode (head_dim 64, 12 heads, contexts 512-640) took 4-11% less time a step on
+// 128-key chunks than on 256 (batch 1: 24 blocks became 48-60), while the pipeline case's
+// head_dim 128 at batch 8 ran 3.7% slower on them (512 blocks against 256); 64-key chunks
+// helped batch 1 more but gave batch 8 most of the gain back. So shorter chunks only where
+// their splits still make few blocks (`units` = batch x kv heads, times longest / chunk, at
+// most kFewBlocks), and batch 8 keeps 128 (bench notes, run 202). On an H200 (runs 237-238)
+// GPT-2 at batch 1 (contexts to 640: 12 x 20 blocks) took 2.3% less a step on 32-key chunks
+// than on 64 (paged: 2.7%); 16-key chunks (480 blocks, one warp of two idle) were no faster,
+// and slower paged.
 constexpr int64_t kFewBlocks = 256;
 constexpr int64_t min_chunk(int64_t head_dim, int64_t longest, int64_t units) {
   if (head_dim > 64) return 256;
