@@ -500,6 +500,7 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
     if (hold) held.load<T, kWarps>(static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta), p.k);
     wait_for_primary();
   }
+  // load_rows' batch-1 LayerNorm, with the gains it would load already held.
   if (hold) {
     layernorm_row_block<T, kWarps>(p.x, held, a, p.k, p.eps, reinterpret_cast<float*>(a + p.k));
     __syncthreads();  // as load_rows ends
