@@ -480,11 +480,16 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
 // in all, beyond the L2's 50 MB on an H100, 60 MiB on an H200), and asking for them all
 // evicted lines before their turn (H200, run 200: the logits 37.7 -> 32.8 µs by ncu, TBT
 // -0.5% at batch 1 and 8).
-template <class T, int kWarps, bool kEarly = false>
-__device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks) {
+// kColumns (kEarly launches whose warps take one column each; small_linear decides): each
+// warp copies its column of W into `columns` (kWarps rows of k) by cp.async before the wait,
+// where it would ask the L2 for it, and dots it from there.
+template <class T, int kWarps, bool kEarly = false, bool kColumns = false>
+__device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks,
+                                                   T* columns = nullptr) {
   const int warp = threadIdx.x / 32;
   const T* w = static_cast<const T*>(p.w);
   const int64_t first = block * int64_t{kWarps} + warp, stride = blocks * kWarps;
+  T* mine = kColumns ? columns + warp * p.k : nullptr;
   // A batch-1 LayerNorm's gains and shifts do not depend on the step either: they come into
   // registers before the wait, where they came in with the row after it (from memory, in a
   // step that starts with the L2 flushed). GPT-2 124M on an H200, a globaltimer trace of the
@@ -495,7 +500,17 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
   const bool hold = kEarly && layernorm_by_block<kWarps>(p);
   if constexpr (kEarly) {
     allow_dependents();
-    if (threadIdx.x % 32 == 0 && first < p.n) prefetch_row(p, w, first);
+    if constexpr (kColumns) {
+      if (first < p.n) {
+        const int64_t chunks = p.k * static_cast<int64_t>(sizeof(T)) / 16;
+        for (int64_t c = threadIdx.x % 32; c < chunks; c += 32)
+          cp_async_16(smem_addr(reinterpret_cast<const uint4*>(mine) + c),
+                      reinterpret_cast<const uint4*>(w + first * p.k) + c);
+      }
+      cp_async_commit();
+    } else if (threadIdx.x % 32 == 0 && first < p.n) {
+      prefetch_row(p, w, first);
+    }
     prefetch_bias<T>(p, block * int64_t{kWarps});
     if (hold) held.load<T, kWarps>(static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta), p.k);
     wait_for_primary();
@@ -508,7 +523,13 @@ __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, i
     load_rows<T, kWarps, false>(p, a);
   }
   unsigned long long best = 0;
-  for (int64_t n = first; n < p.n; n += stride) column<T, false>(p, a, w + n * p.k, n, best);
+  if constexpr (kColumns) {
+    cp_async_wait<0>();
+    __syncwarp();  // the warp's own copies, seen by all its lanes
+    if (first < p.n) column<T, true>(p, a, mine, first, best);
+  } else {
+    for (int64_t n = first; n < p.n; n += stride) column<T, false>(p, a, w + n * p.k, n, best);
+  }
   finish_argmax(p, best);
 }
 
