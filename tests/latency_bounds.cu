@@ -331,9 +331,10 @@ double read_table(cudaStream_t s, int sms, std::vector<double> sizes) {
   return rate;
 }
 
-// µs a phase of `run` (which runs kPhases phases), the median of 21 runs after a warm-up.
+// µs a unit of `run` (which runs `units` of them: phases, steps), the median of 21 runs after
+// a warm-up.
 template <class F>
-float per_phase(cudaStream_t s, F run) {
+float per_unit(cudaStream_t s, F run, int units) {
   Events ev;
   std::vector<float> t;
   for (int rep = 0; rep < 22; ++rep) {
@@ -341,9 +342,13 @@ float per_phase(cudaStream_t s, F run) {
     run();
     CK(cudaEventRecord(ev.b, s));
     const float ms = ev.ms();
-    if (rep) t.push_back(ms * 1000 / kPhases);
+    if (rep) t.push_back(ms * 1000 / units);
   }
   return median(t);
+}
+template <class F>
+float per_phase(cudaStream_t s, F run) {
+  return per_unit(s, run, kPhases);
 }
 
 void hop_table(cudaStream_t s) {
@@ -544,16 +549,7 @@ void persistent_row(cudaStream_t s, int sms, const std::vector<PersistPhase>& ho
     };
     run();
     CK(cudaStreamSynchronize(s));
-    Events ev;
-    std::vector<float> t;
-    for (int rep = 0; rep < 22; ++rep) {
-      CK(cudaEventRecord(ev.a, s));
-      run();
-      CK(cudaEventRecord(ev.b, s));
-      const float ms = ev.ms();
-      if (rep) t.push_back(ms * 1000 / steps);
-    }
-    const float us = median(t);
+    const float us = per_unit(s, run, steps);
     std::printf("  %-58s %8.1f %8.2f\n",
                 own ? "one persistent kernel, W a phase ahead by warp 0, atomic barrier"
                     : "one persistent kernel, W a phase ahead, grid.sync()",
@@ -658,16 +654,13 @@ void step_table(cudaStream_t s, int sms, double gbps, int slice_kb) {
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaGraphLaunch(ge, s));
     CK(cudaStreamSynchronize(s));
-    Events ev;
-    std::vector<float> t;
-    for (int rep = 0; rep < 22; ++rep) {
-      CK(cudaEventRecord(ev.a, s));
-      for (int r = 0; r < 10; ++r) CK(cudaGraphLaunch(ge, s));
-      CK(cudaEventRecord(ev.b, s));
-      const float ms = ev.ms();
-      if (rep) t.push_back(ms * 100);  // µs a step
-    }
-    const float us = median(t);
+    constexpr int kSteps = 10;  // graph launches a sample
+    const float us = per_unit(
+        s,
+        [&] {
+          for (int r = 0; r < kSteps; ++r) CK(cudaGraphLaunch(ge, s));
+        },
+        kSteps);
     std::printf("  %-58s %8.1f %8.2f\n", way.name, us, us / floor_us);
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
