@@ -486,6 +486,7 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
 template <class T, int kWarps, bool kEarly = false, bool kColumns = false>
 __device__ __forceinline__ void small_linear_block(const SmallLinear& p, T* a, int64_t block, int64_t blocks,
                                                    T* columns = nullptr) {
+  static_assert(kEarly || !kColumns, "the columns are copied before the wait: a kEarly launch's");
   const int warp = threadIdx.x / 32;
   const T* w = static_cast<const T*>(p.w);
   const int64_t first = block * int64_t{kWarps} + warp, stride = blocks * kWarps;
