@@ -888,12 +888,20 @@ class Override {
   }
 
   // Dotted keys make nested non-inline tables of one entry each; the leaf is the value.
+  // A key TOML reads as nothing ('#' starts a comment: `#`, ` #x`) leaves the table empty,
+  // and a quoted empty or blank part (`""`, `''`, `"".x`, `shape." "`) names no key: both
+  // are bad keys, refused before anything looks inside.
   void find_path() {
     toml::table* t = &parsed_;
     while (true) {
+      if (t->size() != 1)
+        fail("bad key '" + clipped(key_) + "' (expected a dotted path like shape.seq_q" +
+             (key_.find('#') != std::string::npos ? "; '#' starts a TOML comment" : "") + ")");
       const auto entry = t->begin();  // toml++ iterators hold the pair they yield
       const toml::key& key = entry->first;
       toml::node& node = entry->second;
+      if (key.str().find_first_not_of(" \t") == std::string_view::npos)
+        fail("bad key '" + clipped(key_) + "': an empty or blank part (expected a dotted path like shape.seq_q)");
       path_.push_back(key);
       toml::table* sub = node.as_table();
       if (!sub || sub->is_inline() || sub->size() != 1) {

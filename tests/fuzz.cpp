@@ -172,6 +172,12 @@ const std::vector<std::string> kBytes = {
 const std::vector<std::string> kSectionKeys = {"name", "description", "op", "dtype", "kernels", "baseline"};
 const std::vector<std::string> kVerifyKeys = {"seed", "trials", "atol", "rtol", "max_rows"};
 const std::vector<std::string> kBenchKeys = {"mode", "warmup_ms", "min_time_ms", "max_noise", "max_time_ms"};
+// [inputs] (docs/cases.md): its keys, the words of distribution, and tensor names, real and not.
+const std::vector<std::string> kInputKeys = {"distribution", "scale", "offset"};
+const std::vector<std::string> kInputWords = {"\"default\"", "\"normal\"", "\"uniform\"", "\"large\"",
+                                              "\"outliers\"", "\"pareto\"", "\"constant\"", "\"larg\"", "\"\""};
+const std::vector<std::string> kInputTensors = {"x", "a", "b", "q", "k", "v", "k_cache", "v_cache", "cache",
+                                                "w_qkv", "wte", "qq", "", "\"\"", "\"k\"", "q.k"};
 
 // The registry, read once: what a mutated value may name.
 struct OpInfo {
@@ -616,11 +622,16 @@ class Generator {
           how += " shape." + key;
           break;
         }
-        case 17: {  // [verify], [bench] and top-level keys
-          const size_t r = rng.below(3);
+        case 17: {  // [verify], [bench], [inputs] and top-level keys
+          const size_t r = rng.below(5);
           if (r == 0) text = assign(rng, text, "verify", rng.pick(kVerifyKeys), value(rng));
           if (r == 1) text = assign(rng, text, "bench", rng.pick(kBenchKeys), value(rng));
           if (r == 2) text = assign(rng, text, "", rng.pick(kSectionKeys), value(rng));
+          if (r >= 3) {
+            const std::string key = rng.pick(kInputKeys);
+            const std::string v = key == "distribution" && rng.chance(70) ? rng.pick(kInputWords) : value(rng);
+            text = assign(rng, text, r == 3 ? "inputs" : "inputs." + rng.pick(kInputTensors), key, v);
+          }
           how += " section-key";
           break;
         }
@@ -686,16 +697,43 @@ class Generator {
         "shape.\"ro ws\"", "a.b.c.d.e.f.g", "shape", "sweep", "verify", "bench", "=", "shape.=", "[shape]",
         "shape.rows[0]", "shape.\"\"", "\"\"", "shape.\xc3\xa9", "shape.\xff", "shape.\x1b", "sweep.sweep",
         "verify.seed.x", "kernels.0", "name.x", "op.x"};
-    switch (rng.below(10)) {
+    switch (rng.below(11)) {
+      case 10: return hollow_key(rng, info);
       case 0: case 1: case 2: case 3:
         return "shape." + (info && !info->keys.empty() ? rng.pick(info->keys) : rng.pick(reg_.all_keys));
       case 4: return "shape." + rng.pick(reg_.all_keys);
       case 5: return rng.chance(50) ? "dtype" : "sweep." + (info && rng.chance(70) ? rng.pick(info->keys) : std::string("dtype"));
-      case 6: return rng.chance(50) ? "verify." + rng.pick(kVerifyKeys) : "bench." + rng.pick(kBenchKeys);
+      case 6:
+        if (rng.chance(30)) return "inputs." + (rng.chance(50) ? rng.pick(kInputTensors) + "." : "") + rng.pick(kInputKeys);
+        return rng.chance(50) ? "verify." + rng.pick(kVerifyKeys) : "bench." + rng.pick(kBenchKeys);
       case 7: return rng.pick(kSectionKeys);
       case 8: return rng.chance(80) ? rng.pick(junk) : std::string(rng.size_up_to(1 << 20), 'k');
       default: return "shape." + (info && !info->keys.empty() ? rng.pick(info->keys) : std::string("rows"));
     }
+  }
+
+  // Keys that TOML reads as nothing or as an empty name: a comment ('#' where a key part
+  // may start), empty and blank keys, keys of only dots or only quotes, and those glued to
+  // good parts ("a.#", "\"\".x", "shape.''"). `--set '#=1'` once parsed to an empty table
+  // that --set's path walk dereferenced (issue 45).
+  std::string hollow_key(Rng& rng, const OpInfo* info) const {
+    static const std::vector<std::string> parts = {
+        "#", " #", "#x", " #x", "# shape.rows", "#\"", "", " ", "\t", "  \t ", ".", "..", "...", "\"\"", "''",
+        "\" \"", "' '", "\"\t\"", "\"\"\"\"", "''''", "\"\".\"\"", "''.''", "\"#\"", "'#'", "\"\" #"};
+    const std::string good = rng.chance(50) ? std::string("shape")
+                             : info && !info->keys.empty() ? rng.pick(info->keys) : std::string("rows");
+    std::string k;
+    switch (rng.below(6)) {
+      case 0: case 1: k = rng.pick(parts); break;       // alone
+      case 2: k = good + "." + rng.pick(parts); break;  // a.#, shape.""
+      case 3: k = rng.pick(parts) + "." + good; break;  // "".x, #.shape
+      case 4: k = "shape." + good + rng.pick(std::vector<std::string>{" #", "#", ".#", ". #"}); break;
+      default: {  // a mixture
+        const size_t n = 2 + rng.below(4);
+        for (size_t i = 0; i < n; ++i) k += (i && rng.chance(70) ? "." : "") + rng.pick(parts);
+      }
+    }
+    return k;
   }
 
   std::string set_value(Rng& rng) const {
@@ -740,7 +778,10 @@ class Generator {
       std::string s;
       const size_t form = rng.below(20);
       const std::string k = set_key(rng, info);
-      const std::string v = rng.chance(30) && k.rfind("shape.", 0) == 0 ? edge_value(rng, info, k.substr(6)) : set_value(rng);
+      const bool word_key = k.size() > 12 && k.compare(k.size() - 12, 12, "distribution") == 0;
+      const std::string v = rng.chance(30) && k.rfind("shape.", 0) == 0 ? edge_value(rng, info, k.substr(6))
+                            : word_key && rng.chance(60)                ? rng.pick(kInputWords)
+                                                                        : set_value(rng);
       if (form == 0) s = k;                 // no '='
       else if (form == 1) s = k + "==" + v;
       else if (form == 2) s = "=" + v;

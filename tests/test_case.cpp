@@ -863,6 +863,22 @@ TEST(CaseSet, Malformed) {
   expect_has(error_of(kAttention, {"dtype.x=1"}), {"--set dtype.x=1: error: dtype must be a string, got table"});
 }
 
+// Keys TOML reads as nothing ('#' starts a comment) or as an empty name (issue 45: `#=1`
+// parsed to an empty table that the path walk dereferenced).
+TEST(CaseSet, KeysThatNameNothing) {
+  for (const char* set : {"#=1", " #x=1", "#shape.seq_q=1", "# =1"})
+    expect_has(error_of(kAttention, {set}), {"--set ", ": error: bad key '", "'#' starts a TOML comment"});
+  for (const char* set : {"\"\"=1", "''=1", "\"\".x=1", "shape.\"\"=1", "shape.''=1", "\" \"=1", "''.''=1",
+                          "\"\".seq_q=1", "shape.\"\t\"=1"})
+    expect_has(error_of(kAttention, {set}), {"--set ", ": error: bad key '", "an empty or blank part"});
+  for (const char* set : {".=1", "..=1", "...=1", "a.#=1", "shape.#=1", "shape.seq_q #=1", "\"#\".=1"})
+    expect_has(error_of(kAttention, {set}), {"--set ", ": error: bad key '"});
+  for (const char* set : {"=1", " =1", "\t=1", " \t =1"})
+    expect_has(error_of(kAttention, {set}), {"--set ", ": error: expected KEY=VALUE"});
+  // A quoted key with a '#' in it is a name like any other: an unknown key.
+  expect_has(error_of(kAttention, {"shape.\"#\"=1"}), {"unknown key shape.#"});
+}
+
 // ---------------------------------------------------------------------------
 // Finding case files
 
