@@ -32,6 +32,62 @@ const char* mode_name(TimingMode m) {
   return "?";
 }
 
+const char* distribution_name(Distribution d) {
+  switch (d) {
+    case Distribution::op: return "default";
+    case Distribution::normal: return "normal";
+    case Distribution::uniform: return "uniform";
+    case Distribution::large: return "large";
+    case Distribution::outliers: return "outliers";
+    case Distribution::pareto: return "pareto";
+    case Distribution::constant: return "constant";
+  }
+  return "?";
+}
+
+const std::vector<Distribution>& all_distributions() {
+  static const std::vector<Distribution> all = {Distribution::op,       Distribution::normal, Distribution::uniform,
+                                                Distribution::large,    Distribution::outliers,
+                                                Distribution::pareto,   Distribution::constant};
+  return all;
+}
+
+bool InputsSpec::is_default() const {
+  if (!all.is_default()) return false;
+  for (const auto& kv : tensors)
+    if (!kv.second.is_default()) return false;
+  return true;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// "large", "constant scale 0 offset 0.5", "default scale 2"
+std::string describe(const InputSpec& s) {
+  std::string out = distribution_name(s.distribution);
+  if (s.scale) out += " scale " + number_text(*s.scale);
+  if (s.offset != 0) out += " offset " + number_text(s.offset);
+  return out;
+}
+
+}  // namespace
+
+std::string InputsSpec::summary() const {
+  if (is_default()) return "";
+  std::string out;
+  if (!all.is_default()) out = describe(all);
+  for (const auto& [name, spec] : tensors) {
+    const bool same = spec.distribution == all.distribution && spec.scale == all.scale && spec.offset == all.offset;
+    if (!same) out += (out.empty() ? "" : ", ") + name + " " + describe(spec);
+  }
+  return "inputs: " + out;
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -363,6 +419,8 @@ struct Common {
   std::string baseline;
   VerifySpec verify;
   BenchSpec bench;
+  InputsSpec inputs;
+  std::vector<std::pair<std::string, toml::source_region>> input_at;  // each [inputs.NAME], in file order
 };
 
 // Reads one point's [shape] by its op's key table, then lets the op finish it.
@@ -507,7 +565,7 @@ class CaseReader {
   Case read() {
     const OpSpec& op = read_op();
     std::vector<std::string> top = {"name",  "description", "op",     "dtype", "kernels", "baseline",
-                                    "shape", "sweep",       "verify", "bench", "plugins"};
+                                    "shape", "sweep",       "verify", "bench", "plugins", "inputs"};
     for (const std::string& k : op.top_key_names()) top.push_back(k);
     check_keys(ctx_, doc_, "", top);
     Case c;
@@ -523,6 +581,7 @@ class CaseReader {
     read_kernels(common);
     common.verify = read_verify();
     common.bench = read_bench();
+    read_inputs(common);
 
     const toml::table* shape = section("shape");
     if (shape) check_keys(ctx_, *shape, "shape", op.key_names(), "valid keys for " + op.name);
@@ -583,16 +642,74 @@ class CaseReader {
     p.baseline = common.baseline;
     p.verify = common.verify;
     p.bench = common.bench;
+    p.inputs = common.inputs;
     if (raw.dtype) p.dtype = read_dtype(ctx_.for_point(raw.label), *raw.dtype, *common.op);
     PointReader(ctx_, raw, shape_at, *common.op, p.shape, p.dtype).read();
     // Its tensors' sizes, checked now: an overflow or a tensor past 32-bit indexing is
     // refused before any run allocates a byte.
+    std::unique_ptr<Problem> problem;
     try {
-      (void)make_problem(p);
+      problem = make_problem(p);
     } catch (const InputError& e) {
       ctx_.for_point(raw.label).fail(shape_at, e.what());
     }
+    check_input_names(common, *problem);
     return p;
+  }
+
+  // Each [inputs.NAME] names a tensor the op draws from the seed.
+  void check_input_names(const Common& common, const Problem& problem) const {
+    std::vector<std::string> drawn, all;
+    for (const auto& [name, is_drawn] : problem.input_names()) {
+      all.push_back(name);
+      if (is_drawn) drawn.push_back(name);
+    }
+    for (const auto& [name, at] : common.input_at) {
+      if (!contains(all, name))
+        ctx_.fail(at, "unknown input tensor inputs." + clipped(name) + " for op " + common.op->name +
+                          hint(name, drawn, "its drawn inputs: " + comma_list(drawn)));
+      if (!contains(drawn, name))
+        ctx_.fail(at, "inputs." + name + ": op " + common.op->name + " does not draw tensor " + name +
+                          " from the seed (it fills it itself, e.g. from a checkpoint); its drawn inputs: " +
+                          (drawn.empty() ? std::string("none") : comma_list(drawn)));
+    }
+  }
+
+  // [inputs]: distribution, scale and offset for every drawn tensor, and [inputs.NAME]
+  // tables whose keys override those for one tensor.
+  void read_inputs(Common& common) const {
+    const toml::table* t = section("inputs");
+    if (!t) return;
+    static const std::vector<std::string> keys = {"distribution", "scale", "offset"};
+    std::vector<std::pair<std::string, const toml::table*>> tables;
+    for (const toml::key* k : keys_in_order(ctx_, *t)) {
+      const std::string name(k->str());
+      if (contains(keys, name)) continue;
+      const toml::node* n = t->get(name);
+      if (!n->is_table())
+        ctx_.fail(k->source(), "unknown key inputs." + clipped(name) +
+                                   hint(name, keys,
+                                        "[inputs] takes distribution, scale and offset, and a table [inputs.NAME] "
+                                        "per input tensor"));
+      tables.emplace_back(name, n->as_table());
+      common.input_at.emplace_back(name, k->source());
+    }
+    read_input_spec(*t, "inputs", common.inputs.all);
+    for (const auto& [name, sub] : tables) {
+      const std::string section_name = "inputs." + clipped(name);
+      check_keys(ctx_, *sub, section_name, keys);
+      InputSpec spec = common.inputs.all;
+      read_input_spec(*sub, section_name, spec);
+      common.inputs.tensors[name] = spec;
+    }
+  }
+
+  void read_input_spec(const toml::table& t, const std::string& section_name, InputSpec& spec) const {
+    constexpr double kLargest = 3.4028234663852886e38;  // fp32's largest finite value
+    if (auto it = field(&t, section_name, "distribution"))
+      spec.distribution = read_enum(ctx_, *it, all_distributions(), distribution_name);
+    if (auto it = field(&t, section_name, "scale")) spec.scale = read_float(ctx_, *it, 0, kLargest);
+    if (auto it = field(&t, section_name, "offset")) spec.offset = read_float(ctx_, *it, -kLargest, kLargest);
   }
 
   const OpSpec& read_op() const {

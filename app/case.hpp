@@ -40,6 +40,35 @@ struct BenchSpec {
   double min_clock = 0;
 };
 
+// How an input tensor is drawn (docs/cases.md, [inputs]). `op` is the op's own draw (its
+// normal or uniform shape and its scale for the tensor); every other word replaces it.
+enum class Distribution { op, normal, uniform, large, outliers, pareto, constant };
+const char* distribution_name(Distribution d);  // "default" for op, else the case file's word
+const std::vector<Distribution>& all_distributions();
+
+struct InputSpec {
+  Distribution distribution = Distribution::op;
+  std::optional<double> scale;  // unset: the op's own for the tensor (x16 for large)
+  double offset = 0;
+  // The op's own draw, bit for bit as without [inputs].
+  bool is_default() const { return distribution == Distribution::op && !scale && offset == 0; }
+};
+
+// A case's [inputs]: the table's own keys for every drawn tensor, and [inputs.NAME] tables
+// (already merged over them, key by key) for the tensors they name.
+struct InputsSpec {
+  InputSpec all;
+  std::map<std::string, InputSpec> tensors;
+  const InputSpec& of(const std::string& tensor) const {
+    const auto it = tensors.find(tensor);
+    return it == tensors.end() ? all : it->second;
+  }
+  bool is_default() const;
+  // "" when every tensor takes the op's own draw, else a few words for --dry-run's line:
+  // "inputs: large", "inputs: pareto, k constant(scale 0, offset 0.5)".
+  std::string summary() const;
+};
+
 // One fully resolved point of a case's sweep: everything a run needs.
 struct CasePoint {
   std::string label;  // the swept values, "seq_q=1024 dtype=bf16"; empty without a sweep
@@ -53,6 +82,7 @@ struct CasePoint {
   std::string baseline;              // resolved: the case's, or the family's
   VerifySpec verify;
   BenchSpec bench;
+  InputsSpec inputs;  // how generate() draws the inputs; default: the op's own draw
   // Its place among all the points of the run, in the order a single run takes them: how
   // the parts of a sharded or multi-GPU run name it (app/shard.hpp's RunPlan). Set by the CLI.
   int64_t run_index = 0;

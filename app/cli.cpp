@@ -212,7 +212,8 @@ int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
                 << dtype_name(p.dtype);
       auto problem = make_problem(p);
       const std::vector<VariantChoice> choices = problem->variants(assumed_caps());
-      std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors, variants:";
+      std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors"
+                << (p.inputs.is_default() ? "" : ", " + p.inputs.summary()) << ", variants:";
       const auto defaults = problem->default_variants(assumed_caps());
       // Each variant that would run, and for each that would not, why.
       for (const auto& n : select_variants(choices, p, {o.kernels, o.exclude}, baseline, defaults)) {

@@ -69,11 +69,24 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
          {"shape", shape_json(point_)},
          {"inputs", nlohmann::json::object()},
          {"outputs", nlohmann::json::object()}};
-    for (const Tensor* t : problem.input_tensors()) {
+    const std::vector<const Tensor*> inputs = problem.input_tensors();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor* t = inputs[i];
       const auto shape = t->shape();
       write_npy(dir + "/" + t->name + ".npy", std::vector<float>(t->host.begin(), t->host.end()), shape);
       m["inputs"][t->name] = {
           {"file", t->name + ".npy"}, {"shape", shape}, {"layout", t->layout()}, {"storage", dtype_name(t->dtype)}};
+      // How it was drawn ([inputs], docs/cases.md): the distribution, its scale and offset, and
+      // the op's own draw of the tensor; null where the op fills it itself (a checkpoint's weights).
+      const Problem::InputDraw d = problem.input_draw(i);
+      if (d.distribution.empty()) {
+        m["inputs"][t->name]["distribution"] = nullptr;
+      } else {
+        m["inputs"][t->name]["distribution"] = d.distribution;
+        m["inputs"][t->name]["scale"] = d.scale;
+        m["inputs"][t->name]["offset"] = d.offset;
+        m["inputs"][t->name]["op_draw"] = d.op_shape;
+      }
     }
     const int64_t cols = problem.output_cols();
     std::vector<double> ref(want.data(), want.data() + want.size());

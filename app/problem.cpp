@@ -90,6 +90,49 @@ void Problem::allocate() {
   }
 }
 
+namespace {
+
+// A case's [inputs] entry for one tensor, resolved against the op's own draw of it (its
+// scale, normal or uniform): docs/cases.md.
+FillSpec fill_spec(const InputSpec& spec, float op_scale, bool op_normal, const std::vector<Dim>& dims) {
+  FillSpec f;
+  const FillKind own = op_normal ? FillKind::normal : FillKind::uniform;
+  const double scale = spec.scale ? *spec.scale : spec.distribution == Distribution::large ? 16.0 * op_scale : op_scale;
+  f.scale = static_cast<float>(scale);
+  f.offset = static_cast<float>(spec.offset);
+  switch (spec.distribution) {
+    case Distribution::op: case Distribution::large: f.kind = own; break;
+    case Distribution::outliers: f.kind = own, f.outliers = true; break;
+    case Distribution::normal: f.kind = FillKind::normal; break;
+    case Distribution::uniform: f.kind = FillKind::uniform; break;
+    case Distribution::pareto: f.kind = FillKind::pareto; break;
+    case Distribution::constant: f.kind = FillKind::constant; break;
+  }
+  f.row = dims.empty() ? 1 : std::max<int64_t>(1, dims.back().size);
+  return f;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, bool>> Problem::input_names() const {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& in : inputs_) out.emplace_back(in.tensor.name, in.drawn);
+  return out;
+}
+
+Problem::InputDraw Problem::input_draw(size_t i) const {
+  const Input& in = inputs_.at(i);
+  InputDraw d;
+  d.op_shape = in.normal ? "normal" : "uniform";
+  if (!in.drawn) return d;
+  const InputSpec& spec = point_.inputs.of(in.tensor.name);
+  const FillSpec f = fill_spec(spec, in.scale, in.normal, in.tensor.dims);
+  d.distribution = spec.distribution == Distribution::op ? d.op_shape : distribution_name(spec.distribution);
+  d.scale = f.scale;
+  d.offset = f.offset;
+  return d;
+}
+
 void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
   for (size_t t = 0; t < inputs_.size(); ++t) {
     Input& in = inputs_[t];
@@ -97,7 +140,12 @@ void Problem::generate(uint64_t seed, const LaunchContext& ctx) {
     if (!in.drawn) continue;
     // Drawn on the device in the storage type, then read back exactly: the host's
     // values are what the kernels read, whatever the device's rounding was.
-    launch_fill_random(x.device.get(), x.count, x.dtype, seed, t, in.scale, in.normal, ctx.stream);
+    const InputSpec& spec = point_.inputs.of(x.name);
+    if (spec.is_default())
+      launch_fill_random(x.device.get(), x.count, x.dtype, seed, t, in.scale, in.normal, ctx.stream);
+    else
+      launch_fill_distribution(x.device.get(), x.count, x.dtype, seed, t, fill_spec(spec, in.scale, in.normal, x.dims),
+                               ctx.stream);
     const std::size_t e = dtype_bytes(x.dtype);
     for (const auto& [begin, end] : nan_ranges(t))
       check_cuda(cudaMemsetAsync(static_cast<uint8_t*>(x.device.get()) + begin * e, 0xff, (end - begin) * e, ctx.stream),

@@ -151,6 +151,16 @@ class Problem {
 
   // For --dump: the inputs as last drawn, and the output downloaded and widened to float.
   std::vector<const Tensor*> input_tensors() const;
+  // Each input's name and whether generate() draws it (false: the op fills it, keep_input).
+  std::vector<std::pair<std::string, bool>> input_names() const;
+  // How generate() draws input i under the point's [inputs]: the distribution (the case's
+  // word; the op's own draw is its shape, "normal" or "uniform"), the scale and offset it
+  // resolves to, and the op's own shape for the tensor; distribution "" when not drawn.
+  struct InputDraw {
+    std::string distribution, op_shape;
+    double scale = 0, offset = 0;
+  };
+  InputDraw input_draw(size_t i) const;
   const Tensor& output_tensor() const { return output_; }
   std::vector<float> download_output() const;
 

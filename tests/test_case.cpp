@@ -880,6 +880,98 @@ TEST(CaseSet, KeysThatNameNothing) {
 }
 
 // ---------------------------------------------------------------------------
+// [inputs]: input distributions
+
+TEST(CaseInputs, AbsentIsTheOpsOwnDraw) {
+  const Case c = parse(kAttention);
+  EXPECT_TRUE(c.points[0].inputs.is_default());
+  EXPECT_EQ(c.points[0].inputs.summary(), "");
+  EXPECT_TRUE(c.points[0].inputs.of("q").is_default());
+}
+
+TEST(CaseInputs, SectionAndPerTensorTablesMergeKeyByKey) {
+  const Case c = parse(std::string(kAttention) + R"(
+[inputs]
+distribution = "large"
+scale = 2.0
+offset = 1
+[inputs.k]
+distribution = "constant"
+scale = 0
+offset = 0.5
+[inputs.v]
+distribution = "pareto"
+)");
+  const InputsSpec& in = c.points[0].inputs;
+  EXPECT_FALSE(in.is_default());
+  EXPECT_EQ(in.all.distribution, Distribution::large);
+  EXPECT_EQ(in.all.scale, 2.0);
+  EXPECT_EQ(in.all.offset, 1.0);
+  EXPECT_EQ(in.of("q").distribution, Distribution::large);
+  EXPECT_EQ(in.of("k").distribution, Distribution::constant);
+  EXPECT_EQ(in.of("k").scale, 0.0);
+  EXPECT_EQ(in.of("k").offset, 0.5);
+  EXPECT_EQ(in.of("v").distribution, Distribution::pareto);  // the section's scale and offset stay
+  EXPECT_EQ(in.of("v").scale, 2.0);
+  EXPECT_EQ(in.of("v").offset, 1.0);
+  EXPECT_EQ(in.summary(), "inputs: large scale 2 offset 1, k constant scale 0 offset 0.5, v pareto scale 2 offset 1");
+  EXPECT_EQ(c.points[0].label, "");  // not swept: no label, no pins
+  EXPECT_TRUE(c.points[0].pins.empty());
+}
+
+TEST(CaseInputs, EveryWordAndTheOpsTensorNames) {
+  for (const char* word : {"default", "normal", "uniform", "large", "outliers", "pareto", "constant"}) {
+    const Case c = parse(std::string(kAttention) + "[inputs]\ndistribution = \"" + word + "\"\n");
+    EXPECT_EQ(distribution_name(c.points[0].inputs.all.distribution), std::string(word));
+  }
+  parse("op = \"softmax\"\n[shape]\nrows = 4\ncols = 8\n[inputs.x]\ndistribution = \"large\"\n");
+  parse("op = \"gemm\"\n[shape]\nm = 4\nn = 8\nk = 16\n[inputs.a]\nscale = 3\n[inputs.b]\noffset = -1\n");
+  parse(std::string(kDecode) + "[inputs.q]\ndistribution = \"outliers\"\n");
+  parse(std::string(kPaged) + "[inputs.v]\ndistribution = \"constant\"\nscale = 0\n");
+  // An inline table is a table too.
+  parse(std::string(kAttention) + "[inputs]\nk = { distribution = \"constant\", scale = 0 }\n");
+}
+
+TEST(CaseInputs, Errors) {
+  const std::string a = kAttention;
+  expect_has(error_of(a + "[inputs]\ndistribution = \"larg\"\n"),
+             {"cases/t.toml:8:16: error: unknown inputs.distribution 'larg' (did you mean large?)"});
+  expect_has(error_of(a + "[inputs.kk]\nscale = 1\n"),
+             {"cases/t.toml:7:9: error: unknown input tensor inputs.kk for op attention (did you mean k?)"});
+  expect_has(error_of(a + "[inputs.x]\nscale = 1\n"), {"unknown input tensor inputs.x for op attention", "q, k, v"});
+  expect_has(error_of(a + "[inputs]\nscale = -1\n"),
+             {"cases/t.toml:8:9: error: inputs.scale must be a finite number between 0 and"});
+  expect_has(error_of(a + "[inputs.k]\noffset = nan\n"), {"inputs.k.offset must be a finite number", "got nan"});
+  expect_has(error_of(a + "[inputs]\nscale = inf\n"), {"inputs.scale must be a finite number", "got inf"});
+  expect_has(error_of(a + "[inputs]\nscale = \"big\"\n"), {"inputs.scale must be a number, got string"});
+  expect_has(error_of(a + "[inputs]\ndistributon = \"large\"\n"),
+             {"cases/t.toml:8:1: error: unknown key inputs.distributon (did you mean distribution?)"});
+  expect_has(error_of(a + "[inputs]\nq = 3\n"), {"unknown key inputs.q", "[inputs.NAME] per input tensor"});
+  expect_has(error_of(a + "[inputs.k]\nscael = 1\n"), {"unknown key inputs.k.scael (did you mean scale?)"});
+  expect_has(error_of("inputs = 3\n" + a), {"cases/t.toml:1:10: error: inputs must be a table, got integer"});
+}
+
+TEST(CaseInputs, SetOverrides) {
+  {
+    const Case c = parse(kAttention, {"inputs.distribution=large"});
+    EXPECT_EQ(c.points[0].inputs.all.distribution, Distribution::large);
+    EXPECT_TRUE(c.points[0].pins.empty());
+  }
+  {
+    const Case c = parse(std::string(kAttention) + "[inputs]\ndistribution = \"pareto\"\n", {"inputs.q.scale=3"});
+    EXPECT_EQ(c.points[0].inputs.of("q").scale, 3.0);
+    EXPECT_EQ(c.points[0].inputs.of("q").distribution, Distribution::pareto);
+    EXPECT_EQ(c.points[0].inputs.of("k").scale, std::nullopt);
+  }
+  expect_has(error_of(kAttention, {"inputs.distribution=larg"}),
+             {"--set inputs.distribution=larg: error: unknown inputs.distribution 'larg' (did you mean large?)"});
+  expect_has(error_of(kAttention, {"inputs.qq.scale=1"}),
+             {"--set inputs.qq.scale=1: error: unknown input tensor inputs.qq for op attention (did you mean q?)"});
+  expect_has(error_of(kAttention, {"inputs.q.scale=-2"}),
+             {"--set inputs.q.scale=-2: error: inputs.q.scale must be a finite number between 0 and"});
+}
+
+// ---------------------------------------------------------------------------
 // Finding case files
 
 class CasePaths : public TempDir {
