@@ -748,12 +748,16 @@ class CaseReader {
     VerifySpec v;
     const toml::table* t = section("verify");
     if (!t) return v;
-    check_keys(ctx_, *t, "verify", {"seed", "trials", "atol", "rtol", "max_rows"});
+    check_keys(ctx_, *t, "verify", {"seed", "trials", "atol", "rtol", "max_rows", "bound_factor", "bound_floor",
+                                           "repeat"});
     if (auto it = field(t, "verify", "seed")) v.seed = static_cast<uint64_t>(read_int(ctx_, *it, 0));
     if (auto it = field(t, "verify", "trials")) v.trials = static_cast<int>(read_int(ctx_, *it, 1, kMaxTrials));
     if (auto it = field(t, "verify", "atol")) v.atol = read_float(ctx_, *it, 0);
     if (auto it = field(t, "verify", "rtol")) v.rtol = read_float(ctx_, *it, 0);
     if (auto it = field(t, "verify", "max_rows")) v.max_rows = read_int(ctx_, *it, 0, kMaxIndex);
+    if (auto it = field(t, "verify", "repeat")) v.repeat = static_cast<int>(read_int(ctx_, *it, 1, kMaxTrials));
+    if (auto it = field(t, "verify", "bound_factor")) v.bound_factor = read_float(ctx_, *it, 0, 1e6);
+    if (auto it = field(t, "verify", "bound_floor")) v.bound_floor = read_float(ctx_, *it, 0, 1);
     return v;
   }
 

@@ -28,8 +28,13 @@ constexpr std::size_t kMaxCaseBytes = 4u << 20;  // a case file, or a --set, is 
 struct VerifySpec {
   uint64_t seed = 1;  // trials use seed, seed + 1, ...
   int trials = 2;
-  std::optional<double> atol, rtol;  // unset = the dtype's default
+  // An elementwise tolerance beside the scaled bound (or, for an op without a faithful
+  // reference, in place of its default); unset = none (or the dtype's default).
+  std::optional<double> atol, rtol;
   int64_t max_rows = 512;            // 0 = all rows
+  double bound_factor = 1;           // scales the bound's k_max and k_l2 (app/verify.hpp)
+  int repeat = 1;                    // > 1: the last trial's inputs run this many times, outputs bit for bit alike
+  std::optional<double> bound_floor; // replaces the bound's minimum floor (relative to rms(ref))
 };
 
 struct BenchSpec {

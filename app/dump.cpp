@@ -112,7 +112,21 @@ void PointDump::add(const Problem& problem, uint64_t seed, const ref::Rows& rows
                            {"mismatches", trial.mismatches},
                            {"nonfinite", trial.nonfinite},
                            {"command", command}};
-  m["tolerance"] = {{"atol", tol.atol}, {"rtol", tol.rtol}, {"rule", "|got - ref| <= atol + rtol * |ref|"}};
+  if (trial.bound) {
+    const Bound& b = *trial.bound;
+    m["outputs"][variant]["rel_l2"] = finite_or_nan(trial.rel_l2);
+    m["outputs"][variant]["margin"] = finite_or_nan(trial.margin);
+    m["bound"] = {{"k_max", b.k_max},
+                  {"k_l2", b.k_l2},
+                  {"faithful_max", finite_or_nan(b.faithful_max)},
+                  {"faithful_l2", finite_or_nan(b.faithful_l2)},
+                  {"floor", b.floor},
+                  {"allowed_max", finite_or_nan(b.allowed_max)},
+                  {"allowed_l2", finite_or_nan(b.allowed_l2)},
+                  {"rule", "max_abs <= allowed_max and rel_l2 <= allowed_l2 (docs/measuring.md, The bounds)"}};
+  }
+  if (std::isfinite(tol.atol))
+    m["tolerance"] = {{"atol", tol.atol}, {"rtol", tol.rtol}, {"rule", "|got - ref| <= atol + rtol * |ref|"}};
   write_manifest(dir, m);
 }
 

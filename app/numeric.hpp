@@ -127,6 +127,19 @@ inline float round_to(DType t, float x) {
   return x;
 }
 
+// round_to(t, .) as a plain function, for the dtype-faithful references (ref::Faithful);
+// fp32's is the identity on floats (a double passed through it is rounded to fp32).
+using RoundFn = float (*)(float);
+inline RoundFn rounding_of(DType t) {
+  switch (t) {
+    case DType::fp32: return [](float x) { return x; };
+    case DType::fp16: return [](float x) { return round_to(DType::fp16, x); };
+    case DType::bf16: return [](float x) { return round_to(DType::bf16, x); };
+    case DType::fp8_e4m3: return [](float x) { return round_to(DType::fp8_e4m3, x); };
+  }
+  return nullptr;
+}
+
 // Packs values (already representable in `t`) into the device's storage bytes.
 std::vector<uint8_t> encode(DType t, const std::vector<float>& values);
 // values[0, n) in storage type t into out (n * dtype_bytes(t) bytes).

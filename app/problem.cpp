@@ -285,12 +285,27 @@ Problem::Readback Problem::read_back(const ref::Rows& rows) const {
   return b;
 }
 
-Comparison Problem::judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
+Comparison Problem::judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol,
+                          const Bound* bound) const {
   Comparison c = compare(ref, b.got, rows, tol, tolerance_magnitude());
   c.rows_total = output_rows();
   c.nonfinite = b.nonfinite;
   c.also_wrong = b.also_wrong;
+  if (bound) apply_bound(c, *bound);
   return c;
+}
+
+ref::Faithful Problem::faithful_of(DType in, DType p) {
+  ref::Faithful f;
+  f.on = true;
+  f.in = rounding_of(in);
+  f.p = rounding_of(p);
+  return f;
+}
+
+ref::Matrix Problem::stored(ref::Matrix m) const {
+  ref::detail::round_all(m, rounding_of(output_.dtype));
+  return m;
 }
 
 DeviceCaps assumed_caps() {

@@ -101,6 +101,15 @@ class Problem {
 
   virtual Work work() const = 0;
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
+  // The dtype-faithful reference of the same rows (reference/common.hpp, Faithful): what an
+  // honest kernel in the point's storage dtype computes, its output rounded to the output's
+  // dtype. The verdict's bound scales with its error (app/verify.hpp). An op without one
+  // (has_faithful() false) is held to its elementwise tolerance().
+  virtual bool has_faithful() const { return false; }
+  virtual ref::Matrix faithful(const ref::Rows& rows) const {
+    (void)rows;
+    return {};
+  }
   // Per checked element of the last reference(), a magnitude the relative tolerance applies
   // to beside the reference value's own (the terms an output cancelled from); null: none.
   virtual const ref::Matrix* tolerance_magnitude() const { return nullptr; }
@@ -126,9 +135,11 @@ class Problem {
   };
   virtual Readback read_back(const ref::Rows& rows) const;
   // A read-back output against the reference rows.
-  virtual Comparison judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const;
-  Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol) const {
-    return judge(read_back(rows), rows, ref, tol);
+  // `bound`: the trial's scaled bound (null: the op has no faithful reference).
+  virtual Comparison judge(const Readback& b, const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol,
+                           const Bound* bound = nullptr) const;
+  Comparison check(const ref::Rows& rows, const ref::Matrix& ref, Tolerance tol, const Bound* bound = nullptr) const {
+    return judge(read_back(rows), rows, ref, tol, bound);
   }
   // Graph mode's cold launches: copies of every device tensor and buffer of the point
   // (copy 0 is its own), each holding the same bytes. use_copy(i) puts copy i's buffers in
@@ -189,6 +200,11 @@ class Problem {
     return add_buffer(size, std::move(bytes));
   }
   const Tensor& input(size_t i) const { return inputs_[i].tensor; }
+  // The faithful reference's settings for inputs stored as `in` whose kernels round the
+  // softmax weights to `p` (the tensor cores' operand: the storage dtype, e4m3 for fp8).
+  static ref::Faithful faithful_of(DType in, DType p);
+  // A faithful reference's output as the output tensor stores it (rounded to its dtype).
+  ref::Matrix stored(ref::Matrix m) const;
   // An input generate() leaves alone: the op fills its host values and device buffer itself
   // in prepare() (a model's weights read from a checkpoint).
   void keep_input(size_t i) { inputs_[i].drawn = false; }

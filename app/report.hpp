@@ -69,6 +69,12 @@ struct ResultRow {
 
 // Fills tflops, gbps, floor, % and bound from row.timing and row.work.
 void derive_rates(ResultRow& row, DType dtype, const Ceilings& c);
+// A median further below the floor than its noise allows: the card cannot do that work in that
+// time, so the timing measured something else (work off the stream, skipped work). "" = none.
+// The memory floor counts only where the work cannot sit in the L2 (`l2_bytes`): a cold mode,
+// and more than twice the L2's bytes moved (a smaller output may stay there, written back
+// after the events); the compute floor counts always.
+std::string impossible_timing(const ResultRow& row, double l2_bytes);
 
 // Version of the json report's layout (docs/measuring.md, docs/report.schema.json); raised
 // when a key changes meaning or the keys always written change. 2: a row's "pipeline"

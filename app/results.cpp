@@ -105,6 +105,20 @@ Comparison comparison_of(const json& v, ResultRow& r) {
   r.tol = {number(v, "atol"), number(v, "rtol")};
   r.trials = static_cast<int>(std::min<int64_t>(integer(v, "trials"), 1 << 30));
   if (v.contains("note")) c.note = text(v, "note", 2000);
+  if (const json* b = object_at(v, "bound")) {
+    Bound bound;
+    bound.k_max = number(*b, "k_max");
+    bound.k_l2 = number(*b, "k_l2");
+    bound.faithful_max = number(*b, "faithful_max");
+    bound.faithful_l2 = number(*b, "faithful_l2");
+    bound.rms = number(*b, "rms");
+    bound.largest = number(*b, "largest");
+    bound.floor = number(*b, "floor");
+    bound.allowed_max = number(*b, "allowed_max");
+    bound.allowed_l2 = number(*b, "allowed_l2");
+    c.bound = bound;
+    c.margin = number(v, "margin");
+  }
   return c;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -184,7 +185,10 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     r.baseline = name == p.baseline;
     r.command = reproduce_command(opts_, c.file, p, name);
     r.work = problem->work();
-    r.tol = problem->tolerance();
+    // With a faithful reference the scaled bound decides, and an elementwise tolerance joins it
+    // only when the case asks for one; without, the op's elementwise tolerance decides.
+    const bool elementwise = !problem->has_faithful() || p.verify.atol || p.verify.rtol;
+    r.tol = elementwise ? problem->tolerance() : no_elementwise();
     if (p.verify.atol) r.tol.atol = *p.verify.atol;
     if (p.verify.rtol) r.tol.rtol = *p.verify.rtol;
     if (!v.skip.empty()) {
@@ -231,6 +235,12 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     // timed launches' output is verified against them too.
     ref::Rows last_rows;
     ref::Matrix last_want;
+    std::optional<Bound> last_bound;
+    // The scaled bound's constants: the output dtype's, times the case's bound_factor.
+    BoundRule rule = default_bound_rule(problem->output_tensor().dtype);
+    rule.k_max *= p.verify.bound_factor;
+    rule.k_l2 *= p.verify.bound_factor;
+    if (p.verify.bound_floor) rule.min_floor = *p.verify.bound_floor;
     // Verify: fresh inputs per trial, every variant against the same reference.
     for (int t = 0; t < trials; ++t) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
@@ -260,10 +270,14 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       // The fp64 reference runs on the host while the variants run on the device; each
       // variant's output is read back as it finishes and judged once the reference is there.
       // A dump writes each variant's output with the reference beside it, so it waits first.
+      // The faithful reference, where the op has one, runs in the same task and sets the trial's bound.
       double reference_own_ms = 0;
+      std::optional<Bound> bound;
       std::future<ref::Matrix> pending = std::async(std::launch::async, [&] {
         const auto r0 = std::chrono::steady_clock::now();
         ref::Matrix m = problem->reference(check_rows);
+        if (problem->has_faithful())
+          bound = scaled_bound(m, problem->faithful(check_rows), problem->output_tensor().dtype, rule);
         reference_own_ms = ms_since(r0);
         return m;
       });
@@ -282,7 +296,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         reference_ms += reference_own_ms;
         for (const auto& [i, output] : outputs) {
           ResultRow& r = rows[i];
-          const Comparison cmp = problem->judge(output, check_rows, *want, r.tol);
+          const Comparison cmp = problem->judge(output, check_rows, *want, r.tol, bound ? &*bound : nullptr);
           if (r.cmp)
             r.cmp->merge(cmp);
           else
@@ -325,7 +339,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         outputs.emplace_back(i, problem->read_back(check_rows));
         r.verify_time.check_ms += ms_since(v0);
         if (dump) {
-          const Comparison cmp = problem->judge(outputs.back().second, check_rows, reference(), r.tol);
+          const Comparison cmp =
+              problem->judge(outputs.back().second, check_rows, reference(), r.tol, bound ? &*bound : nullptr);
           dump->add(*problem, seed, check_rows, reference(), r.variant, cmp, r.tol, r.command);
         }
       }
@@ -333,23 +348,80 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       if (t + 1 == trials) {
         last_rows = check_rows;
         last_want = std::move(*want);
+        last_bound = bound;
       }
     }
     variant_.clear();
 
+    // [verify] repeat: the last trial's inputs again, and every run's whole output bit for bit
+    // the first's. A race or an unordered floating-point reduction shows as a spread here even
+    // where every run is within the bound.
+    if (p.verify.repeat > 1)
+      for (size_t i : runnable) {
+        ResultRow& r = rows[i];
+        if (r.status != Status::verified) continue;
+        variant_ = r.variant;
+        std::vector<float> first;
+        int64_t differ = 0;
+        double spread = 0;
+        for (int n = 0; n < p.verify.repeat; ++n) {
+          progress("repeat " + std::to_string(n + 1) + "/" + std::to_string(p.verify.repeat) + ": " + r.variant);
+          problem->poison_output(gpu_.stream());
+          problem->launch(r.variant, ctx);
+          gpu_.synchronize();
+          std::vector<float> out = problem->download_output();
+          if (n == 0) {
+            first = std::move(out);
+            continue;
+          }
+          int64_t here = 0;
+          for (size_t e = 0; e < out.size(); ++e)
+            if (std::memcmp(&out[e], &first[e], sizeof(float)) != 0) {
+              ++here;
+              spread = std::max(spread, std::fabs(static_cast<double>(out[e]) - first[e]));
+            }
+          differ = std::max(differ, here);
+        }
+        if (differ > 0) {
+          r.status = Status::failed;
+          r.reason = "not deterministic: " + std::to_string(differ) + " of " + std::to_string(first.size()) +
+                     " output elements differ between runs on the same inputs (" + std::to_string(p.verify.repeat) +
+                     " runs, largest difference " + fmt_sci(spread) + ")";
+        } else if (r.cmp) {
+          r.cmp->note += (r.cmp->note.empty() ? "" : "; ") + std::string("bit for bit alike over ") +
+                         std::to_string(p.verify.repeat) + " runs";
+        }
+      }
+    variant_.clear();
+
     // Each variant's kernels as launched on this point, from a capture of its stages (each
-    // stage's first run): nothing is executed.
+    // stage's first run): nothing is executed. So the output, poisoned before, must still be
+    // all NaN after it: an element written meanwhile was written by work the variant launched
+    // on a stream of its own, which the timing events on attnbench's stream would not see.
     for (size_t i : runnable) {
       ResultRow& r = rows[i];
       r.tensor_bytes = problem->device_bytes();
       r.workspace_bytes = problem->workspace(r.variant);
       if (r.status == Status::error) continue;
       const std::vector<Stage> stages = problem->stages(r.variant, ctx);
+      problem->poison_output(gpu_.stream());
+      gpu_.synchronize();
+      variant_ = r.variant;
       r.footprint = capture_footprint(gpu_.stream(), gpu_.info().caps.sm_count, [&] {
         for (const Stage& st : stages)
           if (st.runs > 0) st.run(0);
       });
+      check_cuda(cudaDeviceSynchronize(), "after capturing a variant's launch");
+      if (!r.footprint->error.empty()) continue;  // nothing to conclude from a launch that cannot be captured
+      const int64_t written = problem->output_tensor().count - problem->read_back({}).nonfinite;
+      if (written > 0 && r.status == Status::verified) {
+        r.status = Status::failed;
+        r.reason = "launches work off the stream it is given: while its launch was only being captured on that "
+                   "stream, " + std::to_string(written) + " output elements were written, so attnbench's events "
+                   "would time nothing (docs/plugins.md, What a variant may do)";
+      }
     }
+    variant_.clear();
 
     if (dump) dump_dirs_.insert(dump_dirs_.end(), dump->dirs().begin(), dump->dirs().end());
 
@@ -358,11 +430,13 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
     // being checked) fails instead of yielding a speed or a profile.
     const auto check_again = [&](ResultRow& r, const std::string& which) {
       gpu_.synchronize();
-      const Comparison after = problem->check(last_rows, last_want, r.tol);
+      const Comparison after = problem->check(last_rows, last_want, r.tol, last_bound ? &*last_bound : nullptr);
       if (after.passed() || r.status != Status::verified) return;
       r.status = Status::failed;
-      r.reason = "verified, but the output of its " + which + " is wrong: " + std::to_string(after.mismatches) +
-                 " of " + std::to_string(after.elements_checked) + " checked elements off, " +
+      r.reason = "verified, but the output of its " + which + " is wrong: " +
+                 (after.within_bound() ? std::to_string(after.mismatches) + " of " +
+                                             std::to_string(after.elements_checked) + " checked elements off, "
+                                       : "error " + fmt_margin(after.margin) + " of its bound, ") +
                  std::to_string(after.nonfinite) + " NaN/Inf" +
                  (after.also_wrong.empty() ? "" : ", " + after.also_wrong);
     };
@@ -450,6 +524,11 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         if (!rows[i].timing) continue;  // a multi-stage op asked for a graph mode only
         derive_rates(rows[i], p.dtype, ceil);
         rows[i].rounds = rounds;
+        const std::string impossible = impossible_timing(rows[i], static_cast<double>(gpu_.info().caps.l2_bytes));
+        if (!impossible.empty() && rows[i].status == Status::verified) {
+          rows[i].status = Status::failed;
+          rows[i].reason = impossible;
+        }
         if (rows[i].baseline) base = i;
       }
       // Speedup over the baseline, with a 95% bootstrap interval when both have the samples.

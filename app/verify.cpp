@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
+#include "app/numeric.hpp"
 #include "kernels/common/random.hpp"
 
 namespace attnbench {
@@ -16,6 +18,68 @@ Tolerance default_tolerance(DType t) {
     case DType::fp8_e4m3: return {6e-2, 1.25e-1};  // 2^-3 = 0.125; only used for fp8 KV caches
   }
   return {0, 0};
+}
+
+// k_l2: the rel-L2 error averages over every checked element, so an honest kernel's sits
+// close to the faithful reference's (measured ratios in docs/measuring.md): 2 leaves room for
+// rounding at other points (P normalised before or after its rounding, a running max) and
+// still catches a scale off by 1/sqrt(d+1) in bf16. k_max: a maximum over many elements is
+// noisier. fp32's floor (2^-17, 128 units in the last place) admits what the faithful
+// reference cannot model: the order of long sums (a tree, a strided loop, a split), and
+// approximate exp2 and reciprocal; every bug of the mutant suite is far past it.
+BoundRule default_bound_rule(DType t) {
+  switch (t) {
+    case DType::fp32: return {4, 3, std::ldexp(1.0, -17)};
+    case DType::fp16: return {4, 2, 0};
+    case DType::bf16: return {4, 2, 0};
+    case DType::fp8_e4m3: return {4, 2, 0};
+  }
+  return {4, 2, 0};
+}
+
+Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule) {
+  Bound b;
+  b.k_max = rule.k_max;
+  b.k_l2 = rule.k_l2;
+  double err2 = 0, ref2 = 0, store2 = 0, largest = 0;
+  for (int64_t r = 0; r < ref.rows(); ++r)
+    for (int64_t j = 0; j < ref.cols(); ++j) {
+      const double want = ref(r, j), err = std::fabs(faithful(r, j) - want);
+      const double stored = round_to(store, static_cast<float>(want)) - want;
+      if (std::isfinite(err)) b.faithful_max = std::max(b.faithful_max, err);
+      else b.faithful_max = INFINITY;
+      err2 += err * err;
+      ref2 += want * want;
+      store2 += stored * stored;
+      largest = std::max(largest, std::fabs(want));
+    }
+  const double n = static_cast<double>(std::max<int64_t>(1, ref.size()));
+  b.rms = std::sqrt(ref2 / n);
+  b.faithful_l2 = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  b.floor = std::max(ref2 > 0 ? std::sqrt(store2 / ref2) : 0.0, rule.min_floor);
+  // The floor of the max error is at the output's largest value, where a rounding is largest; a
+  // reference that is 0 everywhere (every row masked) leaves no scale: the floor is then absolute.
+  b.largest = largest;
+  b.allowed_max = b.k_max * b.faithful_max + b.floor * (largest > 0 ? largest : 1.0);
+  b.allowed_l2 = b.k_l2 * b.faithful_l2 + b.floor;
+  return b;
+}
+
+void apply_bound(Comparison& c, const Bound& b) {
+  c.bound = b;
+  const auto used = [](double err, double allowed) {
+    if (std::isnan(err)) return static_cast<double>(INFINITY);
+    return allowed > 0 ? err / allowed : err > 0 ? static_cast<double>(INFINITY) : 0.0;
+  };
+  // rel_l2 with a reference that is 0 everywhere is the absolute L2 error (compare()).
+  c.margin = std::max(used(c.max_abs, b.allowed_max), used(c.rel_l2, b.allowed_l2));
+}
+
+std::string fmt_margin(double m) {
+  if (!std::isfinite(m)) return "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, m < 10 ? "%.2f" : m < 1e6 ? "%.0f" : "%.1e", m);
+  return buf;
 }
 
 std::string to_string(const Coord& c) {
@@ -36,6 +100,10 @@ void Comparison::merge(const Comparison& o) {
     worst_col = o.worst_col;
     worst_got = o.worst_got;
     worst_ref = o.worst_ref;
+  }
+  if (o.bound && (!bound || o.margin > margin)) {
+    bound = o.bound;
+    margin = o.margin;
   }
   max_abs = std::max(max_abs, o.max_abs);
   max_rel = std::max(max_rel, o.max_rel);

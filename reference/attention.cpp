@@ -43,7 +43,8 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (it == open.end() || tasks[it->second].rows == kRowsPerTask) {
       const int64_t kv_head = (b * s.seq_k * s.kv_heads + h / group) * d;  // k, v: [batch, seq_k, kv_heads, d]
       tasks.push_back({view(k + kv_head, s.seq_k, d, s.kv_heads * d), view(v + kv_head, s.seq_k, d, s.kv_heads * d),
-                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q, s.rope, s.rotate_keys});
+                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q, s.rope, s.rotate_keys, {}, 0,
+                       s.faithful});
       it = open.insert_or_assign(key, tasks.size() - 1).first;
     }
     KvTask& task = tasks[it->second];

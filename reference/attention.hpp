@@ -21,6 +21,7 @@ struct AttentionShape {
   // Block-sparse: one BlockMask per query head (empty = dense); query i sees key j only
   // when its head's mask has j's block live for i's block, on top of every other mask.
   std::vector<BlockMask> sparse;
+  Faithful faithful;  // off: fp64; on: the dtype-faithful reference (common.hpp)
 };
 
 // ALiBi's slopes for `heads` heads, as its authors compute them: for a power of two n,

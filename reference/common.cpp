@@ -61,6 +61,10 @@ void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rop
   }
 }
 
+void round_all(Eigen::Ref<Matrix> m, Faithful::Round round) {
+  if (round) m = m.unaryExpr([round](double x) { return static_cast<double>(round(static_cast<float>(x))); });
+}
+
 void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap) {
   if (softcap > 0) s = s.unaryExpr([softcap](double x) { return softcap * std::tanh(x / softcap); });
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
@@ -71,12 +75,75 @@ void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, co
   softmax_rows(s);
 }
 
+namespace {
+
+// A task of the dtype-faithful reference (Faithful): the same math as run_attention's fp64 one, in fp32 as an honest
+// kernel computes it. S = Q Kᵀ·scale in fp32 (a rotated query or key rounded back to the inputs' dtype first), the
+// weights p = exp(s - max) in fp32, their sum l over the unrounded p, P·V from P rounded where the kernel rounds it,
+// then divided by l.
+void faithful_task(const KvTask& t, Matrix& o) {
+  using FloatArray = Eigen::Array<float, 1, Eigen::Dynamic>;
+  const Faithful& f = t.faithful;
+  const int64_t seq_k = t.k.rows();
+  const auto turned = [&](FloatMatrix x, const std::vector<int64_t>& pos) {
+    Matrix wide = x.cast<double>();
+    apply_rope(wide, pos, t.rope);
+    x = wide.cast<float>();
+    return FloatMatrix(x.unaryExpr([&f](float v) { return f.round_in(v); }));
+  };
+  FloatMatrix k_turned;
+  if (t.rope.on() && t.rotate_keys) {
+    std::vector<int64_t> key_pos(static_cast<size_t>(seq_k));
+    for (int64_t j = 0; j < seq_k; ++j) key_pos[static_cast<size_t>(j)] = j;
+    k_turned = turned(t.k, key_pos);
+  }
+  const float scale = static_cast<float>(t.scale), cap = static_cast<float>(t.softcap);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const HeadRows& h : t.heads) {
+    std::vector<int64_t> pos = h.query;
+    for (int64_t& p : pos) p += t.offset;
+    FloatMatrix q = h.q(h.query, Eigen::all);
+    if (t.rope.on()) q = turned(q, pos);
+    FloatMatrix s = k_turned.size() ? FloatMatrix(q * k_turned.transpose()) : FloatMatrix(q * t.k.transpose());
+    s *= scale;
+    std::vector<float> sums(static_cast<size_t>(s.rows()));
+    const float slope = static_cast<float>(h.mask.slope);
+    for (Eigen::Index i = 0; i < s.rows(); ++i) {
+      auto row = s.row(i).array();
+      if (cap > 0) row = cap * (row / cap).tanh();
+      for (Eigen::Index j = 0; j < s.cols(); ++j)
+        row(j) = h.mask.visible(pos[i], j) ? row(j) - slope * static_cast<float>(std::abs(pos[i] - j)) : -inf;
+      if (row.maxCoeff() == -inf) {
+        row.setZero();
+        sums[static_cast<size_t>(i)] = 0;
+        continue;
+      }
+      FloatArray p = row;
+      exp2_weights(p);
+      sums[static_cast<size_t>(i)] = sequential_sum(p);
+      row = p.unaryExpr([&f](float v) { return f.round_p(v); });
+    }
+    const FloatMatrix oh = s * t.v;
+    for (size_t r = 0; r < h.out.size(); ++r) {
+      const float l = sums[r];
+      o.row(h.out[r]) = l > 0 ? (oh.row(static_cast<int64_t>(r)) / l).cast<double>().eval()
+                              : Eigen::RowVectorXd::Zero(oh.cols()).eval();
+    }
+  }
+}
+
+}  // namespace
+
 Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head_dim) {
   Matrix o(rows, head_dim);
   double work = 0;
   for (const KvTask& t : tasks) work += 4.0 * t.rows * t.k.rows() * head_dim;
   parallel_for(tasks.size(), work, [&](int64_t n) {
     const KvTask& t = tasks[n];
+    if (t.faithful.on) {
+      faithful_task(t, o);
+      return;
+    }
     const int64_t seq_k = t.k.rows();
     // Per head: its queries' positions, the queries (rotated), and S = Q Kᵀ·scale, then P = weights(S).
     std::vector<std::vector<int64_t>> pos;

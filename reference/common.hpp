@@ -12,7 +12,9 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,21 @@ struct BlockMask {
   int64_t block = 0, key_blocks = 0;
   std::vector<uint8_t> live;
   bool sees(int64_t query, int64_t key) const { return live[(query / block) * key_blocks + key / block] != 0; }
+};
+
+// What a reference computes. Off (the default): the math, in fp64. On: what an honest kernel that keeps its
+// inputs in the storage dtype gets, the "dtype-faithful" reference the verdict scales its bound by
+// (docs/measuring.md, "The bounds"): fp32 arithmetic throughout (products, sums, exp), values rounded where such a
+// kernel must round them, and nowhere else. `in`: a value the kernel stores back in the inputs' dtype (a query or key
+// turned by RoPE before the tensor cores read it); `p`: the softmax weights before P·V (the tensor cores' operand;
+// fp8 kernels round them to e4m3). The output is returned unrounded: the op rounds it to the output's dtype, after any
+// scale it applies (an fp8 descale).
+struct Faithful {
+  using Round = float (*)(float);
+  bool on = false;
+  Round in = nullptr, p = nullptr;  // null: not rounded (fp32)
+  float round_in(float x) const { return in ? in(x) : x; }
+  float round_p(float x) const { return p ? p(x) : x; }
 };
 
 namespace detail {
@@ -86,6 +103,32 @@ struct Mask {
 // Rotates row r of x by the angles of position pos[r], in place.
 void apply_rope(Eigen::Ref<Matrix> x, const std::vector<int64_t>& pos, const Rope& rope);
 
+// Σ x in fp32, one term after another: the largest rounding error an honest kernel's sum has
+// (a thread that loops over a row), where Eigen's vectorised sum() would have less.
+template <class Array>
+float sequential_sum(const Array& x) {
+  float s = 0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) s += x(i);
+  return s;
+}
+
+// exp(x - max x) in place, as fast kernels compute it: exp2 of the scores scaled by log2(e) in
+// fp32 (each product rounded, so the error grows with |x|, not |x - max|). -inf stays 0.
+template <class Array>
+void exp2_weights(Array& x) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float max = -std::numeric_limits<float>::infinity();
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    x(i) = x(i) * kLog2e;
+    max = std::max(max, x(i));
+  }
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    x(i) = x(i) == -std::numeric_limits<float>::infinity() ? 0.f : std::exp2(x(i) - max);
+}
+
+// Every element of m through round (a storage dtype's rounding), widened back.
+void round_all(Eigen::Ref<Matrix> m, Faithful::Round round);
+
 // ------------------------------------------------------------------------------------------ the dense attention core
 // Every attention-like op (attention, GQA/MQA, decode, paged) ends here: it maps its output rows onto KvTasks over a
 // dense [seq_k, head_dim] K and V, and run_attention() computes each head's O = attention_weights(Q Kᵀ·scale) V.
@@ -118,6 +161,7 @@ struct KvTask {
   bool rotate_keys = true;
   std::vector<HeadRows> heads = {};
   int64_t rows = 0;
+  Faithful faithful = {};
 };
 
 // Computes every task into its output rows of a [rows, head_dim] result.

@@ -49,6 +49,7 @@ Matrix decode(const DecodeShape& s, const float* q, const float* k_cache, const 
     one.softcap = s.softcap;
     one.rope = s.rope;
     one.rotate_keys = false;
+    one.faithful = s.faithful;
     const int64_t first = s.first.empty() ? b * s.max_context : s.first[b];
     const int64_t cache_offset = first * s.kv_heads * s.head_dim;
     plan_attention(one, q + b * s.heads * s.head_dim, k_cache + cache_offset, v_cache + cache_offset, rows_of[b],

@@ -18,6 +18,7 @@ struct DecodeShape {
   // The query rotated at its position context[b] - 1; the cache's keys are taken as already rotated (as serving
   // engines store them: cache_append / reshape_and_cache rotate a key once, when it is written).
   Rope rope;
+  Faithful faithful;  // off: fp64; on: the dtype-faithful reference (common.hpp)
 };
 
 // o_b = softmax(q_b K_bᵀ·scale + bias) V_b over the sequence's first context[b] cache rows, per head.

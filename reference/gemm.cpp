@@ -8,7 +8,8 @@ using namespace detail;
 
 // Cᵢⱼ = Σₖ Aᵢₖ Bⱼₖ (nt) or Σₖ Aᵢₖ Bₖⱼ (nn), for the requested rows i. Tasks are tiles of C: up to kRowsPerTask
 // requested rows of one batch by kColsPerTask columns.
-Matrix gemm(const float* a, const float* b, bool nn, int64_t m, int64_t n, int64_t k, const Rows& rows) {
+Matrix gemm(const float* a, const float* b, bool nn, int64_t m, int64_t n, int64_t k, const Rows& rows,
+            const Faithful& faithful) {
   require(m > 0 && n > 0 && k > 0, "gemm: m, n and k must be positive");
   check_rows("gemm", rows, -1);
   struct Tile {
@@ -34,6 +35,13 @@ Matrix gemm(const float* a, const float* b, bool nn, int64_t m, int64_t n, int64
   parallel_for(tiles.size(), 2.0 * rows.size() * n * k, [&](int64_t i) {
     const Tile& t = tiles[i];
     const float* bb = b + t.batch * n * k;
+    if (faithful.on) {
+      const FloatMatrix a_rows = view(a + t.batch * m * k, m, k, k)(t.row, Eigen::all);
+      const FloatMatrix c_tile = nn ? FloatMatrix(a_rows * view(bb + t.col0, k, t.cols, n))
+                                    : FloatMatrix(a_rows * view(bb + t.col0 * k, t.cols, k, k).transpose());
+      for (size_t r = 0; r < t.out.size(); ++r) c.row(t.out[r]).segment(t.col0, t.cols) = c_tile.row(r).cast<double>();
+      return;
+    }
     const Matrix a_rows = view(a + t.batch * m * k, m, k, k)(t.row, Eigen::all).cast<double>();  // a: [batch, m, k]
     // nn: C = A·B with b [batch, k, n], so the tile needs columns of B; nt: C = A·Bᵀ with b [batch, n, k], rows of B.
     const Matrix c_tile = nn ? Matrix(a_rows * view(bb + t.col0, k, t.cols, n).cast<double>())

@@ -15,6 +15,12 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
   check_rows("mha", rows, s.batch * s.seq);
   const Matrix wqkv = view(w_qkv, width, s.d_model, s.d_model).cast<double>();
   const Matrix wo = view(w_o, s.d_model, hd, hd).cast<double>();
+  // The faithful reference (a.faithful on): both projections' products summed in fp32.
+  const bool fp32 = a.faithful.on;
+  const auto product_of = [fp32](const Matrix& lhs, const Matrix& rhs_t) -> Matrix {
+    if (!fp32) return lhs * rhs_t.transpose();
+    return (lhs.cast<float>() * rhs_t.cast<float>().transpose()).cast<double>();
+  };
   const Eigen::Map<const Eigen::VectorXf> bqkv(b_qkv, width), bo(b_o, s.d_model);
 
   std::map<int64_t, std::vector<size_t>> by_sequence;  // batch -> the requested rows in it
@@ -29,7 +35,7 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
     parallel_for((s.seq + kTokens - 1) / kTokens, 2.0 * s.seq * width * s.d_model, [&](int64_t task) {
       const int64_t t0 = task * kTokens, n = std::min(kTokens, s.seq - t0);
       const Matrix xt = view(x + (b * s.seq + t0) * s.d_model, n, s.d_model, s.d_model).cast<double>();
-      qkv.middleRows(t0, n) = xt * wqkv.transpose();
+      qkv.middleRows(t0, n) = product_of(xt, wqkv);
     });
     // q, k, v as the split stores them: the product stored, its bias added and stored again
     // (without a storage type, rounded once to float: 2^-24, far inside every tolerance).
@@ -58,7 +64,9 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
       for (int64_t h = 0; h < a.heads; ++h)
         concat.segment(h * a.head_dim, a.head_dim) = o.row(static_cast<int64_t>(i) * a.heads + h);
       if (s.store) concat = concat.unaryExpr([&](double x) { return double{s.store(static_cast<float>(x))}; });
-      const Eigen::RowVectorXd p = concat * wo.transpose();
+      Eigen::RowVectorXd p = product_of(concat, wo);
+      // The chain stores the product before adding the bias: the faithful reference rounds it there.
+      if (fp32 && s.store) p = p.unaryExpr([&](double x) { return double{s.store(static_cast<float>(x))}; });
       y.row(static_cast<int64_t>(mine[i])) = p + bo.cast<double>().transpose();
       if (product) product->row(static_cast<int64_t>(mine[i])) = p;
     }

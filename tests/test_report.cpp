@@ -389,14 +389,14 @@ TEST(Report, ProfiledRowsShowNoTimings) {
   TableWriter(table, true).row(r);
   const std::string t = table.str();
   // After the errors: "profiled", then a "-" for each of noise, TFLOP/s, GB/s, floor, %, speedup and MHz.
-  EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +profiled( +-){12}\n)"))) << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +- +profiled( +-){12}\n)"))) << t;
   EXPECT_NE(t.find("\n      profiled: --nvtx-include 'gemm-case/layout=nt dtype=bf16/mma/'\n"), std::string::npos) << t;
 
   std::ostringstream md;
   RunMeta m = meta("run");
   m.timing_mode = "profile";
   write_report(md, Format::markdown, m, {r});
-  EXPECT_NE(md.str().find("| verified | 0.00e+00 | 0.00e+00 | profiled | - | - | - | - | - | - | - |"),
+  EXPECT_NE(md.str().find("| verified | 0.00e+00 | 0.00e+00 | - | profiled | - | - | - | - | - | - | - |"),
             std::string::npos)
       << md.str();
   EXPECT_NE(md.str().find("launched once under `run --profile`"), std::string::npos);
@@ -623,4 +623,27 @@ TEST(SelectVariants, InapplicableOnlyWhenNamed) {
             (std::vector<std::string>{"flash_mma_rope_first"}));
   p.kernels = {"flash_mma", "flash_mma_rope_first"};
   EXPECT_EQ(select_variants(all, p, {}, true), (std::vector<std::string>{"naive", "flash_mma", "flash_mma_rope_first"}));
+}
+
+// A median below the card's floor (past its noise) fails the row; the memory floor counts only
+// cold and past twice the L2.
+TEST(Report, ImpossibleTimings) {
+  ResultRow r;
+  r.timing = Timing{};
+  r.timing->mode = TimingMode::cold;
+  r.timing->ms.median = 1.0;
+  r.timing->ms.noise = 0.01;
+  r.work.bytes = 1e9;
+  r.floor_memory_ms = 1.04;  // 104%: within the 5% slack
+  EXPECT_EQ(impossible_timing(r, 50e6), "");
+  r.floor_memory_ms = 1.2;
+  EXPECT_NE(impossible_timing(r, 50e6).find("IMPOSSIBLE: median 1.0000 ms is 120% of the card's memory floor"),
+            std::string::npos);
+  EXPECT_EQ(impossible_timing(r, 600e6), "");  // 1 GB moved, under twice a 600 MB L2: may sit there
+  r.timing->mode = TimingMode::hot;
+  EXPECT_EQ(impossible_timing(r, 50e6), "");
+  r.floor_compute_ms = 2.0;  // compute counts in every mode
+  EXPECT_NE(impossible_timing(r, 50e6).find("200% of the card's compute floor"), std::string::npos);
+  r.timing->ms.noise = 0.5;  // three times the noise: 250% allowed
+  EXPECT_EQ(impossible_timing(r, 50e6), "");
 }

@@ -125,3 +125,184 @@ TEST(Compare, MagnitudeWidensTheRelativeTermOnlyWhereItIsLarger) {
   const std::vector<double> far = {0.03, 5.06};
   EXPECT_EQ(compare(want, far, {0}, tol, &magnitude).mismatches, 2);
 }
+
+// ------------------------------------------------------------------------------------------ the scaled bound
+// The verdict of an op with a dtype-faithful reference (docs/measuring.md, "The bounds"): the
+// outputs below are what a wrong kernel would write, computed here on the CPU.
+#include <random>
+
+#include "app/numeric.hpp"
+#include "reference/attention.hpp"
+#include "reference/softmax.hpp"
+
+namespace {
+
+std::vector<float> drawn(size_t n, DType t, double lo, double hi, bool normal, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::normal_distribution<double> g(0, hi);
+  std::vector<float> x(n);
+  for (float& v : x) v = round_to(t, static_cast<float>(normal ? g(rng) : u(rng)));
+  return x;
+}
+
+ref::Rows all_rows(int64_t n) {
+  ref::Rows r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
+std::vector<double> flat(const ref::Matrix& m) {
+  std::vector<double> v(static_cast<size_t>(m.size()));
+  for (int64_t r = 0; r < m.rows(); ++r)
+    for (int64_t c = 0; c < m.cols(); ++c) v[static_cast<size_t>(r * m.cols() + c)] = m(r, c);
+  return v;
+}
+
+ref::Matrix rounded(ref::Matrix m, DType t) {
+  ref::detail::round_all(m, rounding_of(t));
+  return m;
+}
+
+ref::Faithful faithful_in(DType t) {
+  ref::Faithful f;
+  f.on = true;
+  f.in = f.p = rounding_of(t);
+  return f;
+}
+
+// One variant's output held to the bound the reference and the faithful one set.
+Comparison judged(const ref::Matrix& want, const ref::Matrix& faithful, const std::vector<double>& got, DType t) {
+  Comparison c = compare(want, got, all_rows(want.rows()), no_elementwise());
+  apply_bound(c, scaled_bound(want, faithful, t, default_bound_rule(t)));
+  return c;
+}
+
+struct SoftmaxPoint {
+  int64_t rows, cols;
+  DType t;
+  std::vector<float> x;
+  ref::Matrix want, faithful;
+  SoftmaxPoint(int64_t rows, int64_t cols, DType t, double spread)
+      : rows(rows), cols(cols), t(t), x(drawn(static_cast<size_t>(rows * cols), t, -spread, spread, false, 7)) {
+    want = ref::softmax(x.data(), cols, all_rows(rows));
+    faithful = rounded(ref::softmax(x.data(), cols, all_rows(rows), faithful_in(t)), t);
+  }
+};
+
+}  // namespace
+
+TEST(ScaledBound, HonestStorageRoundingPasses) {
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16}) {
+    const SoftmaxPoint p(16, 4096, t, 8);
+    const Comparison c = judged(p.want, p.faithful, flat(rounded(p.want, t)), t);
+    EXPECT_TRUE(c.passed()) << dtype_name(t) << " margin " << c.margin;
+    EXPECT_LT(c.margin, 1);
+    EXPECT_GT(c.margin, 0);
+  }
+}
+
+// The fixed bf16 atol (8e-3) is above every output of a 4096-wide softmax of U(-8, 8) (at most
+// about 16/4096): a kernel that writes zeros passed it. The scaled bound does not.
+TEST(ScaledBound, ZeroWritingSoftmaxFails) {
+  const SoftmaxPoint p(16, 4096, DType::bf16, 8);
+  const std::vector<double> zeros(static_cast<size_t>(p.want.size()), 0.0);
+  EXPECT_TRUE(compare(p.want, zeros, all_rows(p.rows), default_tolerance(DType::bf16)).passed());
+  const Comparison c = judged(p.want, p.faithful, zeros, DType::bf16);
+  EXPECT_FALSE(c.passed());
+  EXPECT_GT(c.margin, 100);
+}
+
+// A softmax without the max subtraction is exact enough on U(-8, 8) (exp(8) is far from fp32's
+// overflow), which is why the `large` distribution exists: on U(-128, 128) exp overflows.
+TEST(ScaledBound, SoftmaxWithoutMaxSubtractionFailsOnLargeInputs) {
+  const auto no_max = [](const SoftmaxPoint& p) {
+    std::vector<double> y(static_cast<size_t>(p.rows * p.cols));
+    for (int64_t r = 0; r < p.rows; ++r) {
+      float sum = 0;
+      for (int64_t j = 0; j < p.cols; ++j) sum += std::exp(p.x[static_cast<size_t>(r * p.cols + j)]);
+      for (int64_t j = 0; j < p.cols; ++j)
+        y[static_cast<size_t>(r * p.cols + j)] = std::exp(p.x[static_cast<size_t>(r * p.cols + j)]) / sum;
+    }
+    return y;
+  };
+  const SoftmaxPoint mild(8, 1000, DType::fp32, 8), large(8, 1000, DType::fp32, 128);
+  EXPECT_TRUE(judged(mild.want, mild.faithful, no_max(mild), DType::fp32).passed());
+  EXPECT_FALSE(judged(large.want, large.faithful, no_max(large), DType::fp32).passed());
+}
+
+TEST(ScaledBound, OutputOffByAFactorFails) {
+  const SoftmaxPoint p(16, 4096, DType::bf16, 8);
+  std::vector<double> y = flat(p.faithful);
+  for (double& v : y) v *= 1.02;
+  EXPECT_FALSE(judged(p.want, p.faithful, y, DType::bf16).passed());
+}
+
+namespace {
+ref::Matrix attention_out(const ref::AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v) {
+  return ref::attention(s, q.data(), k.data(), v.data(), all_rows(s.batch * s.seq_q * s.heads));
+}
+}  // namespace
+
+// 1/sqrt(d + 1) for 1/sqrt(d) in bf16 at seq_k 1000: its error (about 3x an honest kernel's)
+// was inside the fixed tolerance and is outside the scaled bound.
+TEST(ScaledBound, WrongAttentionScaleFailsInBf16) {
+  const DType t = DType::bf16;
+  ref::AttentionShape s;
+  s.heads = s.kv_heads = 2;
+  s.seq_q = 64;
+  s.seq_k = 1000;
+  s.head_dim = 64;
+  const size_t nq = static_cast<size_t>(s.seq_q * s.heads * s.head_dim), nk = static_cast<size_t>(s.seq_k * 2 * 64);
+  const auto q = drawn(nq, t, 0, 1, true, 1), k = drawn(nk, t, 0, 1, true, 2), v = drawn(nk, t, 0, 1, true, 3);
+  const ref::Matrix want = attention_out(s, q, k, v);
+  ref::AttentionShape f = s;
+  f.faithful = faithful_in(t);
+  const ref::Matrix faithful = rounded(attention_out(f, q, k, v), t);
+  // An honest kernel's error: P rounded after normalising instead of before (as a kernel that
+  // materialises P does), the output rounded.
+  EXPECT_TRUE(judged(want, faithful, flat(rounded(want, t)), t).passed());
+  f.scale = 1 / std::sqrt(65.0);
+  const ref::Matrix wrong = rounded(attention_out(f, q, k, v), t);
+  const Comparison c = judged(want, faithful, flat(wrong), t);
+  EXPECT_TRUE(compare(want, flat(wrong), all_rows(want.rows()), default_tolerance(t)).passed());  // the old verdict
+  EXPECT_FALSE(c.passed()) << "margin " << c.margin;
+}
+
+// Large logits in fp32 (scale 8): the scores' own rounding is amplified by exp, so an honest
+// fp32 kernel's error is far above the old fixed atol (1e-5); the bound scales with it.
+TEST(ScaledBound, Fp32LargeLogitsScaleTheBound) {
+  const DType t = DType::fp32;
+  ref::AttentionShape s;
+  s.seq_q = 32;
+  s.seq_k = 256;
+  s.head_dim = 64;
+  s.scale = 8;
+  const auto q = drawn(32 * 64, t, 0, 1, true, 4), k = drawn(256 * 64, t, 0, 1, true, 5),
+             v = drawn(256 * 64, t, 0, 1, true, 6);
+  const ref::Matrix want = attention_out(s, q, k, v);
+  ref::AttentionShape f = s;
+  f.faithful = faithful_in(t);
+  const ref::Matrix faithful = attention_out(f, q, k, v);
+  const Bound b = scaled_bound(want, faithful, t, default_bound_rule(t));
+  EXPECT_GT(b.faithful_max, 1e-6);
+  EXPECT_GT(b.allowed_max, 4 * b.faithful_max * 0.99);
+  EXPECT_TRUE(judged(want, faithful, flat(faithful), t).passed());
+}
+
+TEST(ScaledBound, MergeKeepsTheWorstTrial) {
+  Comparison a = compare(mat({{1}}), {1}, {0}, no_elementwise()), b = a;
+  Bound loose, tight;
+  loose.allowed_max = loose.allowed_l2 = 1;
+  tight.allowed_max = tight.allowed_l2 = 1e-9;
+  b.max_abs = b.rel_l2 = 1e-6;
+  apply_bound(a, loose);
+  apply_bound(b, tight);
+  a.merge(b);
+  EXPECT_FALSE(a.passed());
+  EXPECT_NEAR(a.margin, 1000, 1e-6);
+  EXPECT_EQ(fmt_margin(a.margin), "1000");
+  EXPECT_EQ(fmt_margin(0.4123), "0.41");
+  EXPECT_EQ(fmt_margin(INFINITY), "inf");
+}

@@ -150,8 +150,17 @@ class AttentionProblem : public TableProblem<AttentionParams> {
         for (int64_t h : {int64_t{0}, heads_ - 1}) rows.push_back((b * mask_.seq_q + i) * heads_ + h);
     return rows;
   }
-  ref::Matrix reference(const ref::Rows& rows) const override {
+  ref::Matrix reference(const ref::Rows& rows) const override { return attention(rows, {}); }
+  bool has_faithful() const override { return true; }
+  // fp8 kernels round P to e4m3 before P·V (FlashAttention-3's fp8 path); the others to the storage dtype.
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(attention(rows, faithful_of(point().dtype, point().dtype)));
+  }
+
+ private:
+  ref::Matrix attention(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::AttentionShape a;
+    a.faithful = faithful;
     a.batch = batch_;
     a.heads = heads_;
     a.kv_heads = kv_heads_;
@@ -172,7 +181,6 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     return m;
   }
 
- private:
   AttentionParams params() const override {
     AttentionParams p;
     p.q = input(0).device.get();

@@ -47,8 +47,14 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     return {4.0 * heads_ * static_cast<double>(rows) * head_dim_,
             e * (2.0 * rows * kv_heads_ * head_dim_ + 2.0 * batch_ * heads_ * head_dim_), Bandwidth::read};
   }
-  ref::Matrix reference(const ref::Rows& rows) const override {
+  ref::Matrix reference(const ref::Rows& rows) const override { return decode(rows, {}); }
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(decode(rows, faithful_of(point().dtype, point().dtype)));
+  }
+  ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::DecodeShape d;
+    d.faithful = faithful;
     d.batch = batch_;
     d.heads = heads_;
     d.kv_heads = kv_heads_;

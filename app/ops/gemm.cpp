@@ -36,6 +36,11 @@ class GemmProblem : public TableProblem<GemmParams> {
   ref::Matrix reference(const ref::Rows& rows) const override {
     return ref::gemm(input(0).host.data(), input(1).host.data(), nn_, m_, n_, k_, rows);
   }
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(ref::gemm(input(0).host.data(), input(1).host.data(), nn_, m_, n_, k_, rows,
+                            faithful_of(point().dtype, point().dtype)));
+  }
 
  private:
   GemmParams params() const override {

@@ -81,7 +81,14 @@ class MhaProblem : public Problem {
     return {flops, bytes, Bandwidth::copy};
   }
 
-  ref::Matrix reference(const ref::Rows& rows) const override {
+  ref::Matrix reference(const ref::Rows& rows) const override { return layer(rows, {}); }
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(layer(rows, faithful_of(point().dtype, point().dtype)));
+  }
+  // The fp64 reference of the layer (faithful off), or its dtype-faithful form; the fp64 one
+  // keeps O·Woᵀ for tolerance_magnitude().
+  ref::Matrix layer(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::MhaShape m;
     m.batch = batch_;
     m.seq = seq_;
@@ -93,10 +100,11 @@ class MhaProblem : public Problem {
     mask_.set(a);
     scores_.set_reference(a);
     a.rope = rope_.reference();
+    a.faithful = faithful;
     const DType t = point().dtype;
     m.store = [t](float x) { return round_to(t, x); };
     return ref::mha(m, input(0).host.data(), input(1).host.data(), input(2).host.data(), input(3).host.data(),
-                    input(4).host.data(), rows, &product_);
+                    input(4).host.data(), rows, faithful.on ? nullptr : &product_);
   }
   // y = p + bo, where the chain stores the product p in the dtype before adding the bias: a
   // y that cancels near 0 keeps p's rounding (2^-8 |p| in bf16) and the error the stored

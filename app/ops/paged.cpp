@@ -75,8 +75,16 @@ class PagedProblem : public TableProblem<PagedParams> {
   // The math, whatever the layout: decode over each sequence's tokens as the cache holds
   // them (the stored codes times the scale), read in place, one sequence after another.
   // The layout is reshape_and_cache's job and is checked bit for bit in prepare().
-  ref::Matrix reference(const ref::Rows& rows) const override {
+  ref::Matrix reference(const ref::Rows& rows) const override { return decode(rows, {}); }
+  bool has_faithful() const override { return true; }
+  // The cache's values as the kernels read them (fp8 codes times their scale): P is kept in the
+  // query's dtype, the storage of everything but the cache.
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(decode(rows, faithful_of(point().dtype, point().dtype)));
+  }
+  ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::DecodeShape d;
+    d.faithful = faithful;
     d.batch = batch_;
     d.heads = heads_;
     d.kv_heads = kv_heads_;

@@ -121,7 +121,13 @@ class PipelineProblem : public Problem {
             std::move(tbt)};
   }
 
-  ref::Matrix reference(const ref::Rows& rows) const override {
+  ref::Matrix reference(const ref::Rows& rows) const override { return steps(rows, {}); }
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(steps(rows, faithful_of(point().dtype, point().dtype)));
+  }
+  // Each generated step's decode over the cache as the steps leave it.
+  ref::Matrix steps(const ref::Rows& rows, const ref::Faithful& faithful) const {
     const std::vector<float>& k = cache_after_[0];
     const std::vector<float>& v = cache_after_[1];
     const int64_t per_step = batch_ * heads_;
@@ -135,6 +141,7 @@ class PipelineProblem : public Problem {
       d.context.assign(static_cast<size_t>(batch_), prompt_ + t + 1);
       d.window = window_;
       d.rope = rope_.reference();
+      d.faithful = faithful;
       return ref::decode(d, input(3).host.data() + t * per_step * head_dim_, k.data(), v.data(), mine);
     });
   }

@@ -20,6 +20,10 @@ class SoftmaxProblem : public TableProblem<SoftmaxParams> {
   ref::Matrix reference(const ref::Rows& rows) const override {
     return ref::softmax(input(0).host.data(), cols_, rows);
   }
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override {
+    return stored(ref::softmax(input(0).host.data(), cols_, rows, faithful_of(point().dtype, point().dtype)));
+  }
 
  private:
   SoftmaxParams params() const override {
