@@ -110,6 +110,9 @@ class Problem {
     (void)rows;
     return {};
   }
+  // After faithful(): the largest |row max| of the scores it took softmaxes of (0: none, a
+  // GEMM), which sets the bound's score floor (app/verify.hpp).
+  double faithful_largest_score() const { return faithful_score_ ? faithful_score_->load() : 0.0; }
   // Per checked element of the last reference(), a magnitude the relative tolerance applies
   // to beside the reference value's own (the terms an output cancelled from); null: none.
   virtual const ref::Matrix* tolerance_magnitude() const { return nullptr; }
@@ -202,7 +205,9 @@ class Problem {
   const Tensor& input(size_t i) const { return inputs_[i].tensor; }
   // The faithful reference's settings for inputs stored as `in` whose kernels round the
   // softmax weights to `p` (the tensor cores' operand: the storage dtype, e4m3 for fp8).
-  static ref::Faithful faithful_of(DType in, DType p);
+  // It also tracks the largest score the reference takes a softmax of, for
+  // faithful_largest_score().
+  ref::Faithful faithful_of(DType in, DType p) const;
   // A faithful reference's output as the output tensor stores it (rounded to its dtype).
   ref::Matrix stored(ref::Matrix m) const;
   // An input generate() leaves alone: the op fills its host values and device buffer itself
@@ -245,6 +250,7 @@ class Problem {
   Tensor output_;
   size_t row_dims_ = 1;
   mutable DeviceBuffer check_scratch_;  // check()'s NaN count and gathered rows
+  mutable std::shared_ptr<std::atomic<float>> faithful_score_;  // the last faithful_of()'s
   std::vector<DeviceBuffer*> device_buffers();  // every tensor's and buffer's, in a fixed order
   std::vector<std::vector<DeviceBuffer>> copies_;  // copies_[i - 1]: copy i, in device_buffers()' order
   int copy_in_place_ = 0;

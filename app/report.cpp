@@ -504,7 +504,7 @@ nlohmann::json row_json(const ResultRow& r, bool keep_samples) {
       j["verify"]["bound"] = {{"k_max", b.k_max},           {"k_l2", b.k_l2},
                               {"faithful_max", b.faithful_max}, {"faithful_l2", b.faithful_l2},
                               {"rms", b.rms},               {"largest", b.largest},
-                              {"floor", b.floor},
+                              {"floor", b.floor},           {"score_floor", b.score_floor},
                               {"allowed_max", b.allowed_max}, {"allowed_l2", b.allowed_l2}};
       if (!std::isfinite(c.margin)) j["verify"]["margin"] = nullptr;
     }

@@ -114,6 +114,7 @@ Comparison comparison_of(const json& v, ResultRow& r) {
     bound.rms = number(*b, "rms");
     bound.largest = number(*b, "largest");
     bound.floor = number(*b, "floor");
+    bound.score_floor = number(*b, "score_floor");
     bound.allowed_max = number(*b, "allowed_max");
     bound.allowed_l2 = number(*b, "allowed_l2");
     c.bound = bound;

@@ -277,7 +277,8 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         const auto r0 = std::chrono::steady_clock::now();
         ref::Matrix m = problem->reference(check_rows);
         if (problem->has_faithful())
-          bound = scaled_bound(m, problem->faithful(check_rows), problem->output_tensor().dtype, rule);
+          bound = scaled_bound(m, problem->faithful(check_rows), problem->output_tensor().dtype, rule,
+                               problem->faithful_largest_score());
         reference_own_ms = ms_since(r0);
         return m;
       });

@@ -37,7 +37,8 @@ BoundRule default_bound_rule(DType t) {
   return {4, 2, 0};
 }
 
-Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule) {
+Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule,
+                   double largest_score) {
   Bound b;
   b.k_max = rule.k_max;
   b.k_l2 = rule.k_l2;
@@ -56,7 +57,16 @@ Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType st
   const double n = static_cast<double>(std::max<int64_t>(1, ref.size()));
   b.rms = std::sqrt(ref2 / n);
   b.faithful_l2 = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  b.floor = std::max(ref2 > 0 ? std::sqrt(store2 / ref2) : 0.0, rule.min_floor);
+  // A score s held in fp32 is off by up to |s| 2^-25, and exp turns that into the same relative
+  // error of its weight. An online softmax keeps partial sums relative to their own running
+  // maxima, each rounded into the log2 domain (exp2(s log2e - fl(m log2e))), and rescales them
+  // to the row's max without taking that rounding back: an error of its weights that grows
+  // with |max score|, which the faithful reference, one pass with the row's max, does not
+  // have (tests/test_verify.cpp emulates warp_online's 32 lanes on logits to 791: rel-L2 0.41
+  // units of 2^-24 |s|). Four units of the largest score: negligible at N(0, 1) inputs
+  // (scores of a few units, under fp32's 2^-17), the whole floor at logits of hundreds in fp32.
+  b.score_floor = 4 * std::ldexp(1.0, -24) * largest_score;
+  b.floor = std::max({ref2 > 0 ? std::sqrt(store2 / ref2) : 0.0, rule.min_floor, b.score_floor});
   // The floor of the max error is at the output's largest value, where a rounding is largest; a
   // reference that is 0 everywhere (every row masked) leaves no scale: the floor is then absolute.
   b.largest = largest;

@@ -29,7 +29,8 @@ Tolerance default_tolerance(DType t);
 // The scaled bound's constants for one output dtype: a variant passes when
 //   max |got - ref| <= k_max * max |faithful - ref| + floor * max |ref|   and
 //   rel_l2(got)     <= k_l2  * rel_l2(faithful)     + floor,
-// floor = max(the rel-L2 error of the reference itself stored in the dtype, min_floor).
+// floor = max(the rel-L2 error of the reference itself stored in the dtype, min_floor,
+//             4 * 2^-24 * the largest |score| a softmax was taken of).
 struct BoundRule {
   double k_max = 0, k_l2 = 0, min_floor = 0;
 };
@@ -40,10 +41,13 @@ struct Bound {
   double k_max = 0, k_l2 = 0;
   double faithful_max = 0, faithful_l2 = 0;  // the faithful reference's errors against the fp64 one
   double rms = 0, largest = 0, floor = 0;    // rms and max |.| of the reference; the floor (relative)
+  double score_floor = 0;                    // the floor's term from the largest score
   double allowed_max = 0, allowed_l2 = 0;
 };
 // `store`: the output dtype, whose rounding of the reference sets the floor.
-Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule);
+// `largest_score`: Problem::faithful_largest_score() (0 without softmax).
+Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule,
+                   double largest_score = 0);
 
 // Where an output element sits in the op's natural coordinates.
 struct Coord {

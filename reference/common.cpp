@@ -119,7 +119,7 @@ void faithful_task(const KvTask& t, Matrix& o) {
         continue;
       }
       FloatArray p = row;
-      exp2_weights(p);
+      f.note_score(exp2_weights(p));
       sums[static_cast<size_t>(i)] = sequential_sum(p);
       row = p.unaryExpr([&f](float v) { return f.round_p(v); });
     }

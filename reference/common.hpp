@@ -11,6 +11,8 @@
 #pragma once
 #include <Eigen/Dense>
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
@@ -55,8 +57,20 @@ struct Faithful {
   using Round = float (*)(float);
   bool on = false;
   Round in = nullptr, p = nullptr;  // null: not rounded (fp32)
+  // Where given, the largest |max score| of any row the reference took a softmax of (the
+  // scores after scale, soft-capping and bias): fp32 holds a score to |s| 2^-24, and an online
+  // softmax rounds each row's running max again at every rescale, errors the verdict's floor
+  // must admit (app/verify.cpp, scaled_bound). Written by several threads: a maximum, lock-free.
+  std::shared_ptr<std::atomic<float>> largest_score;
   float round_in(float x) const { return in ? in(x) : x; }
   float round_p(float x) const { return p ? p(x) : x; }
+  void note_score(float max) const {
+    if (!largest_score || !std::isfinite(max)) return;
+    const float a = std::fabs(max);
+    float seen = largest_score->load();
+    while (a > seen && !largest_score->compare_exchange_weak(seen, a)) {
+    }
+  }
 };
 
 namespace detail {
@@ -114,8 +128,9 @@ float sequential_sum(const Array& x) {
 
 // exp(x - max x) in place, as fast kernels compute it: exp2 of the scores scaled by log2(e) in
 // fp32 (each product rounded, so the error grows with |x|, not |x - max|). -inf stays 0.
+// Returns max x (-inf when every x is).
 template <class Array>
-void exp2_weights(Array& x) {
+float exp2_weights(Array& x) {
   constexpr float kLog2e = 1.4426950408889634f;
   float max = -std::numeric_limits<float>::infinity();
   for (Eigen::Index i = 0; i < x.size(); ++i) {
@@ -124,6 +139,7 @@ void exp2_weights(Array& x) {
   }
   for (Eigen::Index i = 0; i < x.size(); ++i)
     x(i) = x(i) == -std::numeric_limits<float>::infinity() ? 0.f : std::exp2(x(i) - max);
+  return max / kLog2e;
 }
 
 // Every element of m through round (a storage dtype's rounding), widened back.

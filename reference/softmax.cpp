@@ -13,7 +13,7 @@ Matrix softmax(const float* x, int64_t cols, const Rows& rows, const Faithful& f
     Matrix y(rows.size(), cols);
     parallel_for(static_cast<int64_t>(rows.size()), 10.0 * y.size(), [&](int64_t r) {
       Eigen::Array<float, 1, Eigen::Dynamic> e = view(x + rows[r] * cols, 1, cols, cols).array();
-      exp2_weights(e);
+      faithful.note_score(exp2_weights(e));
       y.row(r) = (e / sequential_sum(e)).cast<double>();
     });
     return y;

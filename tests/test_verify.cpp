@@ -306,3 +306,48 @@ TEST(ScaledBound, MergeKeepsTheWorstTrial) {
   EXPECT_EQ(fmt_margin(0.4123), "0.41");
   EXPECT_EQ(fmt_margin(INFINITY), "inf");
 }
+
+// An online softmax in fp32 as warp_online computes it (each of 32 lanes keeps its own running
+// max and a sum relative to it, rounded into the log2 domain; the lanes' sums are rescaled to
+// the row's max at the end) on logits of up to 800 (outlier inputs): every lane's sum keeps its
+// own max's rounding, an error that grows with |max score| 2^-24 and that the faithful
+// reference, one pass with the row's max, does not have. The score floor admits it; without
+// it the same kernel fails.
+TEST(ScaledBound, OnlineSoftmaxOnLargeLogitsNeedsTheScoreFloor) {
+  const DType t = DType::fp32;
+  const int64_t rows = 16, cols = 1000, lanes = 32;
+  std::vector<float> x = drawn(static_cast<size_t>(rows * cols), t, -8, 8, false, 9);
+  std::mt19937_64 rng(10);
+  for (float& v : x)
+    if (rng() % 64 == 0) v *= 100;  // outliers, so that many lanes' maxima are large
+  const ref::Matrix want = ref::softmax(x.data(), cols, all_rows(rows));
+  ref::Faithful f = faithful_in(t);
+  f.largest_score = std::make_shared<std::atomic<float>>(0.f);
+  const ref::Matrix faithful = ref::softmax(x.data(), cols, all_rows(rows), f);
+  constexpr float kLog2e = 1.4426950408889634f;
+  std::vector<double> got(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = &x[static_cast<size_t>(r * cols)];
+    float m = -INFINITY, l = 0;
+    std::vector<float> lane_m(lanes, -INFINITY), lane_l(lanes, 0.f);
+    for (int64_t k = 0; k < lanes; ++k) {
+      for (int64_t c = k; c < cols; c += lanes) lane_m[k] = std::max(lane_m[k], xr[c]);
+      const float ms = lane_m[k] * kLog2e;
+      for (int64_t c = k; c < cols; c += lanes) lane_l[k] += std::exp2(std::fma(xr[c], kLog2e, -ms));
+      m = std::max(m, lane_m[k]);
+    }
+    const float ms = m * kLog2e;
+    for (int64_t k = 0; k < lanes; ++k) l += lane_l[k] * std::exp2(std::fma(lane_m[k], kLog2e, -ms));
+    for (int64_t c = 0; c < cols; ++c)
+      got[static_cast<size_t>(r * cols + c)] = std::exp2(std::fma(xr[c], kLog2e, -ms)) / l;
+  }
+  const double largest = f.largest_score->load();
+  EXPECT_GT(largest, 700);
+  Comparison with = compare(want, got, all_rows(rows), no_elementwise()), without = with;
+  apply_bound(with, scaled_bound(want, faithful, t, default_bound_rule(t), largest));
+  apply_bound(without, scaled_bound(want, faithful, t, default_bound_rule(t), 0));
+  EXPECT_TRUE(with.passed()) << "margin " << with.margin;
+  EXPECT_FALSE(without.passed()) << "margin " << without.margin;
+  std::printf("online softmax, logits to %.0f: rel-L2 %.3g, margin %.3g with the score floor, %.3g without\n", largest,
+              with.rel_l2, with.margin, without.margin);
+}
