@@ -60,6 +60,9 @@ for (c, p), v in sorted(rows.items(), key=lambda kv: -sum(kv[1]))[:25]:
 PY
   cat "$OUT/verify-time.txt" | head -8
   # Every report the card wrote must match docs/report.schema.json (exit 77: no jsonschema here).
+  # How close every row came to the scaled bound, per op and dtype (docs/measuring.md).
+  python3 tests/margins.py "$OUT"/verify/*.json > "$OUT/margins.txt" 2>&1
+  head -40 "$OUT/margins.txt"
   python3 tests/check_schema.py "$OUT"/verify/*.json > "$OUT/schema.txt" 2>&1
   echo "schema check of the verify reports: exit $? ($(tail -1 "$OUT/schema.txt"))"
   rm -rf "$OUT/verify"
