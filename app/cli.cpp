@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "app/compare.hpp"
 #include "app/device.hpp"
 #include "app/devices.hpp"
+#include "app/sanitize.hpp"
 #include "app/merge.hpp"
 #include "app/host_memory.hpp"
 #include "app/output.hpp"
@@ -60,6 +63,8 @@ struct Options {
   int device = 0;
   std::string cases_dir;
   bool dry_run = false;
+  std::string sanitize;           // verify --sanitize TOOL (app/sanitize.hpp)
+  bool sanitize_markers = false;  // its child (hidden)
   bool remeasure = false;
   std::string list_what = "all";
   std::string base_report, new_report, threshold = "5", confidence = "0.95";
@@ -268,6 +273,110 @@ std::vector<std::string> worker_argv(const Options& o) {
   return out;
 }
 
+// A whole run's json report (--devices' merged parts, --sanitize's child) printed as a single run
+// would: a table grouped by case (`case_of(i)`: row i's case), or the format asked for, and -o in
+// -o's; for verify, the closing "N passed, M failed". Returns the rows' tally.
+Tally print_json_report(const Options& o, bool timed, const nlohmann::json& report,
+                        const std::function<const Case*(size_t)>& case_of) {
+  const Format format = o.format.empty() ? Format::table : *parse_format(o.format);
+  const Format file_format = o.format.empty() ? format_for_path(o.output) : format;
+  const std::vector<ResultRow> result = rows_from_json(report);
+  RunMeta meta;  // the text formats' header; json is the report itself
+  meta.version = ATTNBENCH_VERSION;
+  meta.command_line = o.command_line;
+  meta.mode = timed ? "run" : "verify";
+  const auto write_as = [&](std::ostream& out, Format f) {
+    if (f == Format::json)
+      out << report.dump(1) << "\n";
+    else
+      write_report(out, f, meta, result);
+  };
+  if (format == Format::table || !o.output.empty()) {
+    TableWriter table(std::cout, timed, o.mode == "all");
+    const Case* current = nullptr;
+    for (size_t i = 0; i < result.size(); ++i) {
+      const Case* c = case_of(i);
+      if (c && c != current) {
+        current = c;
+        size_t width = 0;
+        for (const auto& p : c->points) width = std::max(width, p.label.size());
+        table.begin_case(c->name, c->description, width);
+      }
+      table.row(result[i]);
+    }
+  } else {
+    write_as(std::cout, format);
+  }
+  if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_as(out, file_format); });
+  Tally t;
+  for (const ResultRow& r : result) {
+    if (r.status == Status::verified) ++t.passed;
+    if (r.status == Status::failed) ++t.failed;
+    if (r.status == Status::skipped) ++t.skipped;
+    if (r.status == Status::error) ++t.errors;
+  }
+  if (!timed) {
+    if (t.skipped) std::cout << t.skipped << " skipped\n";
+    std::cout << t.passed << " passed, " << t.failed + t.errors << " failed\n";
+  }
+  return t;
+}
+
+// verify --sanitize: the same verification as one child under compute-sanitizer, its findings
+// made the rows' verdicts (app/sanitize.hpp).
+int verify_sanitized(const Options& o, const std::vector<Case>& cases) {
+  const std::string sanitizer = find_compute_sanitizer();
+  if (sanitizer.empty())
+    throw InputError("--sanitize: compute-sanitizer is on neither PATH nor /usr/local/cuda/bin (the CUDA toolkit "
+                     "has it)");
+  (void)device_count_or_throw();  // no GPU: the usual one line, exit 3
+  char tmpl[] = "/tmp/attnbench-sanitize-XXXXXX";
+  if (!mkdtemp(tmpl)) throw InputError(std::string("--sanitize: cannot make a folder in /tmp: ") + std::strerror(errno));
+  const std::string dir = tmpl, report_path = dir + "/report.json", log_path = dir + "/log.txt";
+  std::vector<std::string> child = worker_argv(o);
+  for (size_t i = 1; i < child.size(); ++i)
+    if (child[i] == "--sanitize") {
+      child.erase(child.begin() + static_cast<std::ptrdiff_t>(i), child.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      break;
+    } else if (child[i].rfind("--sanitize=", 0) == 0) {
+      child.erase(child.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  const std::vector<std::string> argv = sanitizer_argv(sanitizer, o.sanitize, child, report_path);
+  std::cerr << "--sanitize " << o.sanitize << ": verifying under compute-sanitizer (many times slower than without)\n";
+  const int rc = run_to_file(argv, log_path);
+  std::ifstream log_file(log_path);
+  const std::string log_text((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  nlohmann::json report;
+  try {
+    report = nlohmann::json::parse(std::ifstream(report_path));
+  } catch (const std::exception&) {
+    throw CudaError("--sanitize: the run under compute-sanitizer left no report (exit " + std::to_string(rc) +
+                    "); its output is in " + log_path);
+  }
+  const SanitizerLog log = read_sanitizer_log(log_text);
+  const int failed = apply_sanitizer_log(report, log, o.sanitize);
+  const Tally t = print_json_report(o, false, report, [&](size_t i) -> const Case* {
+    const std::string name = report["rows"][i].value("case", "");
+    const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.name == name; });
+    return c == cases.end() ? nullptr : &*c;
+  });
+  int found = log.unattributed;
+  for (const auto& [key, f] : log.by_launch) found += f.count;
+  std::cerr << "compute-sanitizer " << o.sanitize << ": " << found << " finding(s)"
+            << (log.summary >= 0 ? " (its summary: " + std::to_string(log.summary) + ")" : std::string()) << ", "
+            << failed << " row(s) failed for them";
+  if (log.unattributed) std::cerr << ", " << log.unattributed << " outside every launch of a point";
+  if (found > 0 || (rc != 0 && rc != kExitFailed)) {
+    std::cerr << "; its output: " << log_path << "\n";
+  } else {
+    std::cerr << "\n";
+    std::filesystem::remove_all(dir);
+  }
+  if (log.unattributed && t.failed + t.errors == 0) return kExitFailed;
+  return t.failed + t.errors > 0 ? kExitFailed : kExitOk;
+}
+
 // --devices: one worker per GPU, then one report from their parts (app/devices.hpp).
 int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
                    const std::optional<RunPlan>& shard_plan, std::chrono::steady_clock::time_point start) {
@@ -287,10 +396,6 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
   // a two-H100 host, run 185), so it runs beside the workers' start, not before it; `all` has
   // made it already to count the GPUs.
   std::future<void> gpu_check = std::async(std::launch::async, [] { (void)device_count_or_throw(); });
-  // As a single run: the table on stdout unless --format names another and there is no -o;
-  // -o in --format's format, else its extension's.
-  const Format format = o.format.empty() ? Format::table : *parse_format(o.format);
-  const Format file_format = o.format.empty() ? format_for_path(o.output) : format;
   // The workers' reports sit beside -o, so that a killed run leaves its parts for
   // `attnbench merge`; without -o, in a folder removed at the end.
   std::string dir;
@@ -392,51 +497,14 @@ int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
   merged.report["attnbench"]["elapsed_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
-  // Print as a single run would: a table grouped by case, or the format asked for.
-  const std::vector<ResultRow> result = rows_from_json(merged.report);
-  RunMeta meta;  // the text formats' header; json is the merged report itself
-  meta.version = ATTNBENCH_VERSION;
-  meta.command_line = o.command_line;
-  meta.mode = timed ? "run" : "verify";
-  const auto write_as = [&](std::ostream& out, Format f) {
-    if (f == Format::json)
-      out << merged.report.dump(1) << "\n";
-    else
-      write_report(out, f, meta, result);
-  };
-  if (format == Format::table || !o.output.empty()) {
-    TableWriter table(std::cout, timed, o.mode == "all");
-    int64_t current = -1;
-    for (size_t i = 0; i < result.size(); ++i) {
-      const int64_t k = merged.report["rows"][i].value("plan_index", int64_t{0});
-      const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& x) {
-        return !x.points.empty() && x.points.front().run_index <= k && k <= x.points.back().run_index;
-      });
-      if (c->points.front().run_index != current) {
-        current = c->points.front().run_index;
-        size_t width = 0;
-        for (const auto& p : c->points) width = std::max(width, p.label.size());
-        table.begin_case(c->name, c->description, width);
-      }
-      table.row(result[i]);
-    }
-  } else {
-    write_as(std::cout, format);
-  }
-  if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_as(out, file_format); });
+  const Tally t = print_json_report(o, timed, merged.report, [&](size_t i) {
+    const int64_t k = merged.report["rows"][i].value("plan_index", int64_t{0});
+    return &*std::find_if(cases.begin(), cases.end(), [&](const Case& x) {
+      return !x.points.empty() && x.points.front().run_index <= k && k <= x.points.back().run_index;
+    });
+  });
   // A failed worker's report and stderr stay for a look; otherwise the parts are merged and gone.
   if (failures.empty()) std::filesystem::remove_all(dir);
-  Tally t;
-  for (const ResultRow& r : result) {
-    if (r.status == Status::verified) ++t.passed;
-    if (r.status == Status::failed) ++t.failed;
-    if (r.status == Status::skipped) ++t.skipped;
-    if (r.status == Status::error) ++t.errors;
-  }
-  if (!timed) {
-    if (t.skipped) std::cout << t.skipped << " skipped\n";
-    std::cout << t.passed << " passed, " << t.failed + t.errors << " failed\n";
-  }
   std::cerr << "devices";
   for (const Worker& w : workers) std::cerr << " " << w.device;
   std::cerr << ": " << part_count << " worker report(s) merged, " << total << " points\n";
@@ -461,6 +529,7 @@ int run_or_verify(const Options& o, bool timed) {
   const double load_ms = ms_since_start();
   if (!o.devices.empty()) return run_on_devices(o, timed, cases, plan, start);
   if (o.dry_run) return dry_run(cases, o, timed);
+  if (!o.sanitize.empty()) return verify_sanitized(o, cases);
   // A --devices worker takes the costliest points first, each only if no other worker has.
   std::optional<PointClaims> claims;
   if (!o.worker.empty()) {
@@ -492,7 +561,8 @@ int run_or_verify(const Options& o, bool timed) {
   ro.device = o.device;
   ro.dump_dir = o.dump.empty() ? o.dump_failures : o.dump;
   ro.dump_failures_only = !o.dump_failures.empty();
-  ro.progress = isatty(STDERR_FILENO);
+  ro.progress = isatty(STDERR_FILENO) && !o.sanitize_markers;
+  ro.sanitize_markers = o.sanitize_markers;
   ro.plan_rows = plan.has_value();
   TableWriter table(std::cout, timed, ro.all_modes);
   Runner runner(gpu, ro, [&](const ResultRow& r) {
@@ -817,6 +887,14 @@ int run_cli(int argc, char** argv) {
       ->excludes(interleave);
   auto* verify = app.add_subcommand("verify", "check the cases' outputs against the fp64 reference; no timing");
   add_case_options(verify, o);
+  verify
+      ->add_option("--sanitize", o.sanitize,
+                   "verify again under compute-sanitizer (memcheck | racecheck | initcheck | synccheck) and fail "
+                   "every variant it reports, its first finding in the row (docs/measuring.md)")
+      ->check(CLI::IsMember(sanitizer_tools()))
+      ->excludes("--devices")
+      ->type_name("TOOL");
+  verify->add_flag("--sanitize-markers", o.sanitize_markers, "--sanitize's child (attnbench's own use)")->group("");
   auto* lst = app.add_subcommand("list", "list kernel variants and case files");
   lst->add_option("what", o.list_what, "kernels | cases (default: both)")
       ->check(CLI::IsMember({"kernels", "cases", "all"}));

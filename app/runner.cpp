@@ -14,6 +14,7 @@
 #include "app/dump.hpp"
 #include "app/op.hpp"
 #include "app/problem.hpp"
+#include "app/sanitize.hpp"
 
 namespace attnbench {
 
@@ -138,6 +139,12 @@ void Runner::progress(const std::string& what) const {
   std::fflush(stderr);
 }
 
+void Runner::mark(const Case& c, const CasePoint& p, const std::string& launch) const {
+  if (!opts_.sanitize_markers) return;
+  std::fprintf(stderr, "%s\n", sanitize_marker(c.name, p.label, launch).c_str());
+  std::fflush(stderr);
+}
+
 void Runner::run_case(const Case& c) {
   for (size_t i = 0; i < c.points.size(); ++i) {
     if (claim_ && !claim_(c.points[i])) continue;
@@ -246,6 +253,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
       const uint64_t seed = seed0 + static_cast<uint64_t>(t);
       progress("trial " + std::to_string(t + 1) + ": inputs");
       auto t0 = std::chrono::steady_clock::now();
+      mark(c, p, kInputsMarker);
       problem->generate(seed, ctx);
       inputs_ms += ms_since(t0);
       for (const SetupCheck& s : problem->setup_checks()) {
@@ -316,6 +324,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         const auto v0 = std::chrono::steady_clock::now();
         try {
           problem->poison_output(gpu_.stream());
+          mark(c, p, r.variant);
           problem->launch(r.variant, ctx);
           gpu_.synchronize();
         } catch (const CudaError& e) {
@@ -368,6 +377,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         for (int n = 0; n < p.verify.repeat; ++n) {
           progress("repeat " + std::to_string(n + 1) + "/" + std::to_string(p.verify.repeat) + ": " + r.variant);
           problem->poison_output(gpu_.stream());
+          mark(c, p, r.variant);
           problem->launch(r.variant, ctx);
           gpu_.synchronize();
           std::vector<float> out = problem->download_output();

@@ -36,6 +36,8 @@ struct RunOptions {
   // its NVTX ranges, for Nsight Compute or Nsight Systems; nothing is timed, no baseline added.
   bool profile = false;
   bool progress = false;             // a progress line on stderr
+  // verify --sanitize's child: a marker line on stderr before every launch (app/sanitize.hpp).
+  bool sanitize_markers = false;
   bool plan_rows = false;            // a part of a run: rows carry their point's plan index
   std::string dump_dir;              // --dump: inputs, outputs and reference as .npy (app/dump.hpp)
   bool dump_failures_only = false;   // --dump-failures: only variants that failed
@@ -76,6 +78,7 @@ class Runner {
   void run_point(const Case& c, const CasePoint& p, size_t index);
   void emit(ResultRow r);
   void progress(const std::string& what) const;
+  void mark(const Case& c, const CasePoint& p, const std::string& launch) const;
 
   Gpu& gpu_;
   RunOptions opts_;
