@@ -295,11 +295,10 @@ Comparison Problem::judge(const Readback& b, const ref::Rows& rows, const ref::M
   return c;
 }
 
-ref::Faithful Problem::faithful_of(DType in, DType p) const {
+ref::Faithful Problem::faithful_of() const {
   ref::Faithful f;
   f.on = true;
-  f.in = rounding_of(in);
-  f.p = rounding_of(p);
+  f.in = f.p = rounding_of(point_.dtype);
   f.largest_score = faithful_score_ = std::make_shared<std::atomic<float>>(0.f);
   return f;
 }

@@ -203,11 +203,11 @@ class Problem {
     return add_buffer(size, std::move(bytes));
   }
   const Tensor& input(size_t i) const { return inputs_[i].tensor; }
-  // The faithful reference's settings for inputs stored as `in` whose kernels round the
-  // softmax weights to `p` (the tensor cores' operand: the storage dtype, e4m3 for fp8).
-  // It also tracks the largest score the reference takes a softmax of, for
-  // faithful_largest_score().
-  ref::Faithful faithful_of(DType in, DType p) const;
+  // The faithful reference's settings for the point's storage dtype: values kernels store
+  // back (RoPE'd q/k) and the softmax weights before P·V (the tensor cores' operand; e4m3 for
+  // fp8 inputs) rounded to it. It also tracks the largest score the reference takes a
+  // softmax of, for faithful_largest_score().
+  ref::Faithful faithful_of() const;
   // A faithful reference's output as the output tensor stores it (rounded to its dtype).
   ref::Matrix stored(ref::Matrix m) const;
   // An input generate() leaves alone: the op fills its host values and device buffer itself

@@ -22,6 +22,8 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
     return (lhs.cast<float>() * rhs_t.cast<float>().transpose()).cast<double>();
   };
   const Eigen::Map<const Eigen::VectorXf> bqkv(b_qkv, width), bo(b_o, s.d_model);
+  // An activation as the chain stores it (s.store's rounding), widened back.
+  const auto store = [&s](double x) { return double{s.store(static_cast<float>(x))}; };
 
   std::map<int64_t, std::vector<size_t>> by_sequence;  // batch -> the requested rows in it
   for (size_t n = 0; n < rows.size(); ++n) by_sequence[rows[n] / s.seq].push_back(n);
@@ -63,10 +65,10 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
       Eigen::RowVectorXd concat(hd);  // the token's heads side by side: [heads · head_dim], as stored
       for (int64_t h = 0; h < a.heads; ++h)
         concat.segment(h * a.head_dim, a.head_dim) = o.row(static_cast<int64_t>(i) * a.heads + h);
-      if (s.store) concat = concat.unaryExpr([&](double x) { return double{s.store(static_cast<float>(x))}; });
+      if (s.store) concat = concat.unaryExpr(store);
       Eigen::RowVectorXd p = product_of(concat, wo);
       // The chain stores the product before adding the bias: the faithful reference rounds it there.
-      if (fp32 && s.store) p = p.unaryExpr([&](double x) { return double{s.store(static_cast<float>(x))}; });
+      if (fp32 && s.store) p = p.unaryExpr(store);
       y.row(static_cast<int64_t>(mine[i])) = p + bo.cast<double>().transpose();
       if (product) product->row(static_cast<int64_t>(mine[i])) = p;
     }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <vector>
 
 #include "app/numeric.hpp"
@@ -125,12 +124,4 @@ TEST(Inputs, OverflowSaturatesToTheLargestFiniteValue) {
 }  // namespace
 }  // namespace attnbench
 
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::puts("skipped: no GPU");
-    return 3;
-  }
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+// main: tests/gpu_test_main.cpp (exit 3, skipped, without a GPU).

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -87,12 +86,4 @@ TEST(Scan, GathersTheRowsAskedForInOrder) {
 }  // namespace
 }  // namespace attnbench
 
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::puts("skipped: no GPU");
-    return 3;
-  }
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+// main: tests/gpu_test_main.cpp (exit 3, skipped, without a GPU).

@@ -152,9 +152,9 @@ class AttentionProblem : public TableProblem<AttentionParams> {
   }
   ref::Matrix reference(const ref::Rows& rows) const override { return attention(rows, {}); }
   bool has_faithful() const override { return true; }
-  // fp8 kernels round P to e4m3 before P·V (FlashAttention-3's fp8 path); the others to the storage dtype.
+  // fp8 kernels round P to e4m3 before P·V (FlashAttention-3's fp8 path): the storage dtype, as elsewhere.
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(attention(rows, faithful_of(point().dtype, point().dtype)));
+    return stored(attention(rows, faithful_of()));
   }
 
  private:

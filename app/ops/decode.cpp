@@ -50,7 +50,7 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   ref::Matrix reference(const ref::Rows& rows) const override { return decode(rows, {}); }
   bool has_faithful() const override { return true; }
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(decode(rows, faithful_of(point().dtype, point().dtype)));
+    return stored(decode(rows, faithful_of()));
   }
   ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::DecodeShape d;

@@ -39,7 +39,7 @@ class GemmProblem : public TableProblem<GemmParams> {
   bool has_faithful() const override { return true; }
   ref::Matrix faithful(const ref::Rows& rows) const override {
     return stored(ref::gemm(input(0).host.data(), input(1).host.data(), nn_, m_, n_, k_, rows,
-                            faithful_of(point().dtype, point().dtype)));
+                            faithful_of()));
   }
 
  private:

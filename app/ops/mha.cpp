@@ -84,7 +84,7 @@ class MhaProblem : public Problem {
   ref::Matrix reference(const ref::Rows& rows) const override { return layer(rows, {}); }
   bool has_faithful() const override { return true; }
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(layer(rows, faithful_of(point().dtype, point().dtype)));
+    return stored(layer(rows, faithful_of()));
   }
   // The fp64 reference of the layer (faithful off), or its dtype-faithful form; the fp64 one
   // keeps O·Woᵀ for tolerance_magnitude().

@@ -80,7 +80,7 @@ class PagedProblem : public TableProblem<PagedParams> {
   // The cache's values as the kernels read them (fp8 codes times their scale): P is kept in the
   // query's dtype, the storage of everything but the cache.
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(decode(rows, faithful_of(point().dtype, point().dtype)));
+    return stored(decode(rows, faithful_of()));
   }
   ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
     ref::DecodeShape d;

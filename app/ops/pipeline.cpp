@@ -124,7 +124,7 @@ class PipelineProblem : public Problem {
   ref::Matrix reference(const ref::Rows& rows) const override { return steps(rows, {}); }
   bool has_faithful() const override { return true; }
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(steps(rows, faithful_of(point().dtype, point().dtype)));
+    return stored(steps(rows, faithful_of()));
   }
   // Each generated step's decode over the cache as the steps leave it.
   ref::Matrix steps(const ref::Rows& rows, const ref::Faithful& faithful) const {

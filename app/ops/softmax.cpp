@@ -22,7 +22,7 @@ class SoftmaxProblem : public TableProblem<SoftmaxParams> {
   }
   bool has_faithful() const override { return true; }
   ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(ref::softmax(input(0).host.data(), cols_, rows, faithful_of(point().dtype, point().dtype)));
+    return stored(ref::softmax(input(0).host.data(), cols_, rows, faithful_of()));
   }
 
  private:
