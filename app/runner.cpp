@@ -429,7 +429,7 @@ void Runner::run_point(const Case& c, const CasePoint& p, size_t index) {
         r.status = Status::failed;
         r.reason = "launches work off the stream it is given: while its launch was only being captured on that "
                    "stream, " + std::to_string(written) + " output elements were written, so attnbench's events "
-                   "would time nothing (docs/plugins.md, What a variant may do)";
+                   "would time nothing (docs/measuring.md, What a variant may not do)";
       }
     }
     variant_.clear();
