@@ -95,63 +95,6 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------
 // Names, lists and suggestions
 
-std::string comma_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-// "a", "a or b", "a, b or c"
-std::string or_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
-  return out;
-}
-
-// Case-insensitive edit distance counting a swap of neighbours as one edit (optimal
-// string alignment): "fp61" is one typo away from "fp16", and "FP16" is no typo at all.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  const auto same = [&](size_t i, size_t j) {
-    return std::tolower(static_cast<unsigned char>(a[i])) == std::tolower(static_cast<unsigned char>(b[j]));
-  };
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same(i - 1, j - 1) ? 0 : 1)});
-      if (i > 1 && j > 1 && same(i - 1, j - 2) && same(i - 2, j - 1)) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// The known names nearest to `got`, when near enough to be what the user meant. The
-// limit grows with the word ("seq_len" -> "seq_q" is 3 edits) but never reaches a
-// full rewrite, so "x" suggests nothing rather than every one-letter key.
-std::vector<std::string> near_names(const std::string& got, const std::vector<std::string>& known) {
-  // Known names are short: a long word is no typo of one, and its distance table would be huge.
-  if (got.size() > 64) return {};
-  const size_t limit = std::max<size_t>(2, got.size() / 2);
-  size_t best = SIZE_MAX;
-  std::vector<std::string> nearest;
-  for (const auto& k : known) {
-    const size_t d = edit_distance(got, k);
-    if (d > limit || d >= got.size() || d > best) continue;
-    if (d < best) nearest.clear();
-    best = d;
-    nearest.push_back(k);
-  }
-  return nearest;
-}
-
-// " (did you mean x?)" when a known name is close, else " (FALLBACK)".
-std::string hint(const std::string& got, const std::vector<std::string>& known, const std::string& fallback) {
-  const auto nearest = near_names(got, known);
-  if (!nearest.empty()) return " (did you mean " + or_list(nearest) + "?)";
-  return " (" + fallback + ")";
-}
-
 bool contains(const std::vector<std::string>& items, const std::string& s) {
   return std::find(items.begin(), items.end(), s) != items.end();
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace attnbench {
 
@@ -18,5 +19,16 @@ std::string printable(const std::string& s);
 std::string clipped(const std::string& s, std::size_t max = kMaxQuoted);
 // One line of at most `max` characters: line breaks escaped, the tail cut with "...".
 std::string one_line(const std::string& s, std::size_t max = kMaxMessage);
+
+// "a, b, c"
+std::string comma_list(const std::vector<std::string>& items);
+// "a", "a or b", "a, b or c"
+std::string or_list(const std::vector<std::string>& items);
+// Case-insensitive edit distance, a swap of neighbours one edit (optimal string alignment).
+std::size_t edit_distance(const std::string& a, const std::string& b);
+// The known names nearest to `got`, when near enough to be a typo of them; else none.
+std::vector<std::string> near_names(const std::string& got, const std::vector<std::string>& known);
+// " (did you mean x?)" when a known name is close, else " (FALLBACK)".
+std::string hint(const std::string& got, const std::vector<std::string>& known, const std::string& fallback);
 
 }  // namespace attnbench
