@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,9 +10,11 @@
 #include <ostream>
 #include <sstream>
 
+#include "app/errors.hpp"
 #include "app/merge.hpp"
 #include "app/output.hpp"
 #include "app/runner.hpp"
+#include "app/text.hpp"
 
 namespace attnbench {
 
@@ -170,8 +171,6 @@ std::string mode_median(const ResultRow& r, TimingMode m) {
   return "-";
 }
 
-std::vector<std::string> headers(bool timed, bool all_modes);
-
 // The footprint's table cells: registers, shared memory a block, resident blocks a SM and
 // waves of each kernel (joined by '/' when the variant launches several), and the
 // device memory of the point's tensors plus the variant's workspace.
@@ -190,68 +189,142 @@ std::vector<std::string> footprint_cells(const ResultRow& r) {
   return {regs, smem, per_sm, waves, human_bytes(static_cast<double>(r.tensor_bytes + r.workspace_bytes))};
 }
 
-// One row as the strings the table and markdown formats print, point first.
-std::vector<std::string> cells(const ResultRow& r, bool timed, bool all_modes) {
-  const bool checked = r.cmp.has_value();
-  std::vector<std::string> c = {r.point.empty() ? "-" : r.point, r.variant + (r.baseline ? "*" : ""),
-                                status_name(r.status), checked ? fmt_sci(r.cmp->max_abs) : "-",
-                                checked ? fmt_sci(r.cmp->rel_l2) : "-",
-                                checked && r.cmp->bound ? fmt_margin(r.cmp->margin) : "-"};
-  if (!timed) {
-    c.push_back(checked ? std::to_string(r.cmp->rows_checked / std::max(r.trials, 1)) + "/" +
-                              std::to_string(r.cmp->rows_total)
-                        : "-");
-    return c;
+// The columns after point, variant and status, in the order the full table (markdown,
+// `--wide`) shows them. The footprint's columns follow each other from kRegs on.
+enum Column : int {
+  kMaxAbs, kRelL2, kMargin, kRows, kMedian, kNoise, kHot, kGraph, kGraphHot, kTflops, kGbps, kFloor, kPctFloor,
+  kSpeedup, kMhz, kRegs, kSmem, kBlkSm, kWaves, kMemory, kColumnCount
+};
+
+struct ColumnDef {
+  const char* name;    // as --columns takes it
+  const char* header;
+  size_t width;        // the table's: the header's or the widest usual value's ("1147.76x"), if wider
+  bool timed;          // a figure of the timing: left out of verify's table
+};
+
+const ColumnDef kColumns[kColumnCount] = {
+    {"max_abs", "max abs err", 11, false}, {"rel_l2", "rel L2 err", 10, false},  {"margin", "margin", 6, false},
+    {"rows", "rows checked", 12, false},   {"median", "median ms", 9, true},      {"noise", "noise", 5, true},
+    {"hot", "hot ms", 10, true},           {"graph", "graph ms", 10, true},       {"graph_hot", "graph hot ms", 12, true},
+    {"tflops", "TFLOP/s", 7, true},        {"gbps", "GB/s", 5, true},             {"floor", "floor ms", 9, true},
+    {"pct_floor", "% floor", 8, true},     {"speedup", "speedup", 8, true},       {"mhz", "MHz", 5, true},
+    {"regs", "regs", 5, false},            {"smem", "smem", 5, false},            {"blk_sm", "blk/SM", 6, false},
+    {"waves", "waves", 6, false},          {"memory", "memory", 9, false}};
+
+// The variant and status columns' widths (left-aligned, as the point's). A longer variant
+// name is not cut: the cells after it give up their spare padding until the row is aligned again.
+constexpr size_t kVariantWidth = 16, kStatusWidth = 11;
+// Notes under a row and footnotes are folded to lines of at most this many characters.
+constexpr size_t kFoldWidth = 118;
+
+// A group's columns for the table's mode; empty for a name that is no group.
+std::vector<int> group_columns(const std::string& name, bool timed) {
+  if (name == "default")
+    return timed ? std::vector<int>{kMargin, kMedian, kNoise, kHot, kGraph, kGraphHot, kTflops, kGbps, kPctFloor,
+                                    kSpeedup}
+                 : std::vector<int>{kMaxAbs, kRelL2, kMargin, kRows};
+  if (name == "wide") {
+    std::vector<int> all;
+    for (int c = 0; c < kColumnCount; ++c)
+      if (c != kRows || !timed) all.push_back(c);  // run's full table never had the rows checked
+    return all;
   }
-  if (!r.profiled.empty()) {  // --profile: launched once for a profiler, whose figures are the only ones
-    c.push_back("profiled");
-    c.resize(headers(timed, all_modes).size() - 5, "-");
-    for (const std::string& f : footprint_cells(r)) c.push_back(f);
-    return c;
+  if (name == "footprint") return {kRegs, kSmem, kBlkSm, kWaves, kMemory};
+  if (name == "modes") return {kHot, kGraph, kGraphHot};
+  return {};
+}
+
+const std::vector<std::string> kGroups = {"default", "wide", "footprint", "modes"};
+
+// The names in order, groups expanded, each column once; those the table's mode has no
+// figure for left out.
+std::vector<int> resolve_columns(const TableColumns& cols, bool timed, bool all_modes) {
+  std::vector<int> out;
+  auto add = [&](int c) {
+    if (kColumns[c].timed && !timed) return;
+    if ((c == kHot || c == kGraph || c == kGraphHot) && !all_modes) return;
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  for (const std::string& n : cols.names) {
+    if (std::find(kGroups.begin(), kGroups.end(), n) != kGroups.end()) {
+      for (int c : group_columns(n, timed)) add(c);
+      continue;
+    }
+    for (int c = 0; c < kColumnCount; ++c)
+      if (n == kColumns[c].name) add(c);
   }
-  const bool t = r.timing.has_value();
-  c.push_back(t ? fmt_fixed(r.timing->ms.median, 4) : "-");
-  c.push_back(t ? fmt_fixed(100 * r.timing->ms.noise, 1) + "%" : "-");
-  if (all_modes) {
-    c.push_back(mode_median(r, TimingMode::hot));
-    c.push_back(mode_median(r, TimingMode::graph));
-    c.push_back(mode_median(r, TimingMode::graph_hot));
-  }
-  c.push_back(t && r.work.flops > 0 ? fmt_fixed(r.tflops, 1) : "-");
-  c.push_back(t ? fmt_fixed(r.gbps, 0) : "-");
-  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.floor_ms, 4) : "-");
-  c.push_back(t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_floor, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-");
-  // Interleaved runs show the speedup's 95% interval beside it.
-  c.push_back(!r.speedup ? "-"
-              : r.rounds > 1 && r.speedup_ci
-                  ? fmt_fixed(*r.speedup, 2) + "x [" + fmt_fixed(r.speedup_ci->lo, 2) + "-" + fmt_fixed(r.speedup_ci->hi, 2) + "]"
-                  : fmt_fixed(*r.speedup, 2) + "x");
-  // The mean SM clock while sampling; "!" when some samples ran below 90% of the maximum.
-  c.push_back(t && r.timing->clock.samples ? fmt_fixed(r.timing->clock.mean_mhz, 0) +
-                                                 (r.timing->clock.low_samples ? "!" : "")
-                                           : "-");
-  for (const std::string& f : footprint_cells(r)) c.push_back(f);
+  return out;
+}
+
+// Markdown (and so `report`'s page) keeps every column, whatever the table shows.
+std::vector<int> markdown_columns(bool timed, bool all_modes) {
+  std::vector<int> c = resolve_columns(wide_table_columns(), timed, all_modes);
+  if (!timed) c.resize(4);  // verify's markdown: errors, margin, rows checked; no footprint
   return c;
 }
 
-std::vector<std::string> headers(bool timed, bool all_modes) {
-  if (!timed) return {"point", "variant", "status", "max abs err", "rel L2 err", "margin", "rows checked"};
-  std::vector<std::string> h = {"point", "variant", "status", "max abs err", "rel L2 err", "margin", "median ms", "noise"};
-  if (all_modes) h.insert(h.end(), {"hot ms", "graph ms", "graph hot ms"});
-  h.insert(h.end(), {"TFLOP/s", "GB/s", "floor ms", "% floor", "speedup", "MHz", "regs", "smem", "blk/SM", "waves",
-                     "memory"});
-  return h;
+// A speedup interval's bound in the table: three significant digits ("631", "46.8", "0.98"),
+// so that an interleaved run's speedup column stays narrow; markdown keeps two decimals.
+std::string fmt_bound(double v) { return fmt_fixed(v, v >= 100 ? 0 : v >= 10 ? 1 : 2); }
+std::string fmt_2(double v) { return fmt_fixed(v, 2); }
+
+// One row's cell for column c; `fp`: its footprint_cells. `narrow`: the terminal's table.
+std::string cell(const ResultRow& r, int c, const std::vector<std::string>& fp, bool narrow) {
+  const bool checked = r.cmp.has_value();
+  switch (c) {
+    case kMaxAbs: return checked ? fmt_sci(r.cmp->max_abs) : "-";
+    case kRelL2: return checked ? fmt_sci(r.cmp->rel_l2) : "-";
+    case kMargin: return checked && r.cmp->bound ? fmt_margin(r.cmp->margin) : "-";
+    case kRows:
+      return checked ? std::to_string(r.cmp->rows_checked / std::max(r.trials, 1)) + "/" +
+                           std::to_string(r.cmp->rows_total)
+                     : "-";
+    case kRegs: case kSmem: case kBlkSm: case kWaves: case kMemory: return fp[c - kRegs];
+  }
+  // The timing's columns. --profile: launched once for a profiler, whose figures are the only ones.
+  if (!r.profiled.empty()) return c == kMedian ? "profiled" : "-";
+  const bool t = r.timing.has_value();
+  switch (c) {
+    case kMedian: return t ? fmt_fixed(r.timing->ms.median, 4) : "-";
+    case kNoise: return t ? fmt_fixed(100 * r.timing->ms.noise, 1) + "%" : "-";
+    case kHot: return mode_median(r, TimingMode::hot);
+    case kGraph: return mode_median(r, TimingMode::graph);
+    case kGraphHot: return mode_median(r, TimingMode::graph_hot);
+    case kTflops: return t && r.work.flops > 0 ? fmt_fixed(r.tflops, 1) : "-";
+    case kGbps: return t ? fmt_fixed(r.gbps, 0) : "-";
+    case kFloor: return t && r.floor_ms > 0 ? fmt_fixed(r.floor_ms, 4) : "-";
+    case kPctFloor:
+      return t && r.floor_ms > 0 ? fmt_fixed(r.pct_of_floor, 1) + "% " + (r.bound == "compute" ? "C" : "M") : "-";
+    case kSpeedup:
+      // Interleaved runs show the speedup's 95% interval beside it.
+      return !r.speedup ? "-"
+             : r.rounds > 1 && r.speedup_ci
+                 ? fmt_fixed(*r.speedup, 2) + "x [" + (narrow ? fmt_bound : fmt_2)(r.speedup_ci->lo) + "-" +
+                       (narrow ? fmt_bound : fmt_2)(r.speedup_ci->hi) + "]"
+                 : fmt_fixed(*r.speedup, 2) + "x";
+    case kMhz:
+      // The mean SM clock while sampling; "!" when some samples ran below 90% of the maximum.
+      return t && r.timing->clock.samples
+                 ? fmt_fixed(r.timing->clock.mean_mhz, 0) + (r.timing->clock.low_samples ? "!" : "")
+                 : "-";
+  }
+  return "-";
 }
 
-// Column widths after the point column; the first three columns are left-aligned.
-size_t width_of(const std::string& header) {
-  static const std::map<std::string, size_t> widths = {
-      {"variant", 14},   {"status", 8},  {"max abs err", 11}, {"rel L2 err", 11}, {"margin", 6}, {"rows checked", 12},
-      {"median ms", 12}, {"noise", 7},   {"hot ms", 10},      {"graph ms", 10},   {"graph hot ms", 12}, {"TFLOP/s", 8},
-      {"GB/s", 7},       {"floor ms", 10}, {"% floor", 10},   {"speedup", 8}, {"MHz", 6},
-      {"regs", 5},       {"smem", 5},    {"blk/SM", 6},       {"waves", 6},     {"memory", 9}};
-  const auto it = widths.find(header);
-  return it == widths.end() ? header.size() : it->second;
+// One row as the strings the table and markdown formats print: point, variant, status, then `cols`.
+std::vector<std::string> cells(const ResultRow& r, const std::vector<int>& cols, bool narrow) {
+  std::vector<std::string> c = {r.point.empty() ? "-" : r.point, r.variant + (r.baseline ? "*" : ""),
+                                status_name(r.status)};
+  const std::vector<std::string> fp = footprint_cells(r);
+  for (int col : cols) c.push_back(cell(r, col, fp, narrow));
+  return c;
+}
+
+std::vector<std::string> headers(const std::vector<int>& cols) {
+  std::vector<std::string> h = {"point", "variant", "status"};
+  for (int c : cols) h.push_back(kColumns[c].header);
+  return h;
 }
 
 bool any_other_modes(const std::vector<ResultRow>& rows) {
@@ -263,19 +336,106 @@ std::string pad(const std::string& s, size_t w, bool left) {
   return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
 }
 
-std::string line_of(const std::vector<std::string>& c, const std::vector<std::string>& h, size_t point_width) {
+// The first three cells (point, variant, status) left-aligned, the figures right-aligned. A
+// cell wider than its column pushes the next ones right only until their spare padding has
+// taken it up: a long variant name costs its own row's alignment for a few columns, not the
+// line's length.
+std::string line_of(const std::vector<std::string>& c, const std::vector<int>& cols, size_t point_width) {
   std::string line = "  ";
+  size_t over = 0;  // how far this cell starts right of its column
   for (size_t i = 0; i < c.size(); ++i) {
-    const size_t w = i == 0 ? point_width : width_of(h[i]);
+    size_t w = i == 0 ? point_width : i == 1 ? kVariantWidth : i == 2 ? kStatusWidth : kColumns[cols[i - 3]].width;
+    const size_t spare = w > c[i].size() ? w - c[i].size() : 0, taken = std::min(spare, over);
+    w -= taken;
+    over = over - taken + (c[i].size() > w ? c[i].size() - w : 0);
     line += pad(c[i], w, i < 3) + (i + 1 < c.size() ? "  " : "");
   }
   while (!line.empty() && line.back() == ' ') line.pop_back();
   return line;
 }
 
+// `text` after `first` as lines of at most `width` characters, each further line indented
+// by `indent_by` (default: to first's length). A note lists several things separated by "; ": each such part starts a
+// line of its own when it would fit one but not the rest of the current line, so that a
+// part is cut only when it is longer than a line. A word longer than a line stays whole.
+std::string fold(const std::string& text, const std::string& first, size_t indent_by = std::string::npos,
+                 size_t width = kFoldWidth) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  const std::string indent(indent_by == std::string::npos ? first.size() : indent_by, ' ');
+  std::string out, line = first;
+  size_t at = first.size();  // where the line's text begins: nothing written on it yet while line.size() == at
+  bool part_start = true;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (part_start) {
+      size_t part = w.size();
+      for (size_t j = i; words[j].back() != ';' && j + 1 < words.size(); ++j) part += 1 + words[j + 1].size();
+      if (line.size() > at && line.size() + 1 + part > width && indent.size() + part <= width) {
+        out += line + "\n";
+        line = indent;
+        at = indent.size();
+      }
+    }
+    if (line.size() > at && line.size() + 1 + w.size() > width) {
+      out += line + "\n";
+      line = indent;
+      at = indent.size();
+    }
+    line += (line.size() > at ? " " : "") + w;
+    part_start = w.back() == ';';
+  }
+  return out + line + "\n";
+}
+
 }  // namespace
 
+TableColumns default_table_columns() { return TableColumns{{"default"}}; }
+TableColumns wide_table_columns() { return TableColumns{{"wide"}}; }
+
+std::vector<std::string> table_column_names() {
+  std::vector<std::string> names = kGroups;
+  for (const ColumnDef& c : kColumns) names.push_back(c.name);
+  return names;
+}
+
+TableColumns parse_table_columns(const std::string& list) {
+  const std::vector<std::string> known = table_column_names();
+  const std::string known_list = "columns: " + comma_list(known);
+  TableColumns cols;
+  cols.names.clear();
+  std::string item;
+  std::istringstream in(list);
+  while (std::getline(in, item, ',')) {
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    const std::string name = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (name.empty())
+      throw InputError("--columns: an empty name in '" + clipped(list) + "' (" + known_list + ")");
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      const std::vector<std::string> near = near_names(name, known);
+      throw InputError("--columns: unknown column '" + clipped(name) + "' (" +
+                       (near.empty() ? "" : "did you mean " + or_list(near) + "? ") + known_list + ")");
+    }
+    cols.names.push_back(name);
+  }
+  if (cols.names.empty() || list.back() == ',')  // getline ends a list without its empty last name
+    throw InputError("--columns: an empty name in '" + clipped(list) + "' (" + known_list + ")");
+  return cols;
+}
+
+TableWriter::TableWriter(std::ostream& out, bool timed, bool all_modes, TableColumns columns)
+    : out_(out), timed_(timed), all_modes_(all_modes), columns_(resolve_columns(columns, timed, all_modes)) {}
+
+TableWriter::~TableWriter() {
+  try {
+    finish();
+  } catch (...) {  // a destructor must not throw; the stream's own error state says what went wrong
+  }
+}
+
 void TableWriter::begin_case(const std::string& name, const std::string& description, size_t point_width) {
+  finish();  // the previous case's footnotes belong under its rows
   case_ = name;
   description_ = description;
   point_width_ = std::max<size_t>(point_width, 5);
@@ -285,22 +445,42 @@ void TableWriter::begin_case(const std::string& name, const std::string& descrip
 void TableWriter::row(const ResultRow& r) {
   if (r.case_name != case_) begin_case(r.case_name, "", r.point.size());
   if (header_pending_) {
-    out_ << (first_ ? "" : "\n") << case_ << (description_.empty() ? "" : ": " + description_) << "\n";
-    const std::vector<std::string> names = headers(timed_, all_modes_);
-    const std::string h = line_of(names, names, point_width_);
+    // A case's description can be a sentence: folded under itself, as a note is.
+    out_ << (first_ ? "" : "\n") << (description_.empty() ? case_ + "\n" : fold(description_, case_ + ": ", 2));
+    const std::string h = line_of(headers(columns_), columns_, point_width_);
     out_ << h << "\n  " << std::string(h.size() - 2, '-') << "\n";
     header_pending_ = false;
     first_ = false;
   }
-  std::string line = line_of(cells(r, timed_, all_modes_), headers(timed_, all_modes_), point_width_);
+  std::vector<std::string> c = cells(r, columns_, true);
   const std::string d = detail(r);
-  if (!d.empty() && r.status == Status::skipped) {
-    line += "  " + d;
-  } else if (!d.empty()) {
-    line += "\n      " + d;
+  // Why a row did not verify is long and often the same for several rows (a variant that
+  // cannot run any point of the case): a footnote, once per text, keeps the rows one line each.
+  const bool footnote =
+      !d.empty() && (r.status == Status::skipped || r.status == Status::error || r.status == Status::failed);
+  if (footnote) {
+    const std::string text = std::string(status_name(r.status)) + ": " + d;
+    auto it = std::find_if(notes_.begin(), notes_.end(), [&](const Note& n) { return n.text == text; });
+    if (it == notes_.end()) it = notes_.insert(notes_.end(), Note{text, {}});
+    if (std::find(it->variants.begin(), it->variants.end(), r.variant) == it->variants.end())
+      it->variants.push_back(r.variant);
+    c[2] += " [" + std::to_string(it - notes_.begin() + 1) + "]";
   }
-  out_ << line << "\n";
+  // A row that did not run has no figures: its status and mark end it.
+  if (r.status == Status::skipped || r.status == Status::error)
+    while (c.size() > 3 && c.back() == "-") c.pop_back();
+  out_ << line_of(c, columns_, point_width_) << "\n";
+  // What a verified row adds (its clock, its stages, its profile) is its own: under it.
+  if (!footnote && !d.empty()) out_ << fold(d, "      ");
   out_.flush();
+}
+
+void TableWriter::finish() {
+  for (size_t i = 0; i < notes_.size(); ++i)
+    out_ << fold(notes_[i].text + " (" + comma_list(notes_[i].variants) + ")",
+                 "  [" + std::to_string(i + 1) + "] ");
+  if (!notes_.empty()) out_.flush();
+  notes_.clear();
 }
 
 namespace {
@@ -318,8 +498,8 @@ void write_markdown(std::ostream& out, const RunMeta& m, const std::vector<Resul
 }  // namespace
 
 void write_markdown_table(std::ostream& out, const std::vector<ResultRow>& rows, bool timed) {
-  const bool all_modes = any_other_modes(rows);
-  auto h = headers(timed, all_modes);
+  const std::vector<int> cols = markdown_columns(timed, any_other_modes(rows));
+  auto h = headers(cols);
   h.insert(h.begin(), "case");
   h.push_back("note");
   out << "|";
@@ -328,7 +508,7 @@ void write_markdown_table(std::ostream& out, const std::vector<ResultRow>& rows,
   for (size_t i = 0; i < h.size(); ++i) out << (i < 4 || i + 1 == h.size() ? " --- |" : " ---: |");
   out << "\n";
   for (const auto& r : rows) {
-    auto c = cells(r, timed, all_modes);
+    auto c = cells(r, cols, false);
     c.insert(c.begin(), r.case_name);
     c.push_back(detail(r));
     out << "|";
@@ -636,10 +816,11 @@ void write_json_document(std::ostream& out, const RunMeta& m, const std::vector<
 
 }  // namespace
 
-void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows) {
+void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::vector<ResultRow>& rows,
+                  const TableColumns& columns) {
   switch (f) {
     case Format::table: {
-      TableWriter t(out, meta.mode == "run", any_other_modes(rows));
+      TableWriter t(out, meta.mode == "run", any_other_modes(rows), columns);
       for (size_t i = 0; i < rows.size(); ++i) {
         if (i == 0 || rows[i].case_name != rows[i - 1].case_name) {
           size_t w = 0;
@@ -649,6 +830,7 @@ void write_report(std::ostream& out, Format f, const RunMeta& meta, const std::v
         }
         t.row(rows[i]);
       }
+      t.finish();
       break;
     }
     case Format::markdown: write_markdown(out, meta, rows); break;
@@ -675,7 +857,7 @@ void ReportFile::write(const RunMeta& meta, const std::vector<ResultRow>& rows) 
     else if (format_ == Format::csv)
       for (size_t i = 0; i <= rendered_.size(); ++i) out << (i == 0 ? kCsvHeader : rendered_[i - 1].c_str());
     else
-      write_report(out, format_, meta, rows);
+      write_report(out, format_, meta, rows, columns_);
   });
 }
 

@@ -227,7 +227,7 @@ TEST(Report, AllModesSideBySide) {
   r.other_modes = {graph};
   derive_rates(r, DType::bf16, test_card());
   std::ostringstream out;
-  TableWriter t(out, true, true);
+  TableWriter t(out, true, true, wide_table_columns());
   t.row(r);
   const std::string s = out.str();
   EXPECT_NE(s.find("hot ms"), std::string::npos) << s;
@@ -235,19 +235,30 @@ TEST(Report, AllModesSideBySide) {
   EXPECT_NE(s.find("1.5000"), std::string::npos);  // graph's median
   EXPECT_NE(s.find("floor ms"), std::string::npos);
   EXPECT_NE(s.find("% floor"), std::string::npos);
+  // The default layout keeps the modes' medians beside the cold one: they are what --mode all asks for.
+  std::ostringstream plain;
+  TableWriter(plain, true, true).row(r);
+  EXPECT_NE(plain.str().find("graph hot ms"), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("1.5000"), std::string::npos);
+  EXPECT_EQ(plain.str().find("floor ms"), std::string::npos) << plain.str();
 }
 
 TEST(Report, ClockColumnAndThrottleNote) {
   ResultRow r = timed_row("mma", 2.0, 1e12, 1e9);
   derive_rates(r, DType::bf16, test_card());
   std::ostringstream none;
-  TableWriter(none, true).row(r);
+  TableWriter(none, true, false, wide_table_columns()).row(r);
   EXPECT_NE(none.str().find("MHz"), std::string::npos);
   r.timing->clock = summarize_clocks({1980, 1980, 1500}, 1980);
   std::ostringstream out;
-  TableWriter(out, true).row(r);
+  TableWriter(out, true, false, wide_table_columns()).row(r);
   EXPECT_NE(out.str().find("1820!"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("1 of 3 samples ran below 90% of the 1980 MHz SM clock"), std::string::npos);
+  EXPECT_NE(out.str().find("\n      1 of 3 samples ran below 90% of the 1980 MHz SM clock"), std::string::npos);
+  // The default layout has no clock column, but the row's note under it still says it was throttled.
+  std::ostringstream plain;
+  TableWriter(plain, true).row(r);
+  EXPECT_EQ(plain.str().find("1820"), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("\n      1 of 3 samples ran below 90% of the 1980 MHz SM clock"), std::string::npos);
   std::ostringstream js;
   write_report(js, Format::json, meta("run"), {r});
   const auto j = nlohmann::json::parse(js.str());
@@ -338,10 +349,14 @@ TEST(Report, TableShowsWhyARowFailed) {
   std::ostringstream out;
   TableWriter t(out, true);
   t.row(r);
+  // The row says FAILED and points to its footnote, which waits for the case's last row.
+  EXPECT_NE(out.str().find("FAILED [1]"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("4 of 100"), std::string::npos) << out.str();
+  t.finish();
   const std::string s = out.str();
-  EXPECT_NE(s.find("FAILED"), std::string::npos);
-  EXPECT_NE(s.find("4 of 100"), std::string::npos);
+  EXPECT_NE(s.find("\n  [1] FAILED: 4 of 100"), std::string::npos) << s;
   EXPECT_NE(s.find("(0, 1, 2, 3)"), std::string::npos);
+  EXPECT_NE(s.find("(mma)\n"), std::string::npos) << s;
 }
 
 TEST(Report, FormatNames) {
@@ -386,7 +401,7 @@ TEST(Report, ProfiledRowsShowNoTimings) {
   r.timing.reset();
   r.profiled = ncu_nvtx_include(nvtx_ranges(r.case_name, r.point, r.variant));
   std::ostringstream table;
-  TableWriter(table, true).row(r);
+  TableWriter(table, true, false, wide_table_columns()).row(r);
   const std::string t = table.str();
   // After the errors: "profiled", then a "-" for each of noise, TFLOP/s, GB/s, floor, %, speedup and MHz.
   EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +- +profiled( +-){12}\n)"))) << t;
@@ -512,7 +527,7 @@ TEST(Footprint, InEveryFormat) {
   r.workspace_bytes = 1 << 20;
 
   std::ostringstream table;
-  write_report(table, Format::table, meta("run"), {r});
+  write_report(table, Format::table, meta("run"), {r}, wide_table_columns());
   EXPECT_NE(table.str().find("regs"), std::string::npos);
   EXPECT_TRUE(std::regex_search(table.str(), std::regex(R"(96/\?\s+48K/\?\s+2/\?\s+1\.00/\?\s+4\.0 MiB)")))
       << table.str();
@@ -556,8 +571,9 @@ TEST(Report, ThrottlingAndSpeedupInterval) {
   std::ostringstream table;
   write_report(table, Format::table, meta("run"), {r});
   EXPECT_NE(table.str().find("1.50x [1.40-1.60]"), std::string::npos) << table.str();
-  EXPECT_NE(table.str().find("3 throttled samples dropped and taken again; 2 of 10 samples ran below 90% of the 1980 "
-                             "MHz SM clock (throttled) (sw_power_cap, sw_thermal_slowdown)"),
+  // The note is longer than a line: folded where its parts meet.
+  EXPECT_NE(table.str().find("\n      3 throttled samples dropped and taken again;\n      2 of 10 samples ran below 90% "
+                             "of the 1980 MHz SM clock (throttled) (sw_power_cap, sw_thermal_slowdown)\n"),
             std::string::npos)
       << table.str();
   std::ostringstream js;
@@ -646,4 +662,270 @@ TEST(Report, ImpossibleTimings) {
   EXPECT_NE(impossible_timing(r, 50e6).find("200% of the card's compute floor"), std::string::npos);
   r.timing->ms.noise = 0.5;  // three times the noise: 250% allowed
   EXPECT_EQ(impossible_timing(r, 50e6), "");
+}
+
+// ---- The run and verify table within a terminal (issue 46) ----
+
+namespace {
+
+// The rows `run cases/perf/attention-bf16-b4-h16-s4096-d128.toml` prints, with everything a
+// row can carry at its widest: every timing figure, a throttled clock, an interleaved
+// speedup's interval, a footprint of two kernels, long variant names (a plugin's), skip
+// reasons shared by several rows and a failure's long reason.
+std::vector<ResultRow> perf_attention_rows() {
+  const Ceilings card = test_card();
+  std::vector<ResultRow> rows;
+  const double flops = 4.0 * 4 * 16 * 4096.0 * 4096 * 128, bytes = 4.0 * 4 * 16 * 4096 * 128 * 2;
+  for (const std::string point : {"causal=false", "causal=true"}) {
+    auto timed = [&](const std::string& variant, double ms) {
+      ResultRow r = timed_row(variant, ms, flops, bytes);
+      r.case_name = "attention-bf16-b4-h16-s4096-d128";
+      r.point = point;
+      r.op = "attention";
+      r.cmp->max_abs = 3.03e-4;
+      r.cmp->rel_l2 = 2.31e-3;
+      r.cmp->bound = Bound{};
+      r.cmp->margin = 0.41;
+      r.timing->ms = summarize({ms * 0.99, ms, ms * 1.01});
+      r.timing->clock = ClockStats{180, 81, 1877, 1980};
+      r.timing->dropped = 2;
+      r.timing->throttle_reasons = 0x4;
+      r.speedup = 613.27 / ms;
+      r.speedup_ci = Interval{613.27 / ms * 0.98, 613.27 / ms * 1.02};
+      r.rounds = 3;
+      Footprint f;
+      f.sm_count = 132;
+      KernelFootprint k;
+      k.name = "flash_ws_kernel";
+      k.blocks = 2048;
+      k.threads = 384;
+      k.registers = 168;
+      k.static_smem = 0;
+      k.dynamic_smem = 196 * 1024;
+      k.local_bytes = 0;
+      k.blocks_per_sm = 1;
+      f.kernels = {k, k};
+      r.footprint = f;
+      r.tensor_bytes = uint64_t{512} << 20;
+      r.workspace_bytes = uint64_t{4096} << 20;
+      derive_rates(r, DType::bf16, card);
+      rows.push_back(r);
+    };
+    auto skipped = [&](const std::string& variant, const std::string& why) {
+      ResultRow r;
+      r.case_name = "attention-bf16-b4-h16-s4096-d128";
+      r.point = point;
+      r.op = "attention";
+      r.variant = variant;
+      r.status = Status::skipped;
+      r.reason = why;
+      rows.push_back(r);
+    };
+    timed("naive", 613.2693);
+    rows.back().baseline = true;
+    timed("cublas", 12.8327);
+    skipped("flash_fp32", "fp32 only (fp16/bf16: flash_mma)");
+    timed("flash_mma", 1.4414);
+    timed("flash_ws_rope_first", 0.9876);
+    timed("my_plugin_flash_attention_v2", 1.1234);
+    if (point == "causal=true") {
+      skipped("flash_wgmma", "needs head_dim <= 128");
+      skipped("flash_ws", "needs head_dim <= 128");
+      continue;
+    }
+    timed("flash_wgmma", 1.2577);
+    timed("flash_ws", 0.9528);
+    // A failure's reason: the errors against their bound, the mismatches and the worst element.
+    ResultRow& bad = rows.back();
+    bad.status = Status::failed;
+    bad.cmp->bound = Bound{4, 2, 1.2e-4, 9.1e-4, 0.12, 2.5, 0, 0, 4.8e-4, 1.82e-3};
+    bad.cmp->margin = 12.5;
+    bad.cmp->max_abs = 6e-3;
+    bad.cmp->mismatches = 1234;
+    bad.cmp->elements_checked = 1048576;
+    bad.cmp->worst_row = 17;
+    bad.worst = "(3, 15, 4095, 127)";
+    bad.cmp->worst_got = 0.5;
+    bad.cmp->worst_ref = 0.25;
+    bad.tol = {1e-2, 1e-2};
+  }
+  return rows;
+}
+
+// As `run` and `verify` print a case: its title with the description, every row, the footnotes.
+std::string render(const std::vector<ResultRow>& rows, bool timed, TableColumns cols = default_table_columns()) {
+  std::ostringstream out;
+  TableWriter t(out, timed, false, std::move(cols));
+  t.begin_case(rows.front().case_name,
+               "FA2-style prefill, bf16 b4 h16 seq 4096 d128: flash_mma against PyTorch's FA2 (peers.py)", 12);
+  for (const ResultRow& r : rows) t.row(r);
+  t.finish();
+  return out.str();
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The table's header line (after the case's title, which may take two lines).
+std::string header_of(const std::string& table) {
+  for (const std::string& l : lines_of(table))
+    if (l.rfind("  point ", 0) == 0) return l;
+  return "";
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(Table, DefaultFitsOneHundredTwentyColumns) {
+  const std::vector<ResultRow> rows = perf_attention_rows();
+  for (bool timed : {true, false}) {
+    const std::string s = render(rows, timed);
+    for (const std::string& line : lines_of(s)) EXPECT_LE(line.size(), 120u) << "\n" << line << "\n\n" << s;
+    // Each row one line, its reason a footnote.
+    size_t rows = 0;
+    for (const std::string& l : lines_of(s)) rows += l.rfind("  causal=", 0) == 0;
+    EXPECT_EQ(rows, 16u) << s;
+  }
+  const std::string run = header_of(render(rows, true));
+  EXPECT_TRUE(std::regex_search(
+      run, std::regex(R"(^  point +variant +status +margin +median ms +noise +TFLOP/s +GB/s +% floor +speedup$)")))
+      << run;
+  const std::string verify = header_of(render(rows, false));
+  EXPECT_TRUE(std::regex_search(
+      verify, std::regex(R"(^  point +variant +status +max abs err +rel L2 err +margin +rows checked$)")))
+      << verify;
+}
+
+TEST(Table, WideShowsTheFootprintAndTheClock) {
+  const std::vector<ResultRow> rows = perf_attention_rows();
+  const std::string plain = render(rows, true);
+  const std::string wide = render(rows, true, wide_table_columns());
+  for (const char* h : {"max abs err", "rel L2 err", "floor ms", "MHz", "regs", "smem", "blk/SM", "waves", "memory"}) {
+    EXPECT_NE(header_of(wide).find(h), std::string::npos) << h << "\n" << wide;
+    EXPECT_EQ(header_of(plain).find(h), std::string::npos) << h << "\n" << plain;
+  }
+  // flash_mma's row, causal=false: the clock with its throttle mark, each kernel's figures.
+  EXPECT_TRUE(std::regex_search(wide, std::regex(R"(causal=false +flash_mma +verified .* 1877! +168/168 +196K/196K +1/1 +16/16 +4\.5 GiB\n)")))
+      << wide;
+  // verify --wide: the footprint too, and still no timing.
+  const std::string verify = render(rows, false, wide_table_columns());
+  EXPECT_NE(header_of(verify).find("blk/SM"), std::string::npos) << verify;
+  EXPECT_EQ(header_of(verify).find("median"), std::string::npos) << verify;
+}
+
+TEST(Table, ReasonsAreFootnotesPrintedOncePerCase) {
+  const std::string s = render(perf_attention_rows(), true);
+  // Each row says why by a mark; the text is under the case's last row, once, with the variants it is for.
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(\n  causal=false +flash_fp32 +skipped \[1\]\n)"))) << s;
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(\n  causal=true +flash_fp32 +skipped \[1\]\n)"))) << s;
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(\n  causal=false +flash_ws +FAILED \[2\] +12 +)"))) << s;
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(\n  causal=true +flash_wgmma +skipped \[3\]\n)"))) << s;
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(\n  causal=true +flash_ws +skipped \[3\]\n)"))) << s;
+  EXPECT_EQ(count(s, "fp32 only"), 1u) << s;
+  EXPECT_EQ(count(s, "needs head_dim <= 128"), 1u) << s;
+  EXPECT_NE(s.find("\n  [1] skipped: fp32 only (fp16/bf16: flash_mma) (flash_fp32)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  [3] skipped: needs head_dim <= 128 (flash_wgmma, flash_ws)\n"), std::string::npos) << s;
+  EXPECT_GT(s.find("\n  [1] "), s.rfind("causal=true")) << "footnotes come after the rows\n" << s;
+  // The failure's reason is folded: every word kept, in order, each line within 118 columns.
+  const size_t at = s.find("\n  [2] FAILED: "), end = s.find("\n  [3] ");
+  ASSERT_NE(at, std::string::npos) << s;
+  const std::vector<std::string> note = lines_of(s.substr(at + 1, end - at - 1));
+  EXPECT_GT(note.size(), 1u) << s;
+  std::string words;
+  for (const std::string& l : note) {
+    EXPECT_LE(l.size(), 118u) << l;
+    EXPECT_EQ(l.rfind(&l == &note.front() ? "  [2] " : "      ", 0), 0u) << l;
+    words += (words.empty() ? "" : " ") + l.substr(6);
+  }
+  EXPECT_NE(words.find("error 12x its bound (max abs 6.00e-03 against 4.80e-04, rel L2 2.31e-03 against 1.82e-03; "
+                       "an honest kernel in the dtype: 1.20e-04, 9.10e-04); 1234 of 1048576 checked elements outside 1.00e-02 + 1.00e-02*|ref|; worst (3, 15, 4095, 127): "
+                       "got 0.5, want 0.25"),
+            std::string::npos)
+      << words;
+  EXPECT_EQ(words.substr(words.size() - 10), "(flash_ws)") << words;
+}
+
+// Footnotes belong to their case: printed before the next case's title, numbered afresh, and by
+// the writer's destructor when nothing called finish().
+TEST(Table, FootnotesEndEachCase) {
+  ResultRow a;
+  a.case_name = "one";
+  a.variant = "v";
+  a.reason = "why one";
+  ResultRow b = a;
+  b.case_name = "two";
+  b.reason = "why two";
+  std::ostringstream out;
+  {
+    TableWriter t(out, true);
+    t.row(a);
+    t.row(b);
+  }
+  EXPECT_TRUE(std::regex_search(out.str(), std::regex(R"(skipped \[1\]\n  \[1\] skipped: why one \(v\)\n\ntwo\n)")))
+      << out.str();
+  EXPECT_NE(out.str().find("  [1] skipped: why two (v)\n"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("[2]"), std::string::npos) << out.str();
+}
+
+TEST(Table, ColumnsList) {
+  const std::vector<ResultRow> rows = perf_attention_rows();
+  // In the order given, each once; the groups expand for the table's mode.
+  std::string h = header_of(render(rows, true, parse_table_columns("speedup, median,tflops,speedup")));
+  EXPECT_TRUE(std::regex_search(h, std::regex(R"(^  point +variant +status +speedup +median ms +TFLOP/s$)"))) << h;
+  h = header_of(render(rows, true, parse_table_columns("default,footprint")));
+  EXPECT_TRUE(std::regex_search(h, std::regex(R"( +speedup +regs +smem +blk/SM +waves +memory$)"))) << h;
+  // verify has no timing: those columns are left out, the others stay.
+  h = header_of(render(rows, false, parse_table_columns("median,margin,regs")));
+  EXPECT_TRUE(std::regex_search(h, std::regex(R"(^  point +variant +status +margin +regs$)"))) << h;
+  // The modes' medians only where --mode all measured them.
+  h = header_of(render(rows, true, parse_table_columns("median,modes")));
+  EXPECT_TRUE(std::regex_search(h, std::regex(R"( +status +median ms$)"))) << h;
+  const std::vector<std::string> names = table_column_names();
+  for (const char* n : {"default", "wide", "footprint", "modes", "max_abs", "rel_l2", "margin", "rows", "median", "noise",
+                        "hot", "graph", "graph_hot", "tflops", "gbps", "floor", "pct_floor", "speedup", "mhz", "regs",
+                        "smem", "blk_sm", "waves", "memory"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(names.size(), 24u);
+}
+
+TEST(Table, UnknownColumnsAreRefused) {
+  auto message = [](const std::string& list) {
+    try {
+      parse_table_columns(list);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string all = "(columns: default, wide, footprint, modes, max_abs, rel_l2, margin, rows, median, noise, hot, "
+                          "graph, graph_hot, tflops, gbps, floor, pct_floor, speedup, mhz, regs, smem, blk_sm, waves, "
+                          "memory)";
+  EXPECT_EQ(message("median,bogus"), "--columns: unknown column 'bogus' " + all);
+  EXPECT_EQ(message("medain"), "--columns: unknown column 'medain' (did you mean median? " + all.substr(1));
+  EXPECT_EQ(message("Median"), "--columns: unknown column 'Median' (did you mean median? " + all.substr(1));
+  for (const char* empty : {"", " ", "median,,tflops", "median,", ",median"})
+    EXPECT_EQ(message(empty).rfind("--columns: an empty name in '", 0), 0u) << "'" << empty << "': " << message(empty);
+}
+
+// Markdown (and so `report`'s page) and csv keep every column and the reason in the row,
+// whatever the terminal's table shows.
+TEST(Table, MarkdownKeepsEveryColumn) {
+  std::ostringstream md;
+  write_report(md, Format::markdown, meta("run"), perf_attention_rows());
+  EXPECT_NE(md.str().find("| case | point | variant | status | max abs err | rel L2 err | margin | median ms | noise | "
+                          "TFLOP/s | GB/s | floor ms | % floor | speedup | MHz | regs | smem | blk/SM | waves | memory "
+                          "| note |"),
+            std::string::npos)
+      << md.str();
+  EXPECT_EQ(count(md.str(), "| skipped | - |"), 4u) << md.str();
+  EXPECT_EQ(count(md.str(), "needs head_dim <= 128 |\n"), 2u) << md.str();
 }
