@@ -12,8 +12,10 @@ fail() { echo "cheat.sh ($mode): $1" >&2; exit 1; }
 printf '%s\n' "$out" | grep -Eq 'naive\* +verified' || fail "expected the baseline naive verified"
 printf '%s\n' "$out" | grep -Eq 'warp_online +verified' || fail "expected warp_online verified"
 printf '%s\n' "$out" | grep -Eq 'test_cheat +FAILED' || fail "expected test_cheat FAILED"
-printf '%s\n' "$out" | grep -q "last timed launch ($mode) is wrong" || fail "expected the reason to name mode $mode"
-[ "$(printf '%s\n' "$out" | grep -c 'last timed launch')" = 1 ] || fail "expected exactly one row caught"
+[ "$(printf '%s\n' "$out" | grep -cE 'test_cheat +FAILED')" = 1 ] || fail "expected exactly one row caught"
+# The reason is the row's footnote, folded to the terminal's width: read as one line.
+reason=$(printf '%s\n' "$out" | tr '\n' ' ' | tr -s ' ')
+printf '%s\n' "$reason" | grep -q "last timed launch ($mode) is wrong" || fail "expected the reason to name mode $mode"
 # The cheat left the poisoned output as it was: the device's scan counts all 64 x 256 NaN.
-printf '%s\n' "$out" | grep -q " 16384 NaN/Inf" || fail "expected all 16384 elements counted NaN"
+printf '%s\n' "$reason" | grep -q " 16384 NaN/Inf" || fail "expected all 16384 elements counted NaN"
 echo "ok: the cheat was caught in $mode mode; the honest variants passed the same check"
