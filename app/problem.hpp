@@ -110,9 +110,14 @@ class Problem {
     (void)rows;
     return {};
   }
-  // After faithful(): the largest |row max| of the scores it took softmaxes of (0: none, a
-  // GEMM), which sets the bound's score floor (app/verify.hpp).
-  double faithful_largest_score() const { return faithful_score_ ? faithful_score_->load() : 0.0; }
+  // The trial's scaled bound (app/verify.hpp) from the reference of `rows` and the faithful
+  // one, which it runs first: faithful() records the largest |row max| of the scores it took
+  // softmaxes of, the bound's score floor. (Read as a second argument beside faithful(), the
+  // order was the compiler's: GCC read the score first, and the floor was never applied.)
+  Bound faithful_bound(const ref::Matrix& ref, const ref::Rows& rows, const BoundRule& rule) const {
+    const ref::Matrix f = faithful(rows);
+    return scaled_bound(ref, f, output_tensor().dtype, rule, faithful_score_ ? faithful_score_->load() : 0.0);
+  }
   // Per checked element of the last reference(), a magnitude the relative tolerance applies
   // to beside the reference value's own (the terms an output cancelled from); null: none.
   virtual const ref::Matrix* tolerance_magnitude() const { return nullptr; }
@@ -206,7 +211,7 @@ class Problem {
   // The faithful reference's settings for the point's storage dtype: values kernels store
   // back (RoPE'd q/k) and the softmax weights before P·V (the tensor cores' operand; e4m3 for
   // fp8 inputs) rounded to it. It also tracks the largest score the reference takes a
-  // softmax of, for faithful_largest_score().
+  // softmax of, for faithful_bound().
   ref::Faithful faithful_of() const;
   // A faithful reference's output as the output tensor stores it (rounded to its dtype).
   ref::Matrix stored(ref::Matrix m) const;

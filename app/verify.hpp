@@ -45,7 +45,7 @@ struct Bound {
   double allowed_max = 0, allowed_l2 = 0;
 };
 // `store`: the output dtype, whose rounding of the reference sets the floor.
-// `largest_score`: Problem::faithful_largest_score() (0 without softmax).
+// `largest_score`: what Problem::faithful_bound() reads after faithful() (0 without softmax).
 Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType store, BoundRule rule,
                    double largest_score = 0);
 
