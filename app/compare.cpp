@@ -1,6 +1,7 @@
 #include "app/compare.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -41,8 +42,13 @@ int CompareResult::count_by_quartiles() const {
       std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.by_quartiles(); }));
 }
 
-int CompareResult::exit_code(bool fail_on_unsure) const {
-  const int bad = count(Verdict::slow) + count(Verdict::failed) + (fail_on_unsure ? count(Verdict::unsure) : 0);
+int CompareResult::count_noisy_base() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.noisy_base; }));
+}
+
+int CompareResult::exit_code(bool fail_on_unsure, bool allow_missing) const {
+  const int bad = count(Verdict::slow) + count(Verdict::failed) + (fail_on_unsure ? count(Verdict::unsure) : 0) +
+                  (allow_missing ? 0 : count(Verdict::missing));
   return bad > 0 ? 1 : 0;
 }
 
@@ -386,9 +392,11 @@ void judge_row(CompareRow& row, double threshold, double confidence) {
   }
   row.verdict = judge(b, n, threshold, &row.overlap);
   const bool apart = row.overlap == 0 && (n.q1 > b.q3 || n.q3 < b.q1);
+  // The reason and the rule first, the row's own figure after "; ": many rows share the
+  // first part, which the table then prints once as a footnote.
   row.note = why + ": by the interquartile ranges";
   if (row.verdict == Verdict::same)
-    row.note += apart ? ", apart, change within the threshold" : ", which overlap " + pct(row.overlap, false);
+    row.note += apart ? "; apart, change within the threshold" : "; they overlap " + pct(row.overlap, false);
 }
 
 }  // namespace
@@ -405,6 +413,34 @@ CompareRow row_for(const Entry& e, const std::string& mode) {
   return row;
 }
 
+// "softmax cols=1000 naive (cold)": a row as a one-line list names it, printable.
+std::string row_name(const CompareRow& r) {
+  return clipped(r.case_name, 60) + (r.point.empty() ? "" : " " + clipped(r.point, 60)) + " " + clipped(r.variant, 40) +
+         " (" + clipped(r.mode, 20) + ")";
+}
+
+// --pair's `name` must be a variant of the report on its `side`; else one line that says
+// which report lacks it, the nearest names, and the variants that report has.
+void check_pair_side(const std::vector<Entry>& entries, const std::string& name, const char* side,
+                     const std::string& report_name, const std::string& pair) {
+  std::vector<std::string> variants;
+  for (const auto& e : entries)
+    if (std::find(variants.begin(), variants.end(), e.variant) == variants.end()) variants.push_back(e.variant);
+  if (std::find(variants.begin(), variants.end(), name) != variants.end()) return;
+  const std::vector<std::string> near = near_names(name, variants);
+  std::string list;
+  constexpr size_t kListed = 12;
+  for (size_t i = 0; i < variants.size() && i < kListed; ++i) list += (i ? ", " : "") + clipped(variants[i], 40);
+  if (variants.size() > kListed) list += ", ... (" + std::to_string(variants.size()) + " in all)";
+  std::string report = side;
+  if (report_name != side) report += " (" + clipped(report_name, 120) + ")";
+  std::string mean;
+  for (size_t i = 0; i < near.size(); ++i) mean += (i ? ", " : "") + clipped(near[i], 40);
+  throw InputError(one_line("compare: error: --pair " + clipped(pair, 100) + ": " + report + " has no variant \"" +
+                            clipped(name, 60) + "\"" + (mean.empty() ? "" : " (did you mean " + mean + "?)") +
+                            "; its variants: " + (list.empty() ? "none" : list)));
+}
+
 CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& now, double threshold,
                               const std::string& base_name, const std::string& now_name, double confidence,
                               const VariantPairs& pairs) {
@@ -415,6 +451,12 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
                      " to " + g(kMaxConfidence));
   std::vector<Entry> b = entries_of(base, base_name);
   const std::vector<Entry> n = entries_of(now, now_name);
+  // --pair names must be variants of their own report: a typo would otherwise match no
+  // row and pass the gate silently.
+  for (const auto& [from, to] : pairs) {
+    check_pair_side(b, from, "BASE", base_name, from + "=" + to);
+    check_pair_side(n, to, "NEW", now_name, from + "=" + to);
+  }
   // --pair: BASE's row of one variant stands in for NEW's of another.
   std::map<std::string, std::string> paired_from;  // NEW variant -> the BASE variant matched with it
   for (auto& e : b)
@@ -428,7 +470,11 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
   r.confidence = confidence;
   r.base_label = label_of(base);
   r.now_label = label_of(now);
+  r.base_name = base_name;
+  r.now_name = now_name;
   const std::string bd = device_name(base), nd = device_name(now);
+  r.base_device = bd;
+  r.now_device = nd;
   if (!bd.empty() && !nd.empty() && bd != nd)
     r.warning = "the reports come from different cards (" + clipped(bd, 60) + ", " + clipped(nd, 60) +
                 "): their timings are not comparable";
@@ -471,8 +517,15 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
         judge_row(row, threshold, confidence);
         any_pair = true;
       }
-      if (const auto p = paired_from.find(e.variant); p != paired_from.end())
+      if (const auto p = paired_from.find(e.variant); p != paired_from.end()) {
+        row.base_variant = p->second;
         row.note = "BASE: " + p->second + (row.note.empty() ? "" : "; " + row.note);
+      }
+      // A change smaller than BASE's own spread cannot be told from noise at this row.
+      if (row.now && row.base->noise > threshold) {
+        row.noisy_base = true;
+        row.note += (row.note.empty() ? "" : "; ") + std::string("BASE's noise is above the threshold");
+      }
       r.rows.push_back(std::move(row));
     }
   }
@@ -492,6 +545,19 @@ CompareResult compare_checked(const nlohmann::json& base, const nlohmann::json& 
   }
   if (!any_pair)
     throw InputError("compare: BASE and NEW have no timed row in common (same cases, points, variants and modes?)");
+  if (const int noisy = r.count_noisy_base()) {
+    double worst = 0;
+    const CompareRow* first = nullptr;
+    for (const auto& row : r.rows)
+      if (row.noisy_base) {
+        worst = std::max(worst, row.base->noise);
+        if (!first) first = &row;
+      }
+    r.noise_warning = std::to_string(noisy) + (noisy == 1 ? " row" : " rows") + " of BASE " +
+                      (noisy == 1 ? "has" : "have") + " noise above the " + setting_pct(threshold) +
+                      " threshold (up to " + pct(worst, false) + ", e.g. " + row_name(*first) +
+                      "): a change that small is inside BASE's own spread there";
+  }
   return r;
 }
 
@@ -610,6 +676,62 @@ nlohmann::json read_report(const std::string& path) {
   return j;
 }
 
+std::string missing_summary(const CompareResult& r, size_t named) {
+  const int n = r.count(Verdict::missing);
+  if (n == 0) return "";
+  std::string s = std::to_string(n) + (n == 1 ? " row of BASE is" : " rows of BASE are") + " missing in NEW: ";
+  size_t shown = 0;
+  for (const auto& row : r.rows) {
+    if (row.verdict != Verdict::missing) continue;
+    if (shown == named) break;
+    s += (shown ? ", " : "") + row_name(row);
+    ++shown;
+  }
+  if (static_cast<size_t>(n) > shown) s += " and " + std::to_string(n - static_cast<int>(shown)) + " more";
+  return s;
+}
+
+std::string golden_file_name(const std::string& device_name) {
+  std::string out;
+  bool dash = false;
+  for (const char ch : device_name) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) && c < 128) {
+      if (dash && !out.empty()) out += '-';
+      dash = false;
+      out += static_cast<char>(std::tolower(c));
+    } else {
+      dash = true;
+    }
+  }
+  return out.empty() ? "" : out + ".json";
+}
+
+std::string find_golden(const std::string& dir, const nlohmann::json& now, const std::string& now_name) {
+  namespace fs = std::filesystem;
+  const std::string where = "compare: error: --golden " + clipped(dir, 120);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw InputError(one_line(where + ": not a directory"));
+  const std::string card = device_name(now);
+  const std::string want = golden_file_name(card);
+  if (want.empty())
+    throw InputError(one_line(where + ": " + clipped(now_name, 120) +
+                              " names no card (device.name), so no golden file can be picked for it"));
+  const fs::path path = fs::path(dir) / want;
+  if (fs::is_regular_file(path, ec)) return path.string();
+  // Not there: list what is, so the CI log shows the names to compare with.
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) files.push_back(it->path().filename().string());
+  std::sort(files.begin(), files.end());
+  std::string list;
+  constexpr size_t kListed = 10;
+  for (size_t i = 0; i < files.size() && i < kListed; ++i) list += (i ? ", " : "") + clipped(files[i], 60);
+  if (files.size() > kListed) list += ", ... (" + std::to_string(files.size()) + " in all)";
+  throw InputError(one_line(where + ": no golden file " + want + " for " + clipped(now_name, 120) + "'s card \"" +
+                            clipped(card, 60) + "\"; the directory holds " + (files.empty() ? "no files" : list)));
+}
+
 namespace {
 
 std::string fmt_ms(double v) {
@@ -630,6 +752,11 @@ std::string ratio_cell(const CompareRow& r) {
   return r.by_samples ? ratio + " (" + fixed3(r.ratio.lo) + "-" + fixed3(r.ratio.hi) + ")" : ratio;
 }
 
+// The columns of the table and markdown. The table prints the case as a heading over its
+// rows instead of a column, which is most of what makes it fit 120 columns.
+enum Column { kCase, kPoint, kVariant, kMode, kBase, kNew, kChange, kRatio, kVerdict, kNote, kColumns };
+bool numeric_column(size_t i) { return i >= kBase && i < kVerdict; }  // right-aligned
+
 // Every string from a report is printed through clipped(): control characters escaped, cut when long.
 std::vector<std::string> cells(const CompareRow& r) {
   return {clipped(r.case_name),
@@ -641,7 +768,7 @@ std::vector<std::string> cells(const CompareRow& r) {
           r.base && r.now ? pct(r.change, true) : "-",
           ratio_cell(r),
           std::string(verdict_name(r.verdict)) + (r.by_quartiles() ? "*" : ""),  // the footnote's mark
-          clipped(r.note, 160)};
+          ""};                                                                   // the note: see Notes
 }
 
 // Markdown text that cannot end a table cell or start an escape: '\' and '|' escaped.
@@ -653,10 +780,6 @@ std::string md_escape(const std::string& s) {
   }
   return out;
 }
-
-// Columns 4 to 7 hold numbers: right-aligned.
-constexpr size_t kVerdictColumn = 8;
-bool numeric_column(size_t i) { return i >= 4 && i < kVerdictColumn; }
 
 std::vector<std::string> headers(const CompareResult& r) {
   return {"case",   "point", "variant", "mode", "BASE ms (q1-q3)", "NEW ms (q1-q3)",
@@ -671,12 +794,11 @@ std::string summary_line(const CompareResult& r) {
   if (r.count(Verdict::missing)) s += ", " + std::to_string(r.count(Verdict::missing)) + " missing in NEW";
   if (r.count(Verdict::added)) s += ", " + std::to_string(r.count(Verdict::added)) + " added";
   return s + " (threshold " + setting_pct(r.threshold) + ": SLOW above " + fixed3(1 + r.threshold) + "x, FAST below " +
-         fixed3(1 / (1 + r.threshold)) + "x, by " + setting_pct(r.confidence) +
-         " bootstrap intervals of the ratio of medians)";
+         fixed3(1 / (1 + r.threshold)) + "x, by " + setting_pct(r.confidence) + " bootstrap intervals)";
 }
 
 // "" when every pair had samples; else what the mark on their verdicts means.
-std::string footnote(const CompareResult& r) {
+std::string quartile_footnote(const CompareResult& r) {
   const int n = r.count_by_quartiles();
   if (n == 0) return "";
   return "* " + std::to_string(n) + (n == 1 ? " row" : " rows") +
@@ -686,58 +808,294 @@ std::string footnote(const CompareResult& r) {
          "more than the threshold";
 }
 
-}  // namespace
+// The line under the summary that says rows went missing, and whether that fails.
+std::string missing_line(const CompareResult& r, const CompareOutput& how) {
+  const std::string s = missing_summary(r);
+  if (s.empty()) return "";
+  return s + (how.allow_missing ? "; allowed by --allow-missing"
+                                : "; this fails the comparison (--allow-missing accepts it)");
+}
 
-void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
-  const std::vector<std::string> head = headers(r);
-  const std::string note = footnote(r);
-  if (markdown) {
-    out << "**BASE** " << md_escape(r.base_label) << "  \n**NEW** " << md_escape(r.now_label) << "\n\n";
-    if (!r.warning.empty()) out << "> warning: " << md_escape(r.warning) << "\n\n";
-    out << "|";
-    for (const auto& h : head) out << " " << h << " |";
-    out << "\n|";
-    for (size_t i = 0; i < head.size(); ++i) out << (numeric_column(i) ? " ---: |" : " --- |");
-    out << "\n";
-    for (const auto& row : r.rows) {
-      auto c = cells(row);
-      for (auto& x : c) x = md_escape(x);
-      // Verdicts that need a look in bold; the footnote's mark escaped, as markdown reads '*'.
-      const bool bold = row.verdict == Verdict::slow || row.verdict == Verdict::failed ||
-                        row.verdict == Verdict::fast || row.verdict == Verdict::unsure;
-      c[kVerdictColumn] = (bold ? "**" : "") + std::string(verdict_name(row.verdict)) + (bold ? "**" : "") +
-                          (row.by_quartiles() ? "\\*" : "");
-      out << "|";
-      for (const auto& x : c) out << " " << x << " |";
-      out << "\n";
-    }
-    out << "\n" << summary_line(r) << "\n";
-    if (!note.empty()) out << "\n\\" << note << "\n";
-    return;
+// Columns on a terminal: UTF-8 continuation bytes take none (the footnote marks are two bytes each).
+size_t width(const std::string& s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+// The footnote marks: superscript digits, then [10], [11], ...
+std::string mark(size_t i) {
+  static const char* const kSup[] = {"¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+  return i < 9 ? kSup[i] : "[" + std::to_string(i + 1) + "]";
+}
+
+// A row's note split at "; " into parts; a part that two or more rows share becomes a
+// footnote, printed once, and those rows show its mark instead. The issue this answers: a
+// table with "no samples in BASE and NEW: by the interquartile ranges" on every row.
+struct Notes {
+  std::vector<std::string> marks, own;                 // per row: its footnotes' marks; the parts of its own, printable
+  std::vector<std::pair<std::string, int>> footnotes;  // the text (printable) and how many rows carry it
+};
+
+std::vector<std::string> note_parts(const std::string& note) {
+  std::vector<std::string> parts;
+  size_t from = 0;
+  while (from <= note.size() && !note.empty()) {
+    const size_t at = note.find("; ", from);
+    parts.push_back(note.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) break;
+    from = at + 2;
   }
-  out << "BASE: " << r.base_label << "\nNEW:  " << r.now_label << "\n";
-  if (!r.warning.empty()) out << "warning: " << r.warning << "\n";
-  std::vector<size_t> w(head.size());
-  for (size_t i = 0; i < w.size(); ++i) w[i] = head[i].size();
+  return parts;
+}
+
+Notes notes_of(const std::vector<CompareRow>& rows, size_t note_max) {
+  std::map<std::string, int> uses;
+  for (const auto& row : rows) {
+    std::set<std::string> seen;  // a part twice in one row counts once
+    for (const auto& p : note_parts(row.note))
+      if (seen.insert(p).second) ++uses[p];
+  }
+  Notes n;
+  std::map<std::string, size_t> index;
+  for (const auto& row : rows) {
+    std::string marks, own;
+    for (const auto& p : note_parts(row.note)) {
+      if (uses[p] >= 2) {
+        auto it = index.find(p);
+        if (it == index.end()) {
+          it = index.emplace(p, n.footnotes.size()).first;
+          n.footnotes.push_back({clipped(p, 200), uses[p]});
+        }
+        if (marks.find(mark(it->second)) == std::string::npos) marks += mark(it->second);
+      } else {
+        own += (own.empty() ? "" : "; ") + p;
+      }
+    }
+    n.marks.push_back(marks);
+    n.own.push_back(clipped(own, note_max));
+  }
+  return n;
+}
+
+std::string footnote_line(const Notes& n, size_t i) {
+  const int rows = n.footnotes[i].second;
+  return mark(i) + " " + n.footnotes[i].first + " (" + std::to_string(rows) + " rows)";
+}
+
+// The widest a table line should be; a note that would pass it goes under its row.
+constexpr size_t kTableWidth = 120;
+
+// `text` broken at spaces into lines of at most kTableWidth columns, the later ones
+// indented by two; a word longer than a line stays whole.
+std::string wrapped(const std::string& text) {
+  std::string out, line;
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t to = text.find(' ', from);
+    if (to == std::string::npos) to = text.size();
+    const std::string word = text.substr(from, to - from);
+    if (!line.empty() && width(line) + 1 + width(word) > kTableWidth) {
+      out += line + "\n";
+      line = "  ";
+    } else if (!line.empty() && line != "  ") {
+      line += " ";
+    }
+    line += word;
+    from = to + 1;
+  }
+  return out + line + "\n";
+}
+
+void write_table(std::ostream& out, const CompareResult& r, const CompareOutput& how) {
+  out << "BASE: " << (r.golden.empty() ? "" : "golden " + clipped(r.base_name, 120) + ": ") << r.base_label
+      << "\nNEW:  " << r.now_label << "\n";
+  if (!r.warning.empty()) out << wrapped("warning: " + r.warning);
+  if (!r.noise_warning.empty()) out << wrapped("warning: " + r.noise_warning);
+  const std::vector<std::string> head = headers(r);
+  const Notes notes = notes_of(r.rows, 160);
+  // Columns kPoint..kVerdict under an indent; the case is a heading line above its rows.
+  std::vector<size_t> w(kColumns, 0);
+  for (size_t i = kPoint; i < kNote; ++i) w[i] = width(head[i]);
   std::vector<std::vector<std::string>> all;
   for (const auto& row : r.rows) {
     all.push_back(cells(row));
-    for (size_t i = 0; i + 1 < w.size(); ++i) w[i] = std::max(w[i], all.back()[i].size());
+    for (size_t i = kPoint; i < kNote; ++i) w[i] = std::max(w[i], width(all.back()[i]));
   }
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string s;
-    for (size_t i = 0; i < c.size(); ++i) {
-      const bool right = numeric_column(i);
-      const std::string fill(c[i].size() < w[i] ? w[i] - c[i].size() : 0, ' ');
-      s += (i ? "  " : "") + (right ? fill + c[i] : c[i] + (i + 1 < c.size() ? fill : ""));
+  const auto line = [&](const std::vector<std::string>& c, const std::string& marks, const std::string& note) {
+    std::string s = "  ";
+    for (size_t i = kPoint; i < kNote; ++i) {
+      const std::string fill(width(c[i]) < w[i] ? w[i] - width(c[i]) : 0, ' ');
+      s += (i > kPoint ? "  " : "") + (numeric_column(i) ? fill + c[i] : c[i] + fill);
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
-    return s + "\n";
+    if (!marks.empty()) s += "  " + marks;
+    if (note.empty()) return s + "\n";
+    // The marks and a short note stay on the line; a note that would pass 120 columns goes
+    // under it (and the header's "note" is left out when it would).
+    if (width(s) + (marks.empty() ? 2 : 1) + width(note) <= kTableWidth)
+      return s + (marks.empty() ? "  " : " ") + note + "\n";
+    return &c == &head ? s + "\n" : s + "\n      " + note + "\n";
   };
-  out << line(head);
-  for (const auto& c : all) out << line(c);
+  out << line(head, "", head[kNote]);
+  std::string last_case;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (k == 0 || all[k][kCase] != last_case) out << all[k][kCase] << "\n";
+    last_case = all[k][kCase];
+    out << line(all[k], notes.marks[k], notes.own[k]);
+  }
+  for (size_t i = 0; i < notes.footnotes.size(); ++i) out << wrapped(footnote_line(notes, i));
+  out << wrapped(summary_line(r));
+  if (const std::string q = quartile_footnote(r); !q.empty()) out << wrapped(q);
+  if (const std::string m = missing_line(r, how); !m.empty()) out << wrapped(m);
+}
+
+void write_markdown(std::ostream& out, const CompareResult& r, const CompareOutput& how) {
+  out << "**BASE** " << (r.golden.empty() ? "" : "golden " + md_escape(clipped(r.base_name, 120)) + ": ")
+      << md_escape(r.base_label) << "  \n**NEW** " << md_escape(r.now_label) << "\n\n";
+  if (!r.warning.empty()) out << "> warning: " << md_escape(r.warning) << "\n\n";
+  if (!r.noise_warning.empty()) out << "> warning: " << md_escape(r.noise_warning) << "\n\n";
+  const std::vector<std::string> head = headers(r);
+  const Notes notes = notes_of(r.rows, 160);
+  out << "|";
+  for (const auto& h : head) out << " " << h << " |";
+  out << "\n|";
+  for (size_t i = 0; i < head.size(); ++i) out << (numeric_column(i) ? " ---: |" : " --- |");
+  out << "\n";
+  for (size_t k = 0; k < r.rows.size(); ++k) {
+    const CompareRow& row = r.rows[k];
+    auto c = cells(row);
+    c[kNote] = notes.marks[k] + (notes.marks[k].empty() || notes.own[k].empty() ? "" : " ") + notes.own[k];
+    for (auto& x : c) x = md_escape(x);
+    // Verdicts that need a look in bold; the footnote's mark escaped, as markdown reads '*'.
+    const bool bold = row.verdict == Verdict::slow || row.verdict == Verdict::failed || row.verdict == Verdict::fast ||
+                      row.verdict == Verdict::unsure || (row.verdict == Verdict::missing && !how.allow_missing);
+    c[kVerdict] = (bold ? "**" : "") + std::string(verdict_name(row.verdict)) + (bold ? "**" : "") +
+                  (row.by_quartiles() ? "\\*" : "");
+    out << "|";
+    for (const auto& x : c) out << " " << x << " |";
+    out << "\n";
+  }
+  out << "\n";
+  // One paragraph: a line break ("  \n") between the footnotes.
+  for (size_t i = 0; i < notes.footnotes.size(); ++i)
+    out << md_escape(footnote_line(notes, i)) << (i + 1 < notes.footnotes.size() ? "  \n" : "\n\n");
   out << summary_line(r) << "\n";
-  if (!note.empty()) out << note << "\n";
+  if (const std::string q = quartile_footnote(r); !q.empty()) out << "\n\\" << q << "\n";
+  if (const std::string m = missing_line(r, how); !m.empty()) out << "\n" << md_escape(m) << "\n";
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+// Numbers as json writes them: enough digits to read back the same double.
+std::string num(double v) { return nlohmann::json(v).dump(); }
+
+void write_csv(std::ostream& out, const CompareResult& r) {
+  out << "case,point,variant,base_variant,mode,verdict,by_samples,change,ratio_lo,ratio_hi,base_median_ms,base_q1_ms,"
+         "base_q3_ms,base_noise,base_samples,new_median_ms,new_q1_ms,new_q3_ms,new_noise,new_samples,new_status,"
+         "noisy_base,note\n";
+  const auto timing = [&](const std::optional<TimingStats>& t) {
+    if (!t) return std::string(",,,,");
+    return num(t->median) + "," + num(t->q1) + "," + num(t->q3) + "," + num(t->noise) + "," +
+           std::to_string(t->samples);
+  };
+  for (const auto& row : r.rows) {
+    const bool both = row.base && row.now;
+    out << csv_quote(row.case_name) << "," << csv_quote(row.point) << "," << csv_quote(row.variant) << ","
+        << csv_quote(row.base_variant) << "," << csv_quote(row.mode) << "," << verdict_name(row.verdict) << ","
+        << (row.by_samples ? 1 : 0) << "," << (both ? num(row.change) : "") << ","
+        << (row.by_samples ? num(row.ratio.lo) : "") << "," << (row.by_samples ? num(row.ratio.hi) : "") << ","
+        << timing(row.base) << "," << timing(row.now) << "," << csv_quote(row.now_status) << ","
+        << (row.noisy_base ? 1 : 0) << "," << csv_quote(row.note) << "\n";
+  }
+}
+
+// The json output's layout version (docs/results.md describes it): raised when a key
+// changes meaning or one always written goes.
+constexpr int kCompareJsonVersion = 1;
+
+// Keys in the order docs/results.md lists them, not sorted: the file is read by people too.
+nlohmann::ordered_json json_of(const CompareResult& r, const CompareOutput& how) {
+  using json = nlohmann::ordered_json;
+  const auto timing = [](const std::optional<TimingStats>& t) -> json {
+    if (!t) return nullptr;
+    return {{"median_ms", t->median}, {"q1_ms", t->q1},        {"q3_ms", t->q3},
+            {"noise", t->noise},      {"samples", t->samples}, {"samples_kept", t->samples_ms.size()}};
+  };
+  json rows = json::array();
+  for (const auto& row : r.rows) {
+    const bool both = row.base && row.now;
+    json j = {{"case", row.case_name},
+              {"point", row.point},
+              {"variant", row.variant},
+              {"mode", row.mode},
+              {"verdict", verdict_name(row.verdict)},
+              {"base", timing(row.base)},
+              {"new", timing(row.now)},
+              {"new_status", row.now_status},
+              {"change", both ? json(row.change) : json(nullptr)},
+              {"by_samples", row.by_samples},
+              {"ratio", row.by_samples ? json{{"lo", row.ratio.lo}, {"hi", row.ratio.hi}} : json(nullptr)},
+              {"noisy_base", row.noisy_base},
+              {"note", row.note}};
+    if (!row.base_variant.empty()) j["base_variant"] = row.base_variant;
+    rows.push_back(std::move(j));
+  }
+  json counts = json::object();
+  for (const Verdict v : {Verdict::fast, Verdict::slow, Verdict::same, Verdict::unsure, Verdict::failed,
+                          Verdict::missing, Verdict::added})
+    counts[verdict_name(v)] = r.count(v);
+  counts["by_quartiles"] = r.count_by_quartiles();
+  counts["noisy_base"] = r.count_noisy_base();
+  json warnings = json::array();
+  for (const std::string& w : {r.warning, r.noise_warning})
+    if (!w.empty()) warnings.push_back(w);
+  const int code = r.exit_code(how.fail_on_unsure, how.allow_missing);
+  json j = {{"compare", kCompareJsonVersion},
+            {"base", {{"report", r.base_name}, {"label", r.base_label}, {"device", r.base_device}}},
+            {"new", {{"report", r.now_name}, {"label", r.now_label}, {"device", r.now_device}}},
+            {"golden", r.golden.empty() ? json(nullptr) : json(r.golden)},
+            {"threshold", r.threshold},
+            {"confidence", r.confidence},
+            {"fail_on_unsure", how.fail_on_unsure},
+            {"allow_missing", how.allow_missing},
+            {"rows", std::move(rows)},
+            {"counts", std::move(counts)},
+            {"missing", missing_summary(r)},
+            {"warnings", std::move(warnings)},
+            {"exit_code", code},
+            {"passed", code == 0}};
+  return j;
+}
+
+}  // namespace
+
+void write_compare(std::ostream& out, const CompareResult& r, const CompareOutput& how) {
+  switch (how.format) {
+    case Format::table:
+      write_table(out, r, how);
+      return;
+    case Format::markdown:
+      write_markdown(out, r, how);
+      return;
+    case Format::csv:
+      write_csv(out, r);
+      return;
+    // Strings from the reports go in whole: json escapes what needs it, and a script reads
+    // the names it matches on, not cut ones. Invalid UTF-8 is replaced, not thrown on.
+    case Format::json:
+      out << json_of(r, how).dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+      return;
+  }
+}
+
+void write_compare(std::ostream& out, const CompareResult& r, bool markdown) {
+  CompareOutput how;
+  how.format = markdown ? Format::markdown : Format::table;
+  write_compare(out, r, how);
 }
 
 }  // namespace attnbench

@@ -8,15 +8,19 @@
 // never reported as a regression, nor a noisy regression as SAME. A row without samples
 // (older reports, --no-samples, fewer than kMinBootstrapSamples) falls back to the
 // interquartile rule of schema 1 and 2, and the output says so.
+//
+// As a CI gate: exit 1 on SLOW, FAILED and rows of BASE missing in NEW (unless
+// --allow-missing), with --fail-on-unsure on UNSURE too; BASE may be the golden report of
+// NEW's card, picked from a directory by golden_file_name (--golden DIR).
 #pragma once
 #include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "app/report.hpp"  // Format
 #include "app/stats.hpp"
 
 namespace attnbench {
@@ -52,7 +56,9 @@ struct CompareRow {
   bool by_samples = false;  // judged by the bootstrap interval; false: by the interquartile rule
   Interval ratio;           // the interval of NEW / BASE medians (by_samples only)
   double overlap = 0;       // the part of the narrower interquartile range the other one covers, 0..1
-  std::string note;
+  std::string note;         // parts joined by "; " (the table footnotes the parts many rows share)
+  std::string base_variant;  // --pair: BASE's variant matched with `variant`; "" when the same
+  bool noisy_base = false;   // BASE's own noise is above the threshold (see CompareResult::noise_warning)
   // Both timings there, but judged by the interquartile rule: the output marks these.
   bool by_quartiles() const { return base && now && !by_samples; }
 };
@@ -60,13 +66,31 @@ struct CompareRow {
 struct CompareResult {
   std::vector<CompareRow> rows;
   std::string base_label, now_label;  // card, driver, date, attnbench version
+  std::string base_name, now_name;    // the reports as compare_reports was given them (paths from the CLI)
+  std::string base_device, now_device;  // device.name, "" when a report has none
+  std::string golden;                   // --golden DIR: the directory BASE was picked from; "" otherwise
   std::string warning;                // e.g. the reports come from different cards
+  // Rows whose BASE noise is above the threshold: a change that small is inside BASE's own
+  // spread there, so the gate cannot see it (vLLM's benchmark gate warns the same way).
+  std::string noise_warning;
   double threshold = 0.05, confidence = kDefaultConfidence;
   int count(Verdict v) const;
   int count_by_quartiles() const;  // pairs judged without samples
-  // 1 when anything is SLOW or FAILED (or UNSURE, with fail_on_unsure), else 0.
-  int exit_code(bool fail_on_unsure = false) const;
+  int count_noisy_base() const;
+  // 1 when anything is SLOW or FAILED, or missing in NEW (unless allow_missing: a CI gate
+  // must not pass because the run it judges lost rows), or UNSURE with fail_on_unsure; else 0.
+  int exit_code(bool fail_on_unsure = false, bool allow_missing = false) const;
 };
+
+// How compare's output is written and gated: the json output records the exit code.
+struct CompareOutput {
+  Format format = Format::table;
+  bool fail_on_unsure = false, allow_missing = false;
+};
+
+// "3 rows of BASE are missing in NEW: softmax cols=1000 naive (cold), ... and 1 more"; ""
+// when none is. At most `named` rows are named.
+std::string missing_summary(const CompareResult& r, size_t named = 3);
 
 // The verdict for an interval of NEW / BASE medians. `threshold` is a fraction: 0.05 = 5%.
 Verdict judge_interval(const Interval& ratio, double threshold);
@@ -86,6 +110,9 @@ using VariantPairs = std::vector<std::pair<std::string, std::string>>;
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
                               const std::string& base_name = "BASE", const std::string& now_name = "NEW",
                               double confidence = kDefaultConfidence, const VariantPairs& pairs = {});
+// A pair naming a variant its side's report does not have (BASE_VARIANT in BASE, NEW_VARIANT
+// in NEW) is an InputError that lists the variants the report has: a typo must not pass
+// silently as "no rows matched".
 // "torch_sdpa_cudnn=flash_wgmma" -> {"torch_sdpa_cudnn", "flash_wgmma"}; InputError otherwise.
 std::pair<std::string, std::string> parse_pair(const std::string& s);
 // "5", "5%" or "2.5%" -> 0.05, 0.05, 0.025: the threshold is always in percent, 0 to 1000.
@@ -96,9 +123,27 @@ double parse_confidence(const std::string& s);
 // any problem (a directory, unreadable, empty, not json, not a report, a bad row).
 nlohmann::json read_report(const std::string& path);
 
-// A terminal table, or markdown for a pull request; a line after the table counts the
-// verdicts, and one more says how many rows were judged without samples, when any were.
-// Strings from the reports are printed escaped (app/text.hpp) and cut when long.
+// --golden DIR: the file holding the golden report of a card is named after its
+// device.name, lowercased, every run of characters other than a-z and 0-9 one '-', no '-'
+// at either end, then ".json": "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3.json".
+// "" for a name with no letter or digit.
+std::string golden_file_name(const std::string& device_name);
+// The golden file in `dir` for the card `now` (a report read by read_report, named
+// `now_name` in messages) was measured on. InputError, one line, when `dir` is no
+// directory, `now` names no card, or `dir` has no such file: the line lists the files
+// `dir` holds, so a CI log shows what is there.
+std::string find_golden(const std::string& dir, const nlohmann::json& now, const std::string& now_name);
+
+// A terminal table, markdown for a pull request, csv, or json for a script. The table
+// groups rows under their case and fits 120 columns where the names allow: a note that
+// many rows share is a footnote (a mark on each row, the text once under the table), and a
+// long note goes on its own line under its row. After the table: a line that counts the
+// verdicts, one for the rows judged without samples, one naming rows missing in NEW, and
+// the warnings. json is one object, described in docs/results.md; csv is one line per row
+// with the notes in full. Strings from the reports are printed escaped (app/text.hpp) and
+// cut when long in the table and markdown; csv and json carry them whole.
+void write_compare(std::ostream& out, const CompareResult& r, const CompareOutput& how);
+// The table or markdown, gated by the defaults (kept for callers that print a comparison).
 void write_compare(std::ostream& out, const CompareResult& r, bool markdown);
 
 }  // namespace attnbench

@@ -170,14 +170,38 @@ TEST(Compare, MatchesByCasePointVariantAndMode) {
   EXPECT_EQ(c.exit_code(), 1);
 }
 
-TEST(Compare, MissingAndAddedRowsDoNotFail) {
+// A gate must not pass because the run it judges lost rows (a variant now skipped, a case
+// dropped): missing rows fail unless allowed; added rows never do.
+TEST(Compare, MissingRowsFailUnlessAllowedAddedRowsDoNot) {
   const json base = report({row("naive", timing(samples(3.0, 0.01))), row("old", timing(samples(1.0, 0.01)))});
   const json now = report({row("naive", timing(samples(3.0, 0.01))), row("new", timing(samples(1.0, 0.01)))});
   const CompareResult c = cmp(base, now);
   ASSERT_EQ(c.rows.size(), 3u);
   EXPECT_EQ(c.rows[1].verdict, Verdict::missing);
   EXPECT_EQ(c.rows[2].verdict, Verdict::added);
-  EXPECT_EQ(c.exit_code(), 0);
+  EXPECT_EQ(c.exit_code(), 1);
+  EXPECT_EQ(c.exit_code(false, true), 0);  // --allow-missing
+  EXPECT_EQ(missing_summary(c), "1 row of BASE is missing in NEW: softmax-x cols=1000 old (cold)");
+  // Only added: passes.
+  EXPECT_EQ(cmp(report({base["rows"][0]}), now).exit_code(), 0);
+  // A row still there but no longer timed (skipped now) is missing too.
+  const CompareResult skipped =
+      cmp(base, report({row("naive", timing(samples(3.0, 0.01))), row("old", nullptr, "skipped")}));
+  EXPECT_EQ(skipped.rows[1].verdict, Verdict::missing);
+  EXPECT_EQ(skipped.rows[1].note, "no cold timing in NEW (skipped)");
+  EXPECT_EQ(skipped.exit_code(), 1);
+  // Many missing: the count, three names and how many more.
+  std::vector<json> many = {row("naive", timing(samples(3.0, 0.01)))};
+  for (int i = 0; i < 5; ++i) many.push_back(row("v" + std::to_string(i), timing(samples(1.0, 0.01))));
+  const CompareResult lost = cmp(report(many), report({many[0]}));
+  EXPECT_EQ(missing_summary(lost),
+            "5 rows of BASE are missing in NEW: softmax-x cols=1000 v0 (cold), softmax-x cols=1000 v1 (cold), "
+            "softmax-x cols=1000 v2 (cold) and 2 more");
+  std::ostringstream table;
+  write_compare(table, lost, CompareOutput{});
+  EXPECT_NE(table.str().find("5 rows of BASE are missing in NEW: softmax-x cols=1000 v0 (cold)"), std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("this fails the comparison (--allow-missing"), std::string::npos) << table.str();
 }
 
 TEST(Compare, AFailedVerificationInNewFails) {
@@ -421,7 +445,7 @@ TEST(CompareRefuses, ControlCharactersAndHugeStringsArePrintedEscaped) {
     std::istringstream lines(s);
     size_t n = 0;
     for (std::string line; std::getline(lines, line); ++n) EXPECT_LE(line.size(), 700u) << line.substr(0, 200);
-    EXPECT_LE(n, 13u) << s;  // with the footnote: these rows have no samples
+    EXPECT_LE(n, 16u) << s;  // with the footnotes: these rows have no samples
     EXPECT_FALSE(has(s, std::string(200, 'v'))) << "a long variant name is cut";
     EXPECT_FALSE(has(s, std::string(200, 'x'))) << "a long device name is cut";
     if (markdown) {
@@ -440,7 +464,8 @@ TEST(CompareRefuses, ControlCharactersAndHugeStringsArePrintedEscaped) {
         EXPECT_EQ(bars, 11) << line;
       }
     } else {
-      EXPECT_TRUE(has(s, "\\x1b[31msoftmax\\x1b[0m  cols=1000|rows=2\\nSLOW\\r  naive")) << s;
+      // The case is a heading over its rows.
+      EXPECT_TRUE(has(s, "\n\\x1b[31msoftmax\\x1b[0m\n  cols=1000|rows=2\\nSLOW\\r  naive")) << s;
       EXPECT_TRUE(has(s, "cold\\x07")) << s;
       EXPECT_TRUE(has(s, "NVIDIA \\x1b]0;title\\x07H200|xxx")) << s;
     }
@@ -598,7 +623,10 @@ TEST(CompareSamples, TheNoisyRegressionTheQuartileRuleCalledSameIsUnsure) {
   EXPECT_GT(r.ratio.hi, 1.05);
   EXPECT_NEAR(r.change, 0.25, 1e-12);
   EXPECT_LT(r.ratio.lo, 1 / 1.05);  // 20 samples this noisy cannot rule out a speed-up either
-  EXPECT_EQ(r.note, "the interval crosses 0.952 and 1.050");
+  EXPECT_EQ(r.note, "the interval crosses 0.952 and 1.050; BASE's noise is above the threshold");
+  // BASE's own noise (MAD 0.3 of 1.0) is far above 5%: warned, without changing the verdict.
+  EXPECT_TRUE(r.noisy_base);
+  EXPECT_TRUE(has(c.noise_warning, "1 row of BASE has noise above the 5% threshold (up to 4")) << c.noise_warning;
   EXPECT_EQ(c.exit_code(), 0);
   // ...unless the gate wants every change decided.
   EXPECT_EQ(c.exit_code(true), 1);
@@ -675,7 +703,8 @@ TEST(CompareSamples, RowsWithoutSamplesFallBackAndSaySo) {
   std::ostringstream table, md;
   write_compare(table, c, false);
   write_compare(md, c, true);
-  EXPECT_TRUE(has(table.str(), "+25.0%              1.250  SLOW*    no samples in BASE and NEW")) << table.str();
+  // Too long to fit 120 columns beside the row: under it.
+  EXPECT_TRUE(has(table.str(), "+25.0%              1.250  SLOW*\n      no samples in BASE and NEW")) << table.str();
   EXPECT_TRUE(has(table.str(), "\n* 3 rows judged without samples (a report without samples_ms, or fewer than 5)"))
       << table.str();
   EXPECT_TRUE(has(md.str(), "| **SLOW**\\* |")) << md.str();
@@ -795,4 +824,183 @@ TEST(Compare, PairsAPeerRowWithOurs) {
 TEST(Compare, PairSyntax) {
   EXPECT_EQ(parse_pair("a=b"), std::make_pair(std::string("a"), std::string("b")));
   for (const char* bad : {"a", "=b", "a=", "a=b=c", ""}) EXPECT_THROW(parse_pair(bad), InputError) << bad;
+}
+
+// --pair names must be variants of their side's report: a typo used to match no row and
+// pass silently.
+TEST(Compare, PairNamingAVariantNotInItsReportIsRefused) {
+  const json base = report({row("torch_sdpa_cudnn", sampled(samples(1.0, 0.01)), "peer")});
+  const json now = report({row("flash_wgmma", sampled(samples(0.8, 0.01))), row("naive", sampled(samples(9, 0.1)))});
+  std::string m = refusal([&] {
+    compare_reports(base, now, 0.05, "base.json", "new.json", 0.95, {{"torch_sdpa_cudnn", "flash_wgma"}});
+  });
+  EXPECT_EQ(m,
+            "compare: error: --pair torch_sdpa_cudnn=flash_wgma: NEW (new.json) has no variant \"flash_wgma\" "
+            "(did you mean flash_wgmma?); its variants: flash_wgmma, naive");
+  m = refusal([&] { compare_reports(base, now, 0.05, "base.json", "new.json", 0.95, {{"cudnn", "flash_wgmma"}}); });
+  EXPECT_TRUE(has(m,
+                  "--pair cudnn=flash_wgmma: BASE (base.json) has no variant \"cudnn\"; its variants: "
+                  "torch_sdpa_cudnn"))
+      << m;
+  // A variant that is in the other report only is still refused: each side names its own.
+  m = refusal([&] { compare_reports(base, now, 0.05, "base.json", "new.json", 0.95, {{"flash_wgmma", "naive"}}); });
+  EXPECT_TRUE(has(m, "BASE (base.json) has no variant \"flash_wgmma\"")) << m;
+  // Both there: accepted.
+  EXPECT_EQ(
+      compare_reports(base, now, 0.05, "b", "n", 0.95, {{"torch_sdpa_cudnn", "flash_wgmma"}}).rows[0].base_variant,
+      "torch_sdpa_cudnn");
+}
+
+TEST(Golden, FileNameRule) {
+  EXPECT_EQ(golden_file_name("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3.json");
+  EXPECT_EQ(golden_file_name("NVIDIA H200"), "nvidia-h200.json");
+  EXPECT_EQ(golden_file_name("NVIDIA A100-SXM4-80GB"), "nvidia-a100-sxm4-80gb.json");
+  EXPECT_EQ(golden_file_name("  NVIDIA  GH200 (480GB) "), "nvidia-gh200-480gb.json");  // runs of others: one '-'
+  EXPECT_EQ(golden_file_name("../../etc/passwd"), "etc-passwd.json");                  // never a path
+  EXPECT_EQ(golden_file_name("Ünïcode GPU"), "n-code-gpu.json");                       // ASCII letters and digits only
+  EXPECT_EQ(golden_file_name(""), "");
+  EXPECT_EQ(golden_file_name("--"), "");
+}
+
+TEST(Golden, PicksTheFileOfNewsCardOrListsTheDirectory) {
+  TempDir dir;
+  const std::string h200 = dir.write("nvidia-h200.json", good().dump());
+  dir.write("nvidia-h100-80gb-hbm3.json", good().dump());
+  dir.write("README.md", "goldens");
+  const json on_h200 = report({row("naive", timing(samples(3.0, 0.01)))}, "NVIDIA H200");
+  EXPECT_EQ(find_golden(dir.path.string(), on_h200, "new.json"), h200);
+  const json on_h100 = report({row("naive", timing(samples(3.0, 0.01)))}, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(find_golden(dir.path.string(), on_h100, "new.json"), (dir.path / "nvidia-h100-80gb-hbm3.json").string());
+  const json on_a100 = report({row("naive", timing(samples(3.0, 0.01)))}, "NVIDIA A100-SXM4-80GB");
+  std::string m = refusal([&] { find_golden(dir.path.string(), on_a100, "new.json"); });
+  EXPECT_TRUE(has(m,
+                  ": no golden file nvidia-a100-sxm4-80gb.json for new.json's card \"NVIDIA A100-SXM4-80GB\"; the "
+                  "directory holds README.md, nvidia-h100-80gb-hbm3.json, nvidia-h200.json"))
+      << m;
+  json no_card = on_a100;
+  no_card.erase("device");
+  m = refusal([&] { find_golden(dir.path.string(), no_card, "new.json"); });
+  EXPECT_TRUE(has(m, "new.json names no card (device.name)")) << m;
+  m = refusal([&] { find_golden(h200, on_h200, "new.json"); });
+  EXPECT_TRUE(has(m, "nvidia-h200.json: not a directory")) << m;
+  TempDir empty;
+  m = refusal([&] { find_golden(empty.path.string(), on_h200, "new.json"); });
+  EXPECT_TRUE(has(m, "the directory holds no files")) << m;
+}
+
+// What issue 46 asks of the gate: against its golden, at a golden's 10%, a run 15% slower
+// fails and one that moved within the noise passes.
+TEST(Golden, FifteenPercentSlowerFailsWithinTheNoisePasses) {
+  const std::vector<double> tight = quartiles(0.99, 1.0, 1.01);
+  std::vector<double> slower, wiggle;
+  for (double x : tight) slower.push_back(x * 1.15), wiggle.push_back(x * 1.005);
+  const json golden = report({row("x", sampled(tight)), row("noisy", sampled(quartiles(0.7, 1.0, 1.3)))});
+  const CompareResult slow =
+      cmp(golden, report({row("x", sampled(slower)), row("noisy", sampled(quartiles(0.7, 1.0, 1.3)))}), 0.10);
+  EXPECT_EQ(slow.rows[0].verdict, Verdict::slow);
+  EXPECT_NEAR(slow.rows[0].change, 0.15, 1e-6);
+  EXPECT_EQ(slow.exit_code(), 1);
+  // 0.5% on the tight row, 25% on one whose own spread is +-30%: nothing decided against it.
+  const CompareResult ok =
+      cmp(golden, report({row("x", sampled(wiggle)), row("noisy", sampled(quartiles(0.95, 1.25, 1.6)))}), 0.10);
+  EXPECT_EQ(ok.rows[0].verdict, Verdict::same);
+  EXPECT_EQ(ok.rows[1].verdict, Verdict::unsure);
+  EXPECT_EQ(ok.exit_code(), 0);
+  // The noisy golden row is named in the warning; the tight one is not flagged.
+  EXPECT_FALSE(ok.rows[0].noisy_base);
+  EXPECT_TRUE(ok.rows[1].noisy_base);
+  EXPECT_TRUE(has(ok.noise_warning, "above the 10% threshold")) << ok.noise_warning;
+  EXPECT_TRUE(has(ok.noise_warning, "softmax-x cols=1000 noisy (cold)")) << ok.noise_warning;
+  EXPECT_EQ(cmp(report({row("x", sampled(tight))}), report({row("x", sampled(wiggle))}), 0.10).noise_warning, "");
+}
+
+// A note many rows share is printed once, under the table, and the rows carry its mark.
+TEST(CompareOutputs, SharedNotesBecomeOneFootnoteAndTheTableFits120Columns) {
+  std::vector<json> b, n;
+  for (int i = 0; i < 12; ++i) {
+    b.push_back(row("variant_" + std::to_string(i), timing(samples(1.0, 0.01))));
+    n.push_back(row("variant_" + std::to_string(i), timing(samples(1.0 + 0.001 * i, 0.01))));
+  }
+  b[0]["case"] = n[0]["case"] = "attention-bf16-b4-h16-s4096-d128";
+  const CompareResult c = cmp(report(b), report(n));
+  std::ostringstream out;
+  write_compare(out, c, CompareOutput{});
+  const std::string s = out.str();
+  const std::string reason = "no samples in BASE and NEW: by the interquartile ranges";
+  size_t count = 0;
+  for (size_t at = s.find(reason); at != std::string::npos; at = s.find(reason, at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << s;
+  EXPECT_TRUE(has(s, "\n¹ " + reason + " (12 rows)\n")) << s;
+  EXPECT_TRUE(has(s, "SAME*  ¹")) << s;
+  std::istringstream lines(s);
+  for (std::string line; std::getline(lines, line);) {
+    size_t columns = 0;
+    for (char ch : line) columns += (ch & 0xC0) != 0x80;
+    EXPECT_LE(columns, 120u) << line;
+  }
+  // The case once, as a heading.
+  EXPECT_TRUE(has(s, "\nattention-bf16-b4-h16-s4096-d128\n  cols=1000  variant_0 ")) << s;
+  // Markdown too; the row keeps its whole note for the API, csv and json.
+  std::ostringstream md;
+  write_compare(md, c, true);
+  EXPECT_TRUE(has(md.str(), "| SAME\\* | ¹")) << md.str();
+  EXPECT_TRUE(has(c.rows[0].note, reason)) << c.rows[0].note;
+}
+
+TEST(CompareOutputs, JsonIsTheDocumentedObject) {
+  const json base = report({row("naive", sampled(quartiles(0.99, 1.0, 1.01))), row("gone", timing(samples(1, 0.01)))});
+  const json now = report({row("naive", sampled(quartiles(1.2375, 1.25, 1.2625)))});
+  CompareResult c = cmp(base, now);
+  CompareOutput how;
+  how.format = Format::json;
+  std::ostringstream out;
+  write_compare(out, c, how);
+  const json j = json::parse(out.str());
+  EXPECT_EQ(j["compare"], 1);
+  EXPECT_EQ(j["threshold"], 0.05);
+  EXPECT_EQ(j["base"]["device"], "NVIDIA H200");
+  EXPECT_TRUE(j["golden"].is_null());
+  ASSERT_EQ(j["rows"].size(), 2u);
+  const json& r = j["rows"][0];
+  EXPECT_EQ(r["verdict"], "SLOW");
+  EXPECT_NEAR(r["change"].get<double>(), 0.25, 1e-9);
+  EXPECT_TRUE(r["by_samples"].get<bool>());
+  EXPECT_GT(r["ratio"]["lo"].get<double>(), 1.05);
+  EXPECT_EQ(r["base"]["samples"], 20);
+  EXPECT_EQ(r["new_status"], "verified");
+  EXPECT_EQ(j["rows"][1]["verdict"], "missing");
+  EXPECT_TRUE(j["rows"][1]["new"].is_null());
+  EXPECT_TRUE(j["rows"][1]["change"].is_null());
+  EXPECT_EQ(j["counts"]["SLOW"], 1);
+  EXPECT_EQ(j["counts"]["missing"], 1);
+  EXPECT_TRUE(has(j["missing"].get<std::string>(), "1 row of BASE is missing in NEW: softmax-x cols=1000 gone"));
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_FALSE(j["passed"].get<bool>());
+  // The exit code is the gate's: --allow-missing does not excuse the SLOW row.
+  how.allow_missing = true;
+  std::ostringstream allowed;
+  write_compare(allowed, c, how);
+  EXPECT_EQ(json::parse(allowed.str())["exit_code"], 1);
+  EXPECT_EQ(json::parse(allowed.str())["allow_missing"], true);
+  // Strings go in whole (json escapes them): a script matches the names as the report has them.
+  json evil = report({row("naive\x1b[2J", timing(samples(1, 0.01)))});
+  std::ostringstream e;
+  write_compare(e, cmp(evil, evil), how);
+  EXPECT_EQ(json::parse(e.str())["rows"][0]["variant"], "naive\x1b[2J");
+  EXPECT_FALSE(has(e.str(), "\x1b")) << "escaped as \\u001b";
+}
+
+TEST(CompareOutputs, CsvHasAHeaderAndOneLinePerRow) {
+  json base = report({row("naive", timing(samples(1, 0.01))), row("a,\"b\"", timing(samples(1, 0.01)))});
+  CompareOutput how;
+  how.format = Format::csv;
+  std::ostringstream out;
+  write_compare(out, cmp(base, base), how);
+  std::istringstream lines(out.str());
+  std::vector<std::string> v;
+  for (std::string line; std::getline(lines, line);) v.push_back(line);
+  ASSERT_EQ(v.size(), 3u) << out.str();
+  EXPECT_EQ(v[0].rfind("case,point,variant,base_variant,mode,verdict,by_samples,change,ratio_lo,ratio_hi,", 0), 0u);
+  EXPECT_EQ(v[1].rfind("softmax-x,cols=1000,naive,,cold,SAME,0,0.0,,,", 0), 0u) << v[1];
+  EXPECT_TRUE(has(v[2], "softmax-x,cols=1000,\"a,\"\"b\"\"\",,cold,SAME")) << v[2];
 }

@@ -7,6 +7,16 @@
                         compare used to call SAME: BASE median 1.0 ms with quartiles
                         0.7-1.3, NEW median 1.25 with quartiles 0.95-1.6 (UNSURE)
     noisy-new.json      samples-base.json with only the noisy row changed so
+    missing-new.json    samples-new.json without its last row (compare fails: a row went missing)
+    goldens/            the golden reports of `compare --golden`, one per card, named by
+                        golden_file_name: nvidia-h200.json holds samples-base.json's rows, and
+                        nvidia-h100-80gb-hbm3.json the same rows twice as slow, so that a
+                        report compared with the wrong card's golden file would come out FAST
+    golden-slow.json    an H200 run 15% slower than its golden on every tight row (SLOW at the
+                        10% a golden gate uses); the noisy row as the golden's
+    golden-noise.json   an H200 run within its golden's noise: the tight rows 0.5% slower,
+                        the noisy row 25% slower, inside that row's own spread
+    golden-a100.json    a run on a card that has no golden file
 
 Run from anywhere: python3 tests/compare/make-samples.py (it writes beside itself).
 """
@@ -67,12 +77,12 @@ def row(point, samples):
             "floor_memory_ms": floor_ms, "bound": "memory", "pct_of_floor": 100 * floor_ms / median}
 
 
-def report(rows):
+def report(rows, card="NVIDIA H200"):
     return {"schema": 4,
             "attnbench": {"version": "0.1.0", "command": "build/bin/attnbench run cases/softmax/fp32.toml -o r.json",
                           "date": "2026-12-01T00:00:00Z", "mode": "run", "timing_mode": "per case", "load_ms": 3.2,
                           "elapsed_ms": 4200.0, "complete": True},
-            "device": {"name": "NVIDIA H200", "index": 0, "sm_count": 132, "compute_capability": "9.0",
+            "device": {"name": card, "index": 0, "sm_count": 132, "compute_capability": "9.0",
                        "memory_bytes": 150754820096, "l2_bytes": 52428800, "driver": "13.0", "cuda_runtime": "13.0",
                        "pci_bus_id": "00000000:19:00.0", "sm_clock_max_mhz": 1980, "nvml": False},
             "ceilings": {"copy_gbps": 4100, "read_gbps": 4400, "write_gbps": 4200, "fp32_tflops": 51,
@@ -94,9 +104,23 @@ def main():
     base = [row(point, samples) for point, samples, _ in (STEADY, SLOWER, FASTER, NOISY)]
     new = [row(point, samples) for point, _, samples in (STEADY, SLOWER, FASTER, NOISY)]
     noisy = base[:3] + [new[3]]
-    for name, rows in (("samples-base.json", base), ("samples-new.json", new), ("noisy-new.json", noisy)):
+    def scaled(samples, by):
+        return [float(f"{x * by:.7g}") for x in samples]
+
+    tight = (STEADY, SLOWER, FASTER)
+    golden_h100 = [row(point, scaled(samples, 2)) for point, samples, _ in tight + (NOISY,)]
+    golden_slow = [row(point, scaled(samples, 1.15)) for point, samples, _ in tight] + [base[3]]
+    golden_noise = [row(point, scaled(samples, 1.005)) for point, samples, _ in tight] + [new[3]]
+    os.makedirs(os.path.join(here, "goldens"), exist_ok=True)
+    for name, rows, card in (("samples-base.json", base, "NVIDIA H200"), ("samples-new.json", new, "NVIDIA H200"),
+                             ("noisy-new.json", noisy, "NVIDIA H200"), ("missing-new.json", new[:3], "NVIDIA H200"),
+                             ("goldens/nvidia-h200.json", base, "NVIDIA H200"),
+                             ("goldens/nvidia-h100-80gb-hbm3.json", golden_h100, "NVIDIA H100 80GB HBM3"),
+                             ("golden-slow.json", golden_slow, "NVIDIA H200"),
+                             ("golden-noise.json", golden_noise, "NVIDIA H200"),
+                             ("golden-a100.json", golden_slow, "NVIDIA A100-SXM4-80GB")):
         with open(os.path.join(here, name), "w") as f:
-            json.dump(report(rows), f, indent=1)
+            json.dump(report(rows, card), f, indent=1)
             f.write("\n")
 
 
