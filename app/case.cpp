@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -833,11 +834,13 @@ class CaseReader {
 };
 
 // ---------------------------------------------------------------------------
-// Sweep ranges: "START:STOP:*FACTOR" (1024:16384:*2) or "START:STOP:+STEP" (64:256:+64)
+// Sweep ranges: "START:STOP:*FACTOR" (1024:16384:*2) or "START:STOP:+STEP" (64:256:+64).
+// "xFACTOR" is "*FACTOR" for the shell: an unquoted * on a command line is a glob.
 
 bool looks_like_range(const std::string& s) {
   const auto a = s.find(':'), b = s.find(':', a == std::string::npos ? a : a + 1);
-  return a != std::string::npos && b != std::string::npos && b + 1 < s.size() && (s[b + 1] == '*' || s[b + 1] == '+');
+  return a != std::string::npos && b != std::string::npos && b + 1 < s.size() &&
+         (s[b + 1] == '*' || s[b + 1] == 'x' || s[b + 1] == '+');
 }
 
 // The values, STOP included when the steps reach it; `error` says why there are none.
@@ -850,9 +853,9 @@ std::vector<int64_t> range_values(const std::string& s, int64_t max_values, std:
   };
   const auto a = s.find(':'), b = s.find(':', a + 1);
   int64_t start = 0, stop = 0, step = 0;
-  const bool times = s[b + 1] == '*';
+  const bool times = s[b + 1] == '*' || s[b + 1] == 'x';
   if (!number(s.substr(0, a), start) || !number(s.substr(a + 1, b - a - 1), stop) || !number(s.substr(b + 2), step)) {
-    error = "a range is START:STOP:*FACTOR or START:STOP:+STEP with whole numbers, like 1024:16384:*2";
+    error = "a range is START:STOP:*FACTOR (or xFACTOR) or START:STOP:+STEP with whole numbers, like 1024:16384:*2";
     return {};
   }
   if (start > stop || (times ? (start < 1 || step < 2) : step < 1)) {
@@ -906,6 +909,30 @@ bool is_bare_word(const std::string& s) {
   });
 }
 
+// "[bf16, fp16, 512]" -> "[\"bf16\", \"fp16\", 512]": a flat list's bare words quoted, its
+// TOML values (numbers, booleans, quoted strings) as they are; nothing for anything else.
+std::optional<std::string> quote_bare_list(const std::string& v) {
+  if (v.size() < 2 || v.front() != '[' || v.back() != ']') return std::nullopt;
+  const std::string inner = v.substr(1, v.size() - 2);
+  if (inner.find_first_of("[]{}\"'#") != std::string::npos) return std::nullopt;
+  std::string out = "[";
+  size_t start = 0;
+  while (start <= inner.size()) {
+    const size_t comma = std::min(inner.find(',', start), inner.size());
+    const std::string item = trim(inner.substr(start, comma - start));
+    if (item.empty()) {
+      if (comma == inner.size() && start > 0) break;  // a trailing comma, as TOML allows
+      return std::nullopt;
+    }
+    // toml_guard first (app/toml_guard.hpp): what toml++ 3.3 mishandles never reaches it.
+    const bool toml_value = !toml_guard("x = " + item) && static_cast<bool>(toml::parse("x = " + item));
+    if (!toml_value && !is_bare_word(item) && !looks_like_range(item)) return std::nullopt;
+    out += (out.size() > 1 ? ", " : "") + (toml_value ? item : "\"" + item + "\"");
+    start = comma + 1;
+  }
+  return out + "]";
+}
+
 class Override {
  public:
   explicit Override(const std::string& set) : where_(set_location(set)) {
@@ -947,6 +974,11 @@ class Override {
     auto r = toml::parse(key_ + " = " + value_, std::string_view(where_));
     if (!r && (is_bare_word(value_) || looks_like_range(value_)))
       r = toml::parse(key_ + " = \"" + value_ + "\"", std::string_view(where_));
+    if (!r) {
+      // A list of bare words, as a shell user types it: dtype=[bf16,fp16].
+      const auto quoted = quote_bare_list(value_);
+      if (quoted && !toml_guard(key_ + " = " + *quoted)) r = toml::parse(key_ + " = " + *quoted, std::string_view(where_));
+    }
     if (!r) fail("bad value '" + value_ + "': " + lower_first(std::string(r.error().description())));
     return std::move(r).table();
   }
@@ -1118,13 +1150,26 @@ std::vector<std::string> resolve_case_paths(const std::string& arg, const std::s
   }
   if (fs::is_regular_file(dir / (arg + ".toml"), ec)) return {(dir / (arg + ".toml")).string()};
   if (fs::is_directory(dir / arg, ec)) return cases_in_dir(dir / arg);
-  std::vector<std::string> matches;
-  for (const auto& f : toml_files_below(dir))
+  // A bare name found anywhere below cases_dir, when exactly one file has it. Two that share
+  // it (attention/gqa, mha/gqa) are never guessed between: the message gives the names to type.
+  std::vector<std::string> matches, names;
+  for (const auto& f : toml_files_below(dir)) {
+    const std::string name = fs::path(f).lexically_relative(dir).replace_extension().generic_string();
+    names.push_back(name);
+    names.push_back(fs::path(f).stem().string());
     if (fs::path(f).filename() == arg + ".toml") matches.push_back(f);
+  }
   if (matches.size() == 1) return matches;
-  if (matches.size() > 1)
-    throw InputError("case name '" + arg + "' is ambiguous: " + comma_list(matches) + " (give the path)");
-  throw InputError("no case named '" + arg + "' (looked in " + cases_dir + ")");
+  if (matches.size() > 1) {
+    std::vector<std::string> full;
+    for (const auto& f : matches) full.push_back(fs::path(f).lexically_relative(dir).replace_extension().generic_string());
+    throw InputError("error: case name '" + clipped(arg) + "' is ambiguous: " + std::to_string(matches.size()) +
+                     " case files have it; type " + or_list(full));
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  throw InputError("error: no case named '" + clipped(arg) + "' under " + cases_dir +
+                   hint(arg, names, "`attnbench list cases` lists them"));
 }
 
 }  // namespace attnbench

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -11,12 +12,15 @@
 #include <fstream>
 #include <future>
 #include <iomanip>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/build_info.hpp"
 #include "app/compare.hpp"
 #include "app/device.hpp"
 #include "app/devices.hpp"
@@ -63,12 +67,19 @@ struct Options {
   int device = 0;
   std::string cases_dir;
   bool dry_run = false;
+  std::string progress = "auto";  // --progress auto | always | never
+  bool wide = false;              // --wide
+  std::string columns;            // --columns LIST
   std::string sanitize;           // verify --sanitize TOOL (app/sanitize.hpp)
   bool sanitize_markers = false;  // its child (hidden)
   bool remeasure = false;
   std::string list_what = "all";
   std::string base_report, new_report, threshold = "5", confidence = "0.95";
   bool fail_on_unsure = false;
+  bool allow_missing = false;               // compare --allow-missing
+  std::vector<std::string> compare_files;   // compare's BASE.json NEW.json, or NEW.json with --golden
+  std::string golden;                       // compare --golden DIR
+  std::string compare_threshold;            // compare --threshold; "" = 5%, 10% with --golden
   std::vector<std::string> pairs;  // compare --pair
   std::vector<std::string> merge_inputs;  // merge
   std::string run_report, peers, plot_script;  // report
@@ -93,7 +104,8 @@ void add_plugin_option(CLI::App* cmd, Options& o) {
   cmd->add_option("--plugin", o.plugins,
                   "also run the variants of your kernel file FILE.cu (compiled with nvcc, cached) or FILE.so "
                   "(docs/plugins.md); repeatable")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->allow_extra_args(false);
 }
 
 // Plugins first, from --plugin and every selected case file's plugins key: the case
@@ -107,10 +119,20 @@ void load_plugin_files(const Options& o, const std::vector<std::string>& case_fi
 
 void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("cases", o.cases, "case files, directories, names under cases/, or `all`")->required();
+  // One value per flag, each flag repeatable: `-k a perf` is the kernel a on the case perf, not
+  // two kernel names (CLI11's vectors would take every word up to the next option).
   cmd->add_option("-k,--kernel", o.kernels,
-                  "run only the variants this names; a shell pattern such as 'flash_*' (repeatable)");
-  cmd->add_option("--exclude", o.exclude, "never run the variants this names or matches (repeatable)");
-  cmd->add_option("--set", o.sets, "override a case key, e.g. shape.seq_q=8192 or dtype=bf16 (repeatable)");
+                  "run only the variants this names; a shell pattern such as 'flash_*' (repeatable)")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  cmd->add_option("--exclude", o.exclude, "never run the variants this names or matches (repeatable)")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  cmd->add_option("--set", o.sets,
+                  "override a case key: shape.seq_q=8192, dtype=bf16, 'dtype=[bf16,fp16]' or "
+                  "shape.seq_q=1024:16384:x2 sweep (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   add_plugin_option(cmd, o);
   cmd->add_option("--format", o.format, "table | markdown | csv | json (default: table, or by -o's extension)")
       ->check(CLI::IsMember({"table", "markdown", "md", "csv", "json"}));
@@ -134,7 +156,17 @@ void add_case_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--dump-failures", o.dump_failures, "as --dump, only for variants that fail verification")
       ->excludes("--dump");
   cmd->add_flag("--dry-run", o.dry_run,
-                "load and validate the cases, print what would run (as on an H100); needs no GPU");
+                "load and validate the cases, print what would run (as on an H100) and why the rest would "
+                "not; needs no GPU (--format json: as one document)");
+  cmd->add_flag("--wide", o.wide, "the table with every column: the footprint, clocks, floor (docs/cli.md)");
+  cmd->add_option("--columns", o.columns,
+                  "the table's columns, e.g. default,mhz or variant,status,median (docs/cli.md, The table)")
+      ->type_name("LIST");
+  cmd->add_option("--progress", o.progress,
+                  "auto (default): a live line where stderr is a terminal; always: also a line per point where "
+                  "it is not (Slurm, CI logs); never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->type_name("WHEN");
 }
 
 // The same rule as [verify].seed in a case file, so both accept the same numbers.
@@ -149,7 +181,26 @@ std::optional<uint64_t> parse_seed(const std::string& text) {
 }
 
 // Outputs are checked before any case loads: a typo in -o must not cost the run.
+// -o's extension names its format unless --format does: a file called v.json that holds a table
+// (or an unknown extension that silently gets one) is refused before the run.
+void check_output_extension(const Options& o) {
+  if (o.output.empty() || !o.format.empty()) return;
+  const std::string ext = std::filesystem::path(o.output).extension().string();
+  for (const char* known : {"", ".json", ".csv", ".md", ".txt", ".log"})
+    if (ext == known) return;
+  throw InputError("-o " + clipped(o.output) + ": error: no report format has the extension '" + clipped(ext) +
+                   "' (.json, .csv, .md, or .txt for the table; or name one with --format)");
+}
+
+// The table's columns: --wide, --columns LIST, or both (docs/cli.md, "The table").
+TableColumns table_columns(const Options& o) {
+  if (!o.columns.empty()) return parse_table_columns(o.wide ? "wide," + o.columns : o.columns);
+  return o.wide ? wide_table_columns() : default_table_columns();
+}
+
 void check_outputs(const Options& o) {
+  check_output_extension(o);
+  (void)table_columns(o);  // a bad --columns name, before any case loads
   if (!o.output.empty()) check_output_file(o.output, "-o");
   if (!o.dump.empty()) check_output_dir(o.dump, "--dump");
   if (!o.dump_failures.empty()) check_output_dir(o.dump_failures, "--dump-failures");
@@ -200,39 +251,97 @@ std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
   for (const auto* list : {&o.kernels, &o.exclude})
     for (const auto& k : *list) {
       bool known = false;
+      std::vector<std::string> names;
       for (const OpSpec& op : ops())
-        for (const auto& name : op.variant_names()) known = known || glob_match(k, name);
+        for (const auto& name : op.variant_names()) {
+          known = known || glob_match(k, name);
+          names.push_back(name);
+        }
+      std::sort(names.begin(), names.end());
+      names.erase(std::unique(names.begin(), names.end()), names.end());
       if (!known)
         throw InputError("attnbench: error: " + std::string(list == &o.kernels ? "-k" : "--exclude") +
-                         ": no kernel matches '" + clipped(k) + "' (see `attnbench list kernels`)");
+                         ": no kernel matches '" + clipped(k) + "'" +
+                         hint(k, names, "`attnbench list kernels` lists them"));
     }
   return cases;
 }
 
+int64_t cases_points(const std::vector<Case>& cases) {
+  int64_t n = 0;
+  for (const Case& c : cases) n += static_cast<int64_t>(c.points.size());
+  return n;
+}
+
+// What a run would do, without a GPU: each point with the variants that would run, then
+// "N points, M rows, K skipped" and why each skipped variant would not run, each reason once
+// (as footnotes the points' lines refer to). `--format json` (or -o FILE.json) gives the same
+// as one document (docs/cli.md, "--dry-run").
 int dry_run(const std::vector<Case>& cases, const Options& o, bool timed) {
   const bool baseline = timed && !o.profile;  // the speedup column's: a profile has none
+  nlohmann::json points = nlohmann::json::array();
+  std::vector<std::string> reasons;  // footnotes, in order of first use
+  std::map<std::string, std::vector<std::string>> skipped_by_reason;  // reason -> variants
+  int64_t rows = 0, skipped = 0;
+  std::ostringstream text;
   for (const auto& c : cases) {
     for (const auto& p : c.points) {
-      std::cout << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " "
-                << dtype_name(p.dtype);
       auto problem = make_problem(p);
       const std::vector<VariantChoice> choices = problem->variants(assumed_caps());
-      std::cout << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors"
-                << (p.inputs.is_default() ? "" : ", " + p.inputs.summary()) << ", variants:";
       const auto defaults = problem->default_variants(assumed_caps());
-      // Each variant that would run, and for each that would not, why.
+      nlohmann::json point = {{"case", c.name},
+                              {"point", p.label},
+                              {"op", p.op},
+                              {"dtype", dtype_name(p.dtype)},
+                              {"tensor_bytes", problem->device_bytes()},
+                              {"inputs", p.inputs.is_default() ? "" : p.inputs.summary()},
+                              {"variants", nlohmann::json::array()},
+                              {"skipped", nlohmann::json::array()}};
+      std::string runs, skips;
       for (const auto& n : select_variants(choices, p, {o.kernels, o.exclude}, baseline, defaults)) {
-        const auto& skip = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) {
-                             return v.name == n;
-                           })->skip;
-        std::cout << " " << n << (skip.empty() ? "" : " (skipped: " + skip + ")");
+        const std::string& skip =
+            std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& v) { return v.name == n; })->skip;
+        if (skip.empty()) {
+          point["variants"].push_back(n);
+          runs += " " + n;
+          ++rows;
+          continue;
+        }
+        point["skipped"].push_back({{"variant", n}, {"reason", skip}});
+        ++skipped;
+        auto at = std::find(reasons.begin(), reasons.end(), skip);
+        if (at == reasons.end()) at = reasons.insert(reasons.end(), skip);
+        auto& names = skipped_by_reason[skip];
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+        skips += " " + n + " [" + std::to_string(at - reasons.begin() + 1) + "]";
       }
-      if (o.profile)
-        std::cout << "; --profile: one launch per variant (after a warm-up) in NVTX ranges "
-                  << shell_quote(ncu_nvtx_include(nvtx_ranges(c.name, p.label, "VARIANT")));
-      std::cout << "\n";
+      text << c.name << (p.label.empty() ? "" : " [" + p.label + "]") << ": " << p.op << " " << dtype_name(p.dtype)
+           << ", " << human_bytes(static_cast<double>(problem->device_bytes())) << " of tensors"
+           << (p.inputs.is_default() ? "" : ", " + p.inputs.summary()) << ", variants:" << (runs.empty() ? " none" : runs)
+           << (skips.empty() ? "" : "; skips" + skips);
+      if (o.profile) {
+        const std::string ranges = ncu_nvtx_include(nvtx_ranges(c.name, p.label, "VARIANT"));
+        point["nvtx_include"] = ranges;
+        text << "; --profile: one launch per variant (after a warm-up) in NVTX ranges " << shell_quote(ranges);
+      }
+      text << "\n";
+      points.push_back(std::move(point));
     }
   }
+  text << points.size() << " point" << (points.size() == 1 ? "" : "s") << ", " << rows << " row"
+       << (rows == 1 ? "" : "s") << " to " << (timed ? "run" : "verify") << ", " << skipped << " skipped\n";
+  for (size_t i = 0; i < reasons.size(); ++i)
+    text << "[" << i + 1 << "] " << comma_list(skipped_by_reason[reasons[i]]) << ": " << reasons[i] << "\n";
+  const nlohmann::json doc = {{"attnbench", build_identity()},
+                              {"command", o.command_line},
+                              {"mode", timed ? "run" : "verify"},
+                              {"dry_run", true},
+                              {"points", std::move(points)},
+                              {"summary", {{"points", cases_points(cases)}, {"rows", rows}, {"skipped", skipped}}}};
+  const bool json = o.format == "json" || (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::json);
+  std::cout << (o.format == "json" ? doc.dump(1) + "\n" : text.str());
+  if (!o.output.empty())
+    write_file(o.output, [&](std::ostream& out) { out << (json ? doc.dump(1) + "\n" : text.str()); });
   return kExitOk;
 }
 
@@ -289,10 +398,10 @@ Tally print_json_report(const Options& o, bool timed, const nlohmann::json& repo
     if (f == Format::json)
       out << report.dump(1) << "\n";
     else
-      write_report(out, f, meta, result);
+      write_report(out, f, meta, result, table_columns(o));
   };
   if (format == Format::table || !o.output.empty()) {
-    TableWriter table(std::cout, timed, o.mode == "all");
+    TableWriter table(std::cout, timed, o.mode == "all", table_columns(o));
     const Case* current = nullptr;
     for (size_t i = 0; i < result.size(); ++i) {
       const Case* c = case_of(i);
@@ -380,18 +489,24 @@ int verify_sanitized(const Options& o, const std::vector<Case>& cases) {
 // --devices: one worker per GPU, then one report from their parts (app/devices.hpp).
 int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
                    const std::optional<RunPlan>& shard_plan, std::chrono::steady_clock::time_point start) {
-  const std::vector<int> devices = parse_devices(o.devices);
   int64_t total = 0;  // this run's points (a shard's, with --shard)
   for (const Case& c : cases) total += static_cast<int64_t>(c.points.size());
   // Claims and rows are indexed by the points' places in the whole run.
   const int64_t places = shard_plan ? static_cast<int64_t>(shard_plan->points.size()) : total;
-  if (o.dry_run) {
+  if (o.dry_run) {  // needs no GPU, so `all` is not counted here
+    const std::vector<int> listed = o.devices == "all" ? std::vector<int>{} : parse_devices(o.devices);
     dry_run(cases, o, timed);
-    std::cout << "--devices: " << devices.size() << " worker(s), one on each of GPU";
-    for (size_t i = 0; i < devices.size(); ++i) std::cout << (i ? ", " : " ") << devices[i];
+    if (o.format == "json") return kExitOk;
+    if (listed.empty()) {
+      std::cout << "--devices all: one worker on each GPU the run finds";
+    } else {
+      std::cout << "--devices: " << listed.size() << " worker(s), one on each of GPU";
+      for (size_t i = 0; i < listed.size(); ++i) std::cout << (i ? ", " : " ") << listed[i];
+    }
     std::cout << "; they take the " << total << " points costliest first, each point once\n";
     return kExitOk;
   }
+  const std::vector<int> devices = parse_devices(o.devices);
   // No GPU: the one line, as a single run says it. The check starts the CUDA driver (0.4 s on
   // a two-H100 host, run 185), so it runs beside the workers' start, not before it; `all` has
   // made it already to count the GPUs.
@@ -561,10 +676,14 @@ int run_or_verify(const Options& o, bool timed) {
   ro.device = o.device;
   ro.dump_dir = o.dump.empty() ? o.dump_failures : o.dump;
   ro.dump_failures_only = !o.dump_failures.empty();
-  ro.progress = isatty(STDERR_FILENO) && !o.sanitize_markers;
+  // --progress: auto draws the live line where stderr is a terminal; always writes a line per
+  // point instead where it is not (a Slurm or CI log), the live line where it is.
+  const bool terminal = isatty(STDERR_FILENO);
+  ro.progress = !o.sanitize_markers && o.progress != "never" && terminal;
+  ro.progress_lines = !o.sanitize_markers && o.progress == "always" && !terminal;
   ro.sanitize_markers = o.sanitize_markers;
   ro.plan_rows = plan.has_value();
-  TableWriter table(std::cout, timed, ro.all_modes);
+  TableWriter table(std::cout, timed, ro.all_modes, table_columns(o));
   Runner runner(gpu, ro, [&](const ResultRow& r) {
     if (stream_table) table.row(r);
   });
@@ -587,7 +706,7 @@ int run_or_verify(const Options& o, bool timed) {
   // -o is rewritten whole as points finish (at most once a second) and at the end: a fault
   // leaves every finished row on disk, a kill or Ctrl-C those up to a second before, in a
   // document that parses.
-  ReportFile file(o.output, format);
+  ReportFile file(o.output, format, table_columns(o));
   auto write_file_report = [&](bool complete) {
     if (o.output.empty()) return;
     meta.elapsed_ms = ms_since_start();
@@ -625,6 +744,7 @@ int run_or_verify(const Options& o, bool timed) {
     throw;
   }
   write_outputs(true);
+  if (stream_table) table.finish();  // the last case's footnotes, before the tally
   if (!ro.dump_dir.empty())
     std::cerr << "attnbench: dumped " << runner.dump_dirs().size() << " point(s) as .npy under " << ro.dump_dir
               << " (manifest.json in each)\n";
@@ -705,21 +825,42 @@ int info(const Options& o) {
   return kExitOk;
 }
 
-// Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED
-// (or UNSURE, with --fail-on-unsure: a gate that wants every change decided).
+// Pure json, so CI can gate on it without a GPU: exit 1 when anything is SLOW or FAILED,
+// or missing in NEW (unless --allow-missing), or UNSURE with --fail-on-unsure.
 int compare(const Options& o) {
+  const std::vector<std::string>& files = o.compare_files;
+  if (o.golden.empty() ? files.size() != 2 : files.size() != 1)
+    throw InputError(o.golden.empty() ? "compare: error: expected BASE.json NEW.json (or --golden DIR NEW.json)"
+                                      : "compare: error: with --golden DIR give only NEW.json: BASE is DIR's file for "
+                                        "NEW's card");
   if (!o.output.empty()) check_output_file(o.output, "-o");
-  const double threshold = parse_threshold(o.threshold), confidence = parse_confidence(o.confidence);
+  // A golden was measured on another machine of the same model, on another day: 10%, as
+  // vLLM's attention benchmark gate uses, where two runs on one machine take 5%.
+  const std::string threshold_text =
+      !o.compare_threshold.empty() ? o.compare_threshold : o.golden.empty() ? "5" : "10";
+  const double threshold = parse_threshold(threshold_text), confidence = parse_confidence(o.confidence);
   VariantPairs pairs;
   for (const std::string& p : o.pairs) pairs.push_back(parse_pair(p));
-  const CompareResult r = compare_reports(read_report(o.base_report), read_report(o.new_report), threshold, "BASE",
-                                          "NEW", confidence, pairs);
-  const bool markdown = o.format == "markdown" || o.format == "md" ||
-                        (o.format.empty() && !o.output.empty() && format_for_path(o.output) == Format::markdown);
-  write_compare(std::cout, r, markdown);
-  if (!o.output.empty()) write_file(o.output, [&](std::ostream& out) { write_compare(out, r, markdown); });
+  const std::string& new_path = files.back();
+  const nlohmann::json now = read_report(new_path);
+  const std::string base_path = o.golden.empty() ? files.front() : find_golden(o.golden, now, new_path);
+  CompareResult r = compare_reports(read_report(base_path), now, threshold, base_path, new_path, confidence, pairs);
+  r.golden = o.golden;
+  // stdout in --format (table by default); -o in the format its extension names (.json,
+  // .csv, .md), else in --format's, as run's -o.
+  CompareOutput how;
+  how.fail_on_unsure = o.fail_on_unsure;
+  how.allow_missing = o.allow_missing;
+  how.format = o.format.empty() ? Format::table : *parse_format(o.format);
+  write_compare(std::cout, r, how);
+  if (!o.output.empty()) {
+    CompareOutput file = how;
+    if (const Format f = format_for_path(o.output); f != Format::table) file.format = f;
+    write_file(o.output, [&](std::ostream& out) { write_compare(out, r, file); });
+  }
   if (!r.warning.empty()) std::cerr << "attnbench: warning: " << r.warning << "\n";
-  return r.exit_code(o.fail_on_unsure);
+  if (!r.noise_warning.empty()) std::cerr << "attnbench: warning: " << r.noise_warning << "\n";
+  return r.exit_code(o.fail_on_unsure, o.allow_missing);
 }
 
 // One report from the parts of a run. The merged report is written even when points are
@@ -782,6 +923,16 @@ int report(const Options& o) {
   return kExitOk;
 }
 
+// One style for every input error: "WHERE: error: what" where the fault has a place (a case
+// file's line and column, a --set, a report), else "attnbench: error: what".
+std::string error_line(const std::string& what) {
+  if (what.rfind("attnbench: ", 0) == 0) return what;
+  if (what.rfind("error: ", 0) == 0) return "attnbench: " + what;
+  const size_t at = what.find(": error: ");
+  if (at != std::string::npos && at > 0) return what;
+  return "attnbench: error: " + what;
+}
+
 // The one place an exception becomes an exit code and one line on stderr: whatever
 // was thrown, attnbench never ends in std::terminate.
 int report_exception(const std::exception_ptr& error) {
@@ -789,8 +940,7 @@ int report_exception(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const InputError& e) {
-    const std::string what = e.what();
-    say(what.rfind("error: ", 0) == 0 ? "attnbench: " + what : what);
+    say(error_line(e.what()));
     return kExitInput;
   } catch (const NoDevice& e) {
     say(std::string("attnbench: ") + e.what());
@@ -830,6 +980,72 @@ int report_exception(const std::exception_ptr& error) {
   }
 }
 
+// The subcommands, in --help's order.
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
+// `attnbench help [SUBCOMMAND]`, `attnbench runn`, `attnbench -V`: answered here, with a
+// suggestion; nullopt when argv[1] is a subcommand (or --help, --version) for CLI11 to parse.
+std::optional<int> before_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return std::nullopt;  // CLI11: "A subcommand is required", and the usage
+  const std::string first = argv[1];
+  const std::vector<std::string> names = subcommand_names(app);
+  const bool known = std::find(names.begin(), names.end(), first) != names.end();
+  if (known || first == "-h" || first == "--help" || first == "--version") return std::nullopt;
+  if (first == "help") {  // git's and cargo's convention
+    const std::string which = argc > 2 ? argv[2] : "";
+    if (which.empty()) {
+      std::cout << app.help();
+      return kExitOk;
+    }
+    if (std::find(names.begin(), names.end(), which) != names.end()) {
+      std::cout << app.get_subcommand(which)->help();
+      return kExitOk;
+    }
+    std::cerr << "attnbench: error: no subcommand '" << clipped(which) << "'"
+              << hint(which, names, "subcommands: " + comma_list(names)) << "\n";
+    return kExitInput;
+  }
+  if (first.rfind('-', 0) == 0) {
+    std::cerr << "attnbench: error: unknown option '" << clipped(first) << "'"
+              << hint(first, {"--help", "--version"}, "options come after the subcommand, as in attnbench run CASE -k NAME")
+              << "\n";
+    return kExitInput;
+  }
+  std::cerr << "attnbench: error: unknown subcommand '" << clipped(first) << "'"
+            << hint(first, names, "subcommands: " + comma_list(names)) << "\n";
+  return kExitInput;
+}
+
+// "The following argument was not expected: --kernels" gets " (did you mean --kernel?)" from the
+// subcommand's own options.
+std::string option_hint(const CLI::App& app, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr || app.get_subcommands().empty()) return "";
+  const CLI::App* sub = app.get_subcommands().front();
+  std::vector<std::string> options;
+  for (const CLI::Option* opt : sub->get_options()) {
+    for (const std::string& l : opt->get_lnames()) options.push_back("--" + l);
+    for (const std::string& n : opt->get_snames()) options.push_back("-" + n);
+  }
+  for (const std::string& extra : sub->remaining()) {
+    const std::string word = extra.substr(0, extra.find('='));
+    if (word.rfind('-', 0) != 0) continue;
+    const std::vector<std::string> near = near_names(word, options);
+    if (!near.empty()) return " (did you mean " + or_list(near) + "?)";
+  }
+  return "";
+}
+
+// CLI11's messages start with a capital; ours, after "error: ", do not.
+std::string lower_first_word(std::string s) {
+  if (s.size() > 1 && std::isupper(static_cast<unsigned char>(s[0])) && std::islower(static_cast<unsigned char>(s[1])))
+    s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -838,8 +1054,8 @@ int run_cli(int argc, char** argv) {
   o.argv.assign(argv, argv + argc);
   if (argc > 0) o.program = argv[0];
 
-  CLI::App app{"attnbench: correctness and speed of attention kernels against an fp64 reference"};
-  app.set_version_flag("--version", ATTNBENCH_VERSION);
+  CLI::App app{"attnbench: correctness and speed of attention kernels against an fp64 reference", "attnbench"};
+  app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 all verified, 1 a verification failed (compare: a row got SLOW or FAILED), 2 bad input, 3 no GPU "
@@ -901,10 +1117,18 @@ int run_cli(int argc, char** argv) {
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
   add_plugin_option(lst, o);
   auto* cmp =
-      app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED (needs no GPU)");
-  cmp->add_option("base", o.base_report, "the reference report (json)")->required();
-  cmp->add_option("new", o.new_report, "the report to judge (json)")->required();
-  cmp->add_option("--threshold", o.threshold, "smallest change in % called FAST or SLOW (default 5)");
+      app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED or went "
+                                    "missing (needs no GPU)");
+  cmp->add_option("reports", o.compare_files, "BASE.json NEW.json: the reference report and the one to judge; "
+                                              "NEW.json alone with --golden")
+      ->required()
+      ->expected(1, 2);
+  cmp->add_option("--golden", o.golden,
+                  "DIR: BASE is DIR's golden report for NEW's card, named after its device name lowercased, every "
+                  "run of other characters '-': nvidia-h100-80gb-hbm3.json (default threshold then 10%)")
+      ->type_name("DIR");
+  cmp->add_option("--threshold", o.compare_threshold,
+                  "smallest change in % called FAST or SLOW (default 5; 10 with --golden)");
   cmp->add_option("--pair", o.pairs,
                   "BASE_VARIANT=NEW_VARIANT: match BASE's rows of one variant with NEW's of another, e.g. a peer "
                   "library's (tests/peers.py --report) with ours: --pair torch_sdpa_cudnn=flash_wgmma; repeatable");
@@ -912,9 +1136,13 @@ int run_cli(int argc, char** argv) {
                   "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% "
                   "(default 0.95)");
   cmp->add_flag("--fail-on-unsure", o.fail_on_unsure, "exit 1 when a row is UNSURE, as for SLOW");
-  cmp->add_option("--format", o.format, "table | markdown (default: table, or by -o's extension)")
-      ->check(CLI::IsMember({"table", "markdown", "md"}));
-  cmp->add_option("-o,--output", o.output, "also write the comparison to FILE");
+  cmp->add_flag("--allow-missing", o.allow_missing,
+                "exit 0 though rows of BASE are missing in NEW (by default they fail the comparison)");
+  cmp->add_option("--format", o.format, "table | markdown | csv | json on stdout (default: table)")
+      ->check(CLI::IsMember({"table", "markdown", "md", "csv", "json"}));
+  cmp->add_option("-o,--output", o.output,
+                  "also write the comparison to FILE, in the format its extension names (.json, .csv, .md), else "
+                  "--format's");
   auto* mrg = app.add_subcommand(
       "merge", "one json report from the parts of a run (--shard I/N, --devices); needs no GPU");
   mrg->add_option("reports", o.merge_inputs, "the parts' json reports")->required();
@@ -936,6 +1164,9 @@ int run_cli(int argc, char** argv) {
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");
 
+  // What comes before the subcommand, checked before CLI11 sees it: its own message for a
+  // mistyped subcommand or an option there is only "A subcommand is required".
+  if (const std::optional<int> early = before_subcommand(app, argc, argv)) return *early;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -945,7 +1176,9 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "attnbench: " << e.what() << " (see attnbench --help)\n";
+    std::cerr << "attnbench: error: " << lower_first_word(e.what()) << option_hint(app, e) << " (see attnbench "
+              << (app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name() + " ")
+              << "--help)\n";
     return kExitInput;
   }
 

@@ -1,5 +1,7 @@
 #include "app/report.hpp"
 
+#include "app/build_info.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -758,7 +760,8 @@ nlohmann::json json_head(const RunMeta& m) {
   j["schema"] = kJsonSchema;
   j["attnbench"] = {{"version", m.version}, {"command", m.command_line}, {"date", m.date}, {"mode", m.mode},
                     {"timing_mode", m.timing_mode.empty() ? "per case" : m.timing_mode},
-                    {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}, {"complete", m.complete}};
+                    {"load_ms", m.load_ms}, {"elapsed_ms", m.elapsed_ms}, {"complete", m.complete},
+                    {"build", build_identity()}};
   if (m.plan) j["plan"] = plan_json(*m.plan);
   for (const auto& p : m.plugins)
     j["plugins"].push_back({{"file", p.file}, {"library", p.library}, {"variants", p.variants}});

@@ -159,6 +159,16 @@ void Runner::run_case(const Case& c) {
                       " (the device is unusable; the rows finished before are in the report)");
     }
     ++done_points_;
+    if (opts_.progress_lines) {
+      // The same line as the live display's, once per point and never rewritten: for Slurm and CI logs.
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      const size_t n = done_points_, total = std::max(total_points_, n);
+      std::string line = "[" + std::to_string(n) + "/" + std::to_string(total) + "] " + where_ + ": done  " +
+                         format_duration(elapsed) + " elapsed";
+      if (total > n) line += ", ~" + format_duration(elapsed / static_cast<double>(n) * static_cast<double>(total - n)) + " left";
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    }
     if (on_point_) on_point_(c, i);
   }
 }

@@ -35,7 +35,8 @@ struct RunOptions {
   // --profile (with timed): after verification, one warm-up and one launch per variant inside
   // its NVTX ranges, for Nsight Compute or Nsight Systems; nothing is timed, no baseline added.
   bool profile = false;
-  bool progress = false;             // a progress line on stderr
+  bool progress = false;             // a progress line on stderr, rewritten in place (a terminal)
+  bool progress_lines = false;       // --progress always: a line per finished point (a log file)
   // verify --sanitize's child: a marker line on stderr before every launch (app/sanitize.hpp).
   bool sanitize_markers = false;
   bool plan_rows = false;            // a part of a run: rows carry their point's plan index

@@ -6,7 +6,7 @@
 # in the table's regs column. Exit 3 (skipped) without a GPU.
 bin=$1 smoke=$2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-"$bin" run "$smoke/attention.toml" "$smoke/decode.toml" --set verify.trials=1 --set bench.warmup_ms=1 \
+"$bin" run "$smoke/attention.toml" "$smoke/decode.toml" --wide --set verify.trials=1 --set bench.warmup_ms=1 \
   --set bench.min_time_ms=2 --set bench.max_time_ms=5 -o "$dir/run.json" >"$dir/stdout" 2>"$dir/stderr"; rc=$?
 if [ "$rc" = 3 ] && grep -q "no CUDA device\|no usable CUDA device" "$dir/stderr"; then echo "skipped: no GPU"; exit 3; fi
 [ "$rc" = 0 ] || { echo "run failed: exit $rc"; cat "$dir/stderr"; exit 1; }

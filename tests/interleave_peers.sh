@@ -16,7 +16,7 @@ for r in $(seq 1 "$rounds"); do
   PYTHONUNBUFFERED=1 python3 tests/peers.py --cases "$glob" --variant "$peer" --report "$out/peer-$r.json" \
     > "$out/peer-$r.txt" 2>&1 || { echo "peers.py failed (round $r): $(tail -1 "$out/peer-$r.txt")"; exit 1; }
   # shellcheck disable=SC2086
-  "$bin" run $cases -k "$ours" --flush write --set verify.trials=1 --set verify.max_rows=64 -o "$out/ours-$r.json" \
+  "$bin" run $cases -k "$ours" --wide --flush write --set verify.trials=1 --set verify.max_rows=64 -o "$out/ours-$r.json" \
     > "$out/ours-$r.txt" 2>&1 || { echo "attnbench failed (round $r)"; exit 1; }
   "$bin" compare "$out/peer-$r.json" "$out/ours-$r.json" --pair "$peer=$ours" > "$out/compare-$r.txt" 2>&1
 done

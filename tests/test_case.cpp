@@ -584,7 +584,7 @@ TEST(CaseErrors, BadRanges) {
   expect_has(error_of(base + "\"5:1:*2\"\n"), {"5:8", "needs 1 <= START <= STOP and a FACTOR of at least 2"});
   expect_has(error_of(base + "\"1:8:*1\"\n"), {"FACTOR of at least 2"});
   expect_has(error_of(base + "\"1:8:+0\"\n"), {"STEP of at least 1"});
-  expect_has(error_of(base + "\"a:8:+1\"\n"), {"START:STOP:*FACTOR or START:STOP:+STEP"});
+  expect_has(error_of(base + "\"a:8:+1\"\n"), {"START:STOP:*FACTOR (or xFACTOR) or START:STOP:+STEP"});
   // Bounded before the list is built: 2^31 values would be 2^31 nodes.
   expect_has(error_of(base + "\"1:2147483647:+1\"\n"), {"makes more than 10000 values", "--max-points"});
   expect_has(error_of(base + "\"x\"\n"), {"sweep.cols must be a non-empty list of values or a range"});
@@ -1017,10 +1017,13 @@ TEST_F(CasePaths, BareNames) {
 }
 
 TEST_F(CasePaths, Errors) {
-  expect_has(error_of_paths("zzz"), {"no case named 'zzz' (looked in", cases_.c_str()});
+  expect_has(error_of_paths("zzz"), {"no case named 'zzz' under", cases_.c_str()});
+  // A near name is suggested, as its relative name.
+  expect_has(error_of_paths("smoke/cc"), {"no case named 'smoke/cc'", "(did you mean smoke/c?)"});
   expect_has(error_of_paths((root_ / "nope.toml").string()),
              {(root_ / "nope.toml").string().c_str(), "no such case file"});
-  expect_has(error_of_paths("e"), {"ambiguous", at("one/e.toml").c_str(), at("two/e.toml").c_str()});
+  // Never guessed between: the names to type instead.
+  expect_has(error_of_paths("e"), {"ambiguous", "2 case files have it; type one/e or two/e"});
   expect_has(error_of_paths((root_ / "empty").string()), {(root_ / "empty").string().c_str(), "no .toml case files"});
 }
 
