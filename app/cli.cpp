@@ -763,9 +763,15 @@ int list(const Options& o) {
   const std::string dir = o.cases_dir.empty() ? default_cases_dir() : o.cases_dir;
   const bool cases = o.list_what == "cases" || o.list_what == "all";
   load_plugin_files(o, cases ? resolve_case_paths("all", dir) : std::vector<std::string>{});
+  nlohmann::json doc = {{"attnbench", build_identity()}};  // --format json: the same, as one document
   if (o.list_what == "kernels" || o.list_what == "all") {
+    doc["ops"] = nlohmann::json::array();
     for (const OpSpec& op : ops()) {
       const std::vector<VariantInfo> variants = op.variants();
+      nlohmann::json names = nlohmann::json::array();
+      for (size_t i = 0; i < variants.size(); ++i)
+        names.push_back({{"name", variants[i].name}, {"note", variants[i].note}, {"baseline", i == 0}});
+      doc["ops"].push_back({{"name", op.name}, {"summary", op.summary}, {"variants", std::move(names)}});
       out << op.name << ": " << op.summary << "\n";
       size_t width = 18;  // names line up; a long pair name widens its op's column
       for (const auto& v : variants) width = std::max(width, v.name.size());
@@ -776,19 +782,36 @@ int list(const Options& o) {
   }
   if (cases) {
     if (o.list_what == "all") out << "\n";
+    doc["cases"] = nlohmann::json::array();
     for (const auto& path : resolve_case_paths("all", dir)) {
       const Case c = load_case(path, {});
+      doc["cases"].push_back({{"file", std::filesystem::relative(path, dir).generic_string()},
+                              {"name", c.name},
+                              {"op", c.op},
+                              {"points", c.points.size()},
+                              {"description", c.description}});
       out << std::left << std::setw(36) << std::filesystem::relative(path, dir).string() << " " << std::setw(10)
           << c.op << std::setw(5) << std::to_string(c.points.size()) + "pt" << " " << c.description << "\n";
     }
   }
-  std::cout << out.str();
+  std::cout << (o.format == "json" ? doc.dump(1) + "\n" : out.str());
   return kExitOk;
 }
 
 int info(const Options& o) {
   Gpu gpu(o.device);
   const DeviceInfo& d = gpu.info();
+  if (o.format == "json") {  // a report without rows: the same device, ceilings and datasheet keys
+    RunMeta meta;
+    meta.version = ATTNBENCH_VERSION;
+    meta.command_line = o.command_line;
+    meta.date = now_iso();
+    meta.mode = "info";
+    meta.device = d;
+    meta.ceilings = gpu.ceilings(o.remeasure);
+    write_report(std::cout, Format::json, meta, {});
+    return kExitOk;
+  }
   std::cout << "device " << d.index << ": " << d.name << "\n"
             << "  compute capability " << d.caps.cc_major << "." << d.caps.cc_minor << ", " << d.caps.sm_count
             << " SMs, " << human_bytes(static_cast<double>(d.total_memory)) << " memory ("
@@ -910,6 +933,18 @@ int report(const Options& o) {
   // The peers file's contents are the plot script's to read; that it is there is checked here.
   if (!o.peers.empty() && (!std::filesystem::is_regular_file(o.peers) || !std::ifstream(o.peers)))
     throw InputError(clipped(o.peers, 200) + ": error: cannot read the peers file");
+  // ... and that it is json with rows (an attnbench report or tests/peers.py --json): a
+  // malformed one would otherwise only cost the plots, with exit 0.
+  if (!o.peers.empty()) {
+    std::ifstream in(o.peers);
+    const nlohmann::json peers = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (peers.is_discarded())
+      throw InputError(clipped(o.peers, 200) + ": error: the peers file is not json");
+    if (!peers.is_object() || !peers.contains("rows") || !peers["rows"].is_array())
+      throw InputError(clipped(o.peers, 200) +
+                       ": error: the peers file has no \"rows\" array (expected an attnbench json report or "
+                       "peers.py --json)");
+  }
   std::filesystem::create_directories(o.output);
   const Plots plots = draw_plots(plot_tool(o.plot_script), o.run_report, o.base_report, o.peers, o.output);
   const std::string page = (std::filesystem::path(o.output) / "Results.md").string();
@@ -1116,6 +1151,7 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"kernels", "cases", "all"}));
   lst->add_option("--cases-dir", o.cases_dir, "where to look for cases (default: ./cases)");
   add_plugin_option(lst, o);
+  lst->add_option("--format", o.format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
   auto* cmp =
       app.add_subcommand("compare", "compare two json reports; exit 1 when a row got SLOW or FAILED or went "
                                     "missing (needs no GPU)");
@@ -1163,6 +1199,8 @@ int run_cli(int argc, char** argv) {
   auto* inf = app.add_subcommand("info", "the card, and the ceilings attnbench measures on it");
   inf->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   inf->add_flag("--remeasure", o.remeasure, "measure the ceilings again instead of reading the cache");
+  inf->add_option("--format", o.format, "table (default) | json: a report without rows (docs/report.schema.json)")
+      ->check(CLI::IsMember({"table", "json"}));
 
   // What comes before the subcommand, checked before CLI11 sees it: its own message for a
   // mistyped subcommand or an option there is only "A subcommand is required".
