@@ -105,7 +105,7 @@ Verdict judge(const TimingStats& base, const TimingStats& now, double threshold,
 // median); or when they have no timed row in common. base_name and now_name name the
 // reports in those messages. `confidence` is the bootstrap interval's, in (0, 1).
 // `pairs` (--pair): BASE's rows of variant `first` are matched with NEW's of variant
-// `second`, e.g. a peer library's row (tests/peers.py --report) with one of ours.
+// `second`, e.g. a peer library's row (tools/peers.py --report) with one of ours.
 using VariantPairs = std::vector<std::pair<std::string, std::string>>;
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now, double threshold,
                               const std::string& base_name = "BASE", const std::string& now_name = "NEW",

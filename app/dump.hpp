@@ -1,6 +1,6 @@
 // --dump DIR: a point's inputs, its variants' outputs and the fp64 reference as
 // .npy files with a manifest.json, so a mismatch can be taken apart outside
-// attnbench (numpy.load, torch.from_numpy). tests/npy_sdpa_check.py feeds an
+// attnbench (numpy.load, torch.from_numpy). tools/npy_sdpa_check.py feeds an
 // attention dump to PyTorch's scaled_dot_product_attention.
 //
 //   DIR/CASE/POINT/seedN/manifest.json    what every file is, the shape keys, tolerances

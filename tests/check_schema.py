@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks attnbench json reports against docs/report.schema.json (JSON Schema 2020-12): attnbench's
-own, and the peer reports of tests/peers.py --report.
+own, and the peer reports of tools/peers.py --report.
 
     python3 tests/check_schema.py REPORT.json...             every report must be valid
     python3 tests/check_schema.py --drift REPORT.json...     the schema must refuse each report

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # plot.sh PYTHON SCRIPT FIXTURES OUT_DIR: app/plot/attnbench_plot.py on the json reports in
 # FIXTURES draws one throughput PNG per case and, with --compare, compare.png, and lists them
-# in plots.json; --peers (tests/peers.py's --json format) adds the peer's line to the plot of
+# in plots.json; --peers (tools/peers.py's --json format) adds the peer's line to the plot of
 # the case it times and changes no other. Skipped (exit 77) when PYTHON has no matplotlib.
 python=$1 script=$2 fixtures=$3 out=$4
 fail() { echo "plot.sh: $1" >&2; exit 1; }

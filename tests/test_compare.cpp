@@ -803,7 +803,7 @@ TEST(Compare, OldWarmGraphIsNewGraphHot) {
   EXPECT_EQ(c.rows[1].verdict, Verdict::added);
 }
 
-// --pair: a peer's row (tests/peers.py --report, status "peer") against one of ours, judged
+// --pair: a peer's row (tools/peers.py --report, status "peer") against one of ours, judged
 // by the same bootstrap, and named after NEW's variant with BASE's in the note.
 TEST(Compare, PairsAPeerRowWithOurs) {
   json peer = row("torch_sdpa_cudnn", sampled(samples(1.0, 0.01)), "peer");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/peers.py --report without torch or a GPU: the peer report built from made-up measurements of the
+"""tools/peers.py --report without torch or a GPU: the peer report built from made-up measurements of the
 cases/perf points is valid against docs/report.schema.json, its rows carry the case and point labels attnbench's
 own reports give those points, the statistics attnbench would compute from the same samples, and commands that
 select that row alone; the schema accepts peer rows only in the shape described, and still refuses what it
@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "tools")
 SCHEMA = os.path.join(HERE, "..", "docs", "report.schema.json")
 
 # The (case, points) attnbench wrote for these case files: read from the report of a real
@@ -43,9 +44,9 @@ JSON_LABELS = ["rope-bf16-b4-h16-s4096-d128 [causal=false,rope=none]", "pipeline
 DEVICE = {"name": "NVIDIA H100 80GB HBM3", "index": 0, "sm_count": 132, "compute_capability": "9.0",
           "memory_bytes": 85017493504, "l2_bytes": 52428800, "driver": "13.0", "cuda_runtime": "13.0",
           "pci_bus_id": "0000:00:06.0", "sm_clock_max_mhz": 1980.0, "nvml": True}
-META = dict(command="python3 tests/peers.py --report peers-report.json", date="2026-11-27T02:19:00Z",
+META = dict(command="python3 tools/peers.py --report peers-report.json", date="2026-11-27T02:19:00Z",
             elapsed_ms=61234.5, complete=True, device=DEVICE, library="torch", version="2.11.0+cu130",
-            flush="write", script="tests/peers.py", budget_ms=100, max_samples=500)
+            flush="write", script="tools/peers.py", budget_ms=100, max_samples=500)
 MHZ = [1980, 1755, 1500, 1965]  # made up: two readings below 90% of 1980
 VERIFY = {"verify": {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0, "mismatches": 0, "elements_checked": 1,
                      "rows_checked": 1, "rows_total": 1, "nonfinite": 0, "worst": {"at": "", "got": 0, "ref": 0},
@@ -178,7 +179,7 @@ def check_rows(peers, results, doc):
         # The command selects exactly this row: its options parse, its point is the one point and its
         # variant one of that point's peers.
         words = shlex.split(row["command"])
-        check(words[:2] == ["python3", "tests/peers.py"], f"{at}: command {row['command']}")
+        check(words[:2] == ["python3", "tools/peers.py"], f"{at}: command {row['command']}")
         args = peers.parser().parse_args(words[2:])
         chosen = list(peers.select(args.cases, args.point))
         check([(c["case"], c["point"]) for c in chosen] == [(p["case"], p["point"])],
@@ -284,10 +285,11 @@ def main():
         print("skipped: python3-jsonschema is not installed (.ci/deps installs it; or pip install jsonschema)")
         return 77
     sys.path.insert(0, HERE)
+    sys.path.insert(0, TOOLS)  # peers.py
     try:
         import peers
     except ImportError as e:  # tomllib is Python 3.11's; tomli before it
-        print(f"skipped: tests/peers.py cannot be imported here ({e}): it needs Python 3.11 or tomli")
+        print(f"skipped: tools/peers.py cannot be imported here ({e}): it needs Python 3.11 or tomli")
         return 77
     import check_schema
     with open(SCHEMA, encoding="utf-8") as f:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""app/plot/attnbench_plot.py reads peer rows: a peer report's (tests/peers.py --report; rows of status "peer")
+"""app/plot/attnbench_plot.py reads peer rows: a peer report's (tools/peers.py --report; rows of status "peer")
 as --peers, and a run's own, become peer lines at the case and point of attnbench's rows for the same point;
-tests/peers.py --json rows of the same measurements land on the same points; a report's verified rows are read
+tools/peers.py --json rows of the same measurements land on the same points; a report's verified rows are read
 as before. Needs no matplotlib; where it is installed, also draws a peer report alone and as --peers.
 
     python3 tests/test_plot_data.py
 
-Exit codes: 0 passed; 1 a check failed (each on one line); 77 skipped (tests/peers.py needs tomllib or tomli).
+Exit codes: 0 passed; 1 a check failed (each on one line); 77 skipped (tools/peers.py needs tomllib or tomli).
 """
 import copy
 import importlib.util
@@ -16,13 +16,14 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "tools")
 PLOT = os.path.join(HERE, "..", "app", "plot", "attnbench_plot.py")
 FIXTURES = os.path.join(HERE, "report")
 DEVICE = {"name": "NVIDIA H100 80GB HBM3", "index": 0, "sm_count": 132, "compute_capability": "9.0",
           "memory_bytes": 85017493504, "cuda_runtime": "13.0", "sm_clock_max_mhz": 0, "nvml": False}
-META = dict(command="python3 tests/peers.py --report peers-report.json", date="2026-11-27T02:19:00Z",
+META = dict(command="python3 tools/peers.py --report peers-report.json", date="2026-11-27T02:19:00Z",
             elapsed_ms=1000.0, complete=True, device=DEVICE, library="torch", version="2.11.0+cu130",
-            flush="write", script="tests/peers.py", budget_ms=100, max_samples=500)
+            flush="write", script="tools/peers.py", budget_ms=100, max_samples=500)
 
 failures = []
 
@@ -59,10 +60,11 @@ def made_up_results(peers):
 
 def main():
     sys.path.insert(0, HERE)
+    sys.path.insert(0, TOOLS)  # peers.py
     try:
         import peers
     except ImportError as e:
-        print(f"skipped: tests/peers.py cannot be imported here ({e}): it needs Python 3.11 or tomli")
+        print(f"skipped: tools/peers.py cannot be imported here ({e}): it needs Python 3.11 or tomli")
         return 77
     plot = load_plot()
     results = made_up_results(peers)
@@ -92,7 +94,7 @@ def main():
         check(before and [(r.case, r.point, r.series, r.median) for r in plot.report_rows(mixed)] == before,
               "peer rows in a run change its verified rows")
         check(len(plot.report_rows(mixed, status="peer")) == len(timed), "a run's peer rows are not all read")
-        # tests/peers.py --json of the same measurements: the same (case, point) for each peer.
+        # tools/peers.py --json of the same measurements: the same (case, point) for each peer.
         jpath = os.path.join(tmp, "peers.json")
         with open(jpath, "w") as f:
             json.dump(dict(device=DEVICE["name"], torch="2.11.0+cu130",

@@ -133,7 +133,7 @@ TEST(Results, RowsReadBackPrintAsRunPrintedThem) {
   EXPECT_TRUE(std::isinf(back[2].cmp->max_abs));
 }
 
-// A peer report's rows (tests/peers.py --report) read back as peer rows with their timing,
+// A peer report's rows (tools/peers.py --report) read back as peer rows with their timing,
 // not as errors.
 TEST(Results, PeerRowsReadAsPeerRows) {
   const auto doc = nlohmann::json::parse(R"({"rows": [

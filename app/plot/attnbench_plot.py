@@ -8,7 +8,7 @@ writes into DIR:
                        GB/s (memory-bound rows) against the swept shape key, one panel for each value of
                        the other swept keys; the card's measured ceilings the rows' floors use as
                        horizontal lines; the rows of PEERS (another attnbench report, a peer report of
-                       tests/peers.py --report, or its --json) on the same case as dashed lines, and so
+                       tools/peers.py --report, or its --json) on the same case as dashed lines, and so
                        are RUN's own peer rows (status "peer"); a case with peer rows only is drawn too
   compare.png          with --compare: RUN's median over BASE's for every row timed in both, as bars
                        (below 1: RUN is faster), whiskers from the interquartile ranges
@@ -29,7 +29,7 @@ import sys
 # in tests/test_results.cpp fails when it moves past NEWEST_SCHEMA). Every key read here means
 # the same in all of them: rows' case, point, variant, baseline, status, flops, bytes, tflops,
 # gbps, bound, floor_compute_ms, floor_memory_ms, timing and timings (mode, median_ms, q1_ms,
-# q3_ms); device.name; ceilings. Status "peer" (a peer library's row, tests/peers.py --report)
+# q3_ms); device.name; ceilings. Status "peer" (a peer library's row, tools/peers.py --report)
 # is schema 3's; older reports have none. Schema 4 made mode "graph" cold (rotating copies of the
 # inputs) and named the warm graph of schemas 1-3 "graph_hot": older reports' graph timings are
 # read as graph_hot, as `attnbench compare` reads them.
@@ -149,7 +149,7 @@ class Row:
 
 def report_rows(doc, prefix="", status="verified"):
     """The timed rows that verified (a wrong answer's speed is no result), each in its own mode; with
-    status="peer", the peer rows instead (a peer library's, timed by tests/peers.py, not verified)."""
+    status="peer", the peer rows instead (a peer library's, timed by tools/peers.py, not verified)."""
     rows = []
     for row in doc["rows"]:
         if not isinstance(row, dict) or text(row, "status") != status:
@@ -166,7 +166,7 @@ def report_rows(doc, prefix="", status="verified"):
 
 
 def peers_py_rows(doc, prefix):
-    """tests/peers.py --json: rows {case: 'STEM [k=v,k2=v2]', peer, ms, tflops, gbps}, as attnbench rows."""
+    """tools/peers.py --json: rows {case: 'STEM [k=v,k2=v2]', peer, ms, tflops, gbps}, as attnbench rows."""
     rows = []
     for row in doc["rows"]:
         ms = number(row, "ms")
@@ -362,7 +362,7 @@ def main(argv=None):
     ap.add_argument("run", help="the run's json report (attnbench run -o RUN.json)")
     ap.add_argument("-o", "--output", required=True, help="directory for the PNG files and plots.json")
     ap.add_argument("--compare", metavar="BASE", help="a json report to compare RUN with")
-    ap.add_argument("--peers", help="peer rows: an attnbench json report, or tests/peers.py --json")
+    ap.add_argument("--peers", help="peer rows: an attnbench json report, or tools/peers.py --json")
     args = ap.parse_args(argv)
     try:
         run = load_report(args.run)

@@ -6,7 +6,7 @@ fixtures that tests/compare/make-samples.py writes:
     base.json           two timed rows of tests/compare/samples-base.json (schema 4)
     new.json            the same two rows from samples-new.json: one SAME, one FAST, so
                         `compare base.json new.json` exits 0 as a doc example should
-    peers-old.json      base.json's rows as tests/peers.py --report writes a peer's
+    peers-old.json      base.json's rows as tools/peers.py --report writes a peer's
     peers-report.json   new.json's rows the same way
     part-0.json, part-1.json
                         new.json as the two parts of a `--shard I/2` run, for `merge`
@@ -35,17 +35,17 @@ def keep(report):
 
 
 def peers(report):
-    """The rows as a peer's, as tests/peers.py's report_row() writes them."""
+    """The rows as a peer's, as tools/peers.py's report_row() writes them."""
     r = copy.deepcopy(report)
     r["attnbench"]["version"] = "peers"
-    r["attnbench"]["command"] = "python3 tests/peers.py --report peers-report.json"
+    r["attnbench"]["command"] = "python3 tools/peers.py --report peers-report.json"
     for row in r["rows"]:
         row.pop("verify", None)
         row.pop("verify_time", None)
         for k in ("floor_ms", "floor_compute_ms", "floor_memory_ms", "bound", "pct_of_floor"):
             row.pop(k, None)
         row.update(variant="torch_softmax", status="peer",
-                   command="python3 tests/peers.py --cases softmax-fp32 --variant torch_softmax --flush read",
+                   command="python3 tools/peers.py --cases softmax-fp32 --variant torch_softmax --flush read",
                    peer={"library": "torch", "version": "2.9.0", "backend": "softmax", "flush": "read"})
     return r
 

@@ -1,3 +1,4 @@
+# Tool: the peers' decode timed under both of attnbench's cold-mode flushes (gpu_session.sh perf).
 """PyTorch's FlashAttention-2 and cuDNN decode on the shapes of cases/perf/decode-*, timed under both of
 attnbench's cold-mode flushes, so that a ratio to `attnbench run` is like for like whichever flush that run used.
 
@@ -7,9 +8,9 @@ attnbench's cold-mode flushes, so that a ratio to `attnbench run` is like for li
          lines, whose write-back runs inside the timed kernel.
 
 This is peers.py's code (the same cases, tensors, peers and sampling) run once per flush, not a copy of it;
-`python3 tests/peers.py --cases 'decode-*' --flush read` gives one half. It stays a script of its own so that the
+`python3 tools/peers.py --cases 'decode-*' --flush read` gives one half. It stays a script of its own so that the
 flush comparison is one command (gpu_session.sh's `perf` runs it) and one file of rows with both flushes.
-Run on the GPU machine:  python3 tests/peer_decode_flush.py [--cases GLOB] [--json FILE]"""
+Run on the GPU machine:  python3 tools/peer_decode_flush.py [--cases GLOB] [--json FILE]"""
 import argparse, json, pathlib, sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))

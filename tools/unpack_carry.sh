@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Tool, used by the GPU workflow: unpacks the binaries carried to the GPU machine into build/.
+# Nothing in the tree calls it, yet it is in use: a GPU session's command starts with
+# `bash tools/unpack_carry.sh`, then runs tools/gpu_session.sh (tools/README.md).
 # On the GPU machine: unpacks build-carry/ (binaries built here for sm_90a, xz-compressed
 # to fit the device tool's carry limit, and the CTest files) into build/, and links the
 # source path the CTest files name to this checkout.

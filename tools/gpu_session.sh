@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
+# Tool: a whole GPU session in one device call: gpu CTest tests, `verify all`, perf cases, peers.
 # One GPU session: the gpu-labelled CTest tests and `verify all`, then every timing on its
-# own with the peers (tests/peers.py), so that all timings compare within one call. Logs go
+# own with the peers (tools/peers.py), so that all timings compare within one call. Logs go
 # to $OUT.
-#   tests/gpu_session.sh all [PEERS_PY]    # everything below in one call (~6 min on an H200)
-#   tests/gpu_session.sh verify            # ctest -L gpu beside `verify all`
-#   tests/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
-#   tests/gpu_session.sh compare OLD_BIN   # perf cases with OLD_BIN, then with build/bin, then
+#   tools/gpu_session.sh all [PEERS_PY]    # everything below in one call (~6 min on an H200)
+#   tools/gpu_session.sh verify            # ctest -L gpu beside `verify all`
+#   tools/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
+#   tools/gpu_session.sh compare OLD_BIN   # perf cases with OLD_BIN, then with build/bin, then
 #                                          # `attnbench compare` of the two (a refactor's proof)
-#   tests/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
+#   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
 #                                          # under racecheck, or 10 seeds of every case folder
 #                                          # but perf; each stops cleanly after SECONDS
-# PEERS_PY defaults to this repo's tests/peers.py. `all` leaves out perf's extras (paged
+# PEERS_PY defaults to this repo's tools/peers.py. `all` leaves out perf's extras (paged
 # block sizes 8/32, peer_decode_flush.py) so that it fits the device's 10-minute limit.
 # Expects build/bin (built here for sm_90a) and build's CTestTestfile.cmake files, whose
 # absolute paths are this checkout's: the script links that path to here.
@@ -61,7 +62,7 @@ PY
   cat "$OUT/verify-time.txt" | head -8
   # Every report the card wrote must match docs/report.schema.json (exit 77: no jsonschema here).
   # How close every row came to the scaled bound, per op and dtype (docs/measuring.md).
-  python3 tests/margins.py "$OUT"/verify/*.json > "$OUT/margins.txt" 2>&1
+  python3 tools/margins.py "$OUT"/verify/*.json > "$OUT/margins.txt" 2>&1
   head -40 "$OUT/margins.txt"
   python3 tests/check_schema.py "$OUT"/verify/*.json > "$OUT/schema.txt" 2>&1
   echo "schema check of the verify reports: exit $? ($(tail -1 "$OUT/schema.txt"))"
@@ -88,7 +89,7 @@ perf() {
       --json "$OUT/peer-gpt2-b$b.json" 2>&1 | tee "$OUT/peer-gpt2-b$b.txt"
   done
   if [ "$1" = extras ]; then
-    PYTHONUNBUFFERED=1 python3 tests/peer_decode_flush.py --json "$OUT/peers-flush.json" 2>&1 |
+    PYTHONUNBUFFERED=1 python3 tools/peer_decode_flush.py --json "$OUT/peers-flush.json" 2>&1 |
       tee "$OUT/peers-flush.txt"
   fi
 }
@@ -138,13 +139,13 @@ soak() {
 }
 
 case "${1:-}" in
-all) verify_all; perf core "${2:-tests/peers.py}" ;;
+all) verify_all; perf core "${2:-tools/peers.py}" ;;
 verify) verify_all ;;
-perf) perf extras "${2:-tests/peers.py}" ;;
+perf) perf extras "${2:-tools/peers.py}" ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 *)
-  echo "usage: tests/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
   exit 2
   ;;
 esac

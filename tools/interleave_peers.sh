@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
+# Tool: one of our variants against a peer library at matched clocks (interleaved rounds).
 # Our variant against a peer library at matched clocks: ROUNDS rounds, each timing the peer
-# (tests/peers.py) and then our variant on the same cases/perf shapes, both with the write
+# (tools/peers.py) and then our variant on the same cases/perf shapes, both with the write
 # flush, so that the card's power throttling falls on both sides alike rather than on
 # whichever ran second. Each round's pair is judged by `attnbench compare --pair` (bootstrap
 # ratio of medians); the summary lists every row of every round with both medians, the SM
 # clock each ran at, and the ratio.
-#   tests/interleave_peers.sh ROUNDS 'attention-*16-*' flash_ws torch_sdpa_cudnn OUT_DIR
+#   tools/interleave_peers.sh ROUNDS 'attention-*16-*' flash_ws torch_sdpa_cudnn OUT_DIR
 # Needs a GPU, torch, and build/bin/attnbench.
 set -uo pipefail
 rounds=$1 glob=$2 ours=$3 peer=$4 out=$5
@@ -13,7 +14,7 @@ bin=${ATTNBENCH:-build/bin/attnbench}
 mkdir -p "$out"
 cases=$(ls cases/perf/$glob.toml) || exit 1
 for r in $(seq 1 "$rounds"); do
-  PYTHONUNBUFFERED=1 python3 tests/peers.py --cases "$glob" --variant "$peer" --report "$out/peer-$r.json" \
+  PYTHONUNBUFFERED=1 python3 tools/peers.py --cases "$glob" --variant "$peer" --report "$out/peer-$r.json" \
     > "$out/peer-$r.txt" 2>&1 || { echo "peers.py failed (round $r): $(tail -1 "$out/peer-$r.txt")"; exit 1; }
   # shellcheck disable=SC2086
   "$bin" run $cases -k "$ours" --wide --flush write --set verify.trials=1 --set verify.max_rows=64 -o "$out/ours-$r.json" \

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
+# Tool: attnbench's fp64 reference checked against PyTorch's SDPA, outside attnbench, on a --dump.
 """Checks attnbench's fp64 reference against PyTorch's scaled_dot_product_attention
 on a `--dump` of attention, decode or paged cases, outside attnbench.
 
     attnbench verify cases/attention/gqa.toml --dump /tmp/d
-    python3 tests/npy_sdpa_check.py /tmp/d            # every manifest.json below /tmp/d
+    python3 tools/npy_sdpa_check.py /tmp/d            # every manifest.json below /tmp/d
 
 For every dumped point it loads q, k, v (numpy), runs SDPA (by default on the GPU in
 the case's storage dtype, the way a model would), and compares the rows attnbench's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Tool: the two-GPU figures of docs/cluster.md (--devices and merge against one GPU), by hand.
 # devices.sh OUT: the multi-GPU measurements of --devices and merge, on a machine with two
 # GPUs (by hand, or from the device session; docs/cluster.md). Writes its logs under OUT:
 #   1. after a warm-up, `verify all` on GPU 0 alone, on --devices 0,1, and on GPU 0 alone

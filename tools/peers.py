@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Tool: times the peer libraries (PyTorch) on the cases/perf shapes, the yardstick for our timings.
 """Times the peer libraries on the shapes of cases/perf/*.toml, the yardstick for `attnbench run cases/perf`.
 
 What it measures, per case point (a case's [sweep] expanded as attnbench expands it):
@@ -34,9 +35,9 @@ the peer could not run, and the command that times that row alone. `attnbench re
 app/plot/attnbench_plot.py draw it beside attnbench's variants (docs/results.md). Writing the report needs no torch:
 peer_report() is a function of the measurements (tests/test_peers_report.py builds one from made-up samples).
 
-  python3 tests/peers.py [--cases GLOB] [--point LABEL] [--variant NAME] [--flush write|read] [--json FILE]
+  python3 tools/peers.py [--cases GLOB] [--point LABEL] [--variant NAME] [--flush write|read] [--json FILE]
                          [--report FILE]
-  python3 tests/peers.py --list      # the shapes it would time; needs no torch and no GPU
+  python3 tools/peers.py --list      # the shapes it would time; needs no torch and no GPU
 """
 import argparse, contextlib, datetime, fnmatch, glob, itertools, json, math, os, pathlib, shlex, sys, time
 

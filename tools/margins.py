@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
+# Tool: how close each op's rows came to the scaled bound, over a GPU session's verify reports.
 """margins.py REPORT.json...: how close each op's rows came to the scaled bound (issue 45).
 
 Prints the rows that failed or errored with their reason, then per op and dtype the number of
 rows with a bound and their largest, 90th-percentile and median margin (error over the bound;
 above 1 fails) with the four closest rows, then every variant's worst margin. For a GPU
-session's `verify all` reports (tests/gpu_session.sh): the evidence that honest kernels sit
+session's `verify all` reports (tools/gpu_session.sh): the evidence that honest kernels sit
 well inside the bound, and where they do not."""
 import collections
 import json

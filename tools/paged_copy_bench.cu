@@ -1,3 +1,4 @@
+// Tool: a copy-only model of paged_flash's streaming, cp.async against bulk copies (built by hand).
 // Copy-only model of paged_flash's fp8 d128 streaming (bench notes, run 23): the same grid
 // (batch x kv heads, splits), 2 warps per block, 3-stage rings of 32-key tiles, no math, over
 // vLLM's layout with sequential or shuffled block tables, the ring filled either by 16-byte
@@ -5,7 +6,7 @@
 // It showed that cp.async moves the 2 KB regions of block 16 at ~69% of the read bandwidth
 // and bulk copies at ~92%, while 4 KB regions (block 32) run at ~93% either way.
 // From the repository root (the mbarrier and copy helpers are kernels/common/copy.cuh's):
-//   nvcc -O3 -arch=sm_90a -std=c++17 -I. -o paged_copy_bench tests/paged_copy_bench.cu && ./paged_copy_bench
+//   nvcc -O3 -arch=sm_90a -std=c++17 -I. -o paged_copy_bench tools/paged_copy_bench.cu && ./paged_copy_bench
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>

@@ -1,3 +1,4 @@
+// Tool: the least time short and dependent launches can take on the card (built by hand, below).
 // The least time the card allows three kinds of short, dependent work, against which issue
 // 15's decode targets are read (bench notes, runs 226 and 240-246):
 //   read  one launch reading N bytes once, after an L2 flush by reads (the way attnbench
@@ -27,7 +28,7 @@
 //         one's. Against the same bytes at the read rate of the largest `read` size: how far
 //         under issue 15's 1.5x a step could go.
 // From the repository root:
-//   nvcc -O3 -arch=sm_90a -std=c++17 -o latency_bounds tests/latency_bounds.cu && ./latency_bounds [MiB ...]
+//   nvcc -O3 -arch=sm_90a -std=c++17 -o latency_bounds tools/latency_bounds.cu && ./latency_bounds [MiB ...]
 // The step table's environment: STEP_SLICE_KB (rows a block takes in the launch forms, 12 KiB
 // unless set: of 3-48, 12 measured best, runs 240-242), STEP_LAYERS / STEP_LOGITS (a part of the step
 // alone: how many layers, whether the logits), STEP_PERSIST_SKIP (diagnosis of the persistent

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
+# Tool: the SASS of every kernel in two builds compared: a refactor's proof that no kernel changed.
 # Compares the SASS of every kernel in two builds, for refactors that must not change the
-# generated code: tests/sass_compare.sh OLD_BINARY NEW_BINARY [--rename FROM=TO]... [--diff]
+# generated code: tools/sass_compare.sh OLD_BINARY NEW_BINARY [--rename FROM=TO]... [--diff]
 #
 # Kernels are matched by their demangled name with every namespace qualifier removed (the
 # anonymous-namespace and file-name hashes, and namespaces a refactor moves code between,
@@ -14,7 +15,7 @@
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 old=$1 new=$2
