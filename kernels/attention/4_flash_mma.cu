@@ -42,7 +42,7 @@
 // Tiles per head-dim class (64, 128, 256) and mask kind, and why: see the configs. A head_dim
 // below its class (any multiple of 8) runs zero-filled in the class kernel. The tuning
 // history (eager vs lazy softmax, tile shapes, persistent blocks, ping-pong warps) lives in
-// cases/perf/BENCH_NOTES.md.
+// the run records, docs/bench/runs/.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -520,7 +520,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
 
 // ---------------------------------------------------------------- configs
 
-// Tiles per head-dim class and mask kind (the timings behind them: cases/perf/BENCH_NOTES.md):
+// Tiles per head-dim class and mask kind (the timings behind them: docs/bench/runs/):
 //   d64: 128x128, 4 warps of 32 rows (S takes 128 registers, O 64), 2 blocks per SM.
 //   d128 with masks: 128x64, 4 warps (O takes 128 registers, S 64; 32 rows per warp, so each
 //     K and V fragment feeds two m16 tiles), 2 blocks per SM.
@@ -581,7 +581,7 @@ void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
 // RoPE: the keys are turned once, by a pass into the workspace (rope_rows), and the kernel
 // turns its queries as it loads them. Turning each K tile in the load path instead costs
 // every query block the same work again (16 to 32 times over at seq 4096): measured at
-// 0.47-0.69x the kernel without RoPE, against 0.9x for this split (cases/perf/BENCH_NOTES.md,
+// 0.47-0.69x the kernel without RoPE, against 0.9x for this split (docs/bench/runs/2026-11-27.md,
 // runs 55-56).
 void flash_mma(const AttentionParams& p, const LaunchContext& ctx) {
   AttentionParams r = p;

@@ -55,7 +55,7 @@ struct MmaConfig {
 };
 // BK = 64 with 3 stages: two 48 KB tiles in flight and one barrier per 128 mma per warp.
 // Against BK = 32 with 4 or 6 stages, deeper BK = 64 pipelines and 128x128 blocks (two
-// per SM), it was the fastest on an H200 (cases/perf/BENCH_NOTES.md, 2026-11-26).
+// per SM), it was the fastest on an H200 (docs/bench/runs/2026-11-26.md).
 using MmaMain = MmaConfig<128, 256, 64, 2, 4, 3>;
 
 // The same for B in nn: rows are k, NN_CH chunks (BN n) of at least 128 bytes, so all rows
