@@ -3,11 +3,10 @@
 #include <vector>
 
 #include "kernels/cache_append/cache_append.hpp"
+#include "kernels/cache_append/rungs.hpp"
 
 namespace attnbench {
 namespace cache_append_impl {
-
-void vec_copy(const CacheAppendParams& p, const LaunchContext& ctx);  // 1_vec_copy.cu
 
 namespace {
 

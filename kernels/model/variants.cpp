@@ -4,14 +4,9 @@
 #include <vector>
 
 #include "kernels/model/model.hpp"
+#include "kernels/model/rungs.hpp"
 
 namespace attnbench {
-namespace model_step_impl {
-
-std::string supports(const DecodeStepParams& p, const DeviceCaps& caps);  // step_persistent.cu
-void persistent(const DecodeStepParams& p, const LaunchContext& ctx);     // step_persistent.cu
-
-}  // namespace model_step_impl
 
 const std::vector<Variant<DecodeStepParams>>& decode_step_variants() {
   using namespace model_step_impl;

@@ -5,12 +5,10 @@
 
 #include "kernels/paged/paged.hpp"
 #include "kernels/reshape_and_cache/reshape_and_cache.hpp"
+#include "kernels/reshape_and_cache/rungs.hpp"
 
 namespace attnbench {
 namespace reshape_and_cache_impl {
-
-void scatter(const ReshapeAndCacheParams& p, const LaunchContext& ctx);      // 1_scatter.cu
-void token_major(const ReshapeAndCacheParams& p, const LaunchContext& ctx);  // 2_token_major.cu
 
 namespace {
 
