@@ -4,7 +4,6 @@
 #include "app/case.hpp"
 
 #include "app/op.hpp"
-#include "app/problem.hpp"
 #include "app/text.hpp"
 
 #include <toml++/toml.h>
@@ -22,16 +21,6 @@
 #include <utility>
 
 namespace attnbench {
-
-const char* mode_name(TimingMode m) {
-  switch (m) {
-    case TimingMode::cold: return "cold";
-    case TimingMode::hot: return "hot";
-    case TimingMode::graph: return "graph";
-    case TimingMode::graph_hot: return "graph_hot";
-  }
-  return "?";
-}
 
 const char* distribution_name(Distribution d) {
   switch (d) {
@@ -591,20 +580,21 @@ class CaseReader {
     PointReader(ctx_, raw, shape_at, *common.op, p.shape, p.dtype).read();
     // Its tensors' sizes, checked now: an overflow or a tensor past 32-bit indexing is
     // refused before any run allocates a byte.
-    std::unique_ptr<Problem> problem;
+    std::vector<std::pair<std::string, bool>> inputs;
     try {
-      problem = make_problem(p);
+      inputs = point_inputs(p);
     } catch (const InputError& e) {
       ctx_.for_point(raw.label).fail(shape_at, e.what());
     }
-    check_input_names(common, *problem);
+    check_input_names(common, inputs);
     return p;
   }
 
-  // Each [inputs.NAME] names a tensor the op draws from the seed.
-  void check_input_names(const Common& common, const Problem& problem) const {
+  // Each [inputs.NAME] names a tensor the op draws from the seed. `inputs`: the point's
+  // input tensors, (name, drawn from the seed).
+  void check_input_names(const Common& common, const std::vector<std::pair<std::string, bool>>& inputs) const {
     std::vector<std::string> drawn, all;
-    for (const auto& [name, is_drawn] : problem.input_names()) {
+    for (const auto& [name, is_drawn] : inputs) {
       all.push_back(name);
       if (is_drawn) drawn.push_back(name);
     }

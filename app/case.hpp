@@ -8,14 +8,10 @@
 
 #include "errors.hpp"
 #include "app/shape.hpp"
+#include "app/timing.hpp"  // TimingMode, BenchSpec: a case's [bench]
 #include "kernels/common/dtype.hpp"
 
 namespace attnbench {
-
-// graph: cold launches from a CUDA graph, each launch on its own copy of the point's tensors
-// (together over twice the L2); graph_hot: the graph over one copy, so the L2 stays warm.
-enum class TimingMode { cold, hot, graph, graph_hot };
-const char* mode_name(TimingMode m);
 
 // What one case file may ask for: past these a typo, not a plan, is the likelier cause,
 // and the run would not end in a working day.
@@ -35,14 +31,6 @@ struct VerifySpec {
   double bound_factor = 1;           // scales the bound's k_max and k_l2 (app/verify.hpp)
   int repeat = 1;                    // > 1: the last trial's inputs run this many times, outputs bit for bit alike
   std::optional<double> bound_floor; // replaces the bound's minimum floor (relative to rms(ref))
-};
-
-struct BenchSpec {
-  TimingMode mode = TimingMode::cold;
-  double warmup_ms = 20, min_time_ms = 100, max_noise = 0.005, max_time_ms = 2000;
-  // A sample whose SM clock read below this fraction of the maximum is dropped and taken
-  // again after a cool-down (--min-clock); 0 keeps every sample (they are still flagged).
-  double min_clock = 0;
 };
 
 // How an input tensor is drawn (docs/cases.md, [inputs]). `op` is the op's own draw (its

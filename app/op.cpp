@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include "app/problem.hpp"
-
 namespace attnbench {
 
 KeySpec int_key(std::string name, std::string meaning, std::optional<int64_t> fallback, int64_t min, int64_t max) {
@@ -150,7 +148,5 @@ const OpSpec& op_spec(const std::string& name) {
   if (!op) throw std::logic_error("no op named '" + name + "' in the registry");
   return *op;
 }
-
-std::unique_ptr<Problem> make_problem(const CasePoint& point) { return op_spec(point.op).make(point); }
 
 }  // namespace attnbench

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/checked.hpp"
@@ -120,5 +121,10 @@ const OpSpec* find_op(const std::string& name);  // null when there is none
 const OpSpec& op_spec(const std::string& name);  // throws std::logic_error when there is none
 
 std::unique_ptr<Problem> make_problem(const CasePoint& point);
+// The case loader's check of a point: builds its problem, which checks its tensors' sizes
+// (InputError on an overflow or a tensor past 32-bit indexing; nothing is allocated), and
+// names its input tensors, each with whether generate() draws it from the seed. Defined in
+// app/problem.cpp, so that the loader needs only this registry.
+std::vector<std::pair<std::string, bool>> point_inputs(const CasePoint& point);
 
 }  // namespace attnbench

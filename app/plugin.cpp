@@ -18,7 +18,6 @@
 #include "app/device.hpp"
 #include "app/op.hpp"
 #include "app/problem.hpp"
-#include "app/runner.hpp"
 #include "app/text.hpp"
 
 namespace attnbench {

@@ -120,6 +120,13 @@ std::vector<std::pair<std::string, bool>> Problem::input_names() const {
   return out;
 }
 
+// Declared in app/op.hpp; here, where a Problem is a complete type.
+std::unique_ptr<Problem> make_problem(const CasePoint& point) { return op_spec(point.op).make(point); }
+
+std::vector<std::pair<std::string, bool>> point_inputs(const CasePoint& point) {
+  return make_problem(point)->input_names();
+}
+
 Problem::InputDraw Problem::input_draw(size_t i) const {
   const Input& in = inputs_.at(i);
   InputDraw d;

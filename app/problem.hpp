@@ -17,6 +17,7 @@
 #include "app/op.hpp"
 #include "app/timing.hpp"
 #include "app/verify.hpp"
+#include "app/work.hpp"
 #include "kernels/common/kernels.hpp"
 #include "reference/parallel.hpp"
 #include "reference/reference.hpp"
@@ -27,14 +28,6 @@ struct VariantChoice {
   std::string name, note;
   std::string skip;     // why it cannot run this point; empty = it can
   bool applies = true;  // false: it means nothing for this point, and runs only when named
-};
-
-enum class Bandwidth { copy, read };  // which measured bandwidth bounds the op
-
-struct Work {
-  double flops = 0;  // useful floating-point operations (masked pairs not counted)
-  double bytes = 0;  // fewest bytes moved: each tensor read once, written once, at its dtype
-  Bandwidth bandwidth = Bandwidth::copy;
 };
 
 // Host arrays of a tensor's size, from the block cache and left uninitialised by

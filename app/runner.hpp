@@ -10,7 +10,8 @@
 
 #include "app/case.hpp"
 #include "app/device.hpp"
-#include "app/report.hpp"
+#include "app/problem.hpp"  // VariantChoice
+#include "app/row.hpp"
 
 namespace attnbench {
 
@@ -76,7 +77,28 @@ class Runner {
   const std::vector<std::string>& dump_dirs() const { return dump_dirs_; }
 
  private:
+  // A point's stages, in the order run_point runs them (runner.cpp). PointRun carries the
+  // point's state from one to the next; Trial is one verification trial's.
+  struct PointRun;
+  struct Trial;
   void run_point(const Case& c, const CasePoint& p, size_t index);
+  bool plan_rows(PointRun& run);           // a row per selected variant; false: none selected
+  void refuse_if_too_large(PointRun& run);  // before allocating
+  void on_device(PointRun& run);           // allocate, then the stages below that launch
+  void verify(PointRun& run);              // the trials
+  void verify_trial(PointRun& run, int t, bool last);
+  void generate_inputs(PointRun& run, int t, uint64_t seed);
+  void verify_launch(PointRun& run, Trial& trial, size_t i);
+  void judge_outputs(PointRun& run, Trial& trial);
+  void check_repeat(PointRun& run);     // [verify] repeat
+  void check_footprint(PointRun& run);  // the capture guard and each variant's footprint
+  void check_again(PointRun& run, ResultRow& r, const std::string& which);
+  void profile_variants(PointRun& run);  // --profile
+  void time_variants(PointRun& run);     // run
+  void time_variant(PointRun& run, ResultRow& r, const std::vector<TimingMode>& modes, BenchSpec round_spec,
+                    int round, int rounds, const Rotation& rotation);
+  void rate_variants(PointRun& run, const std::vector<size_t>& timed, int rounds, const Ceilings& ceil);
+  void release_and_emit(PointRun& run);
   void emit(ResultRow r);
   void progress(const std::string& what) const;
   void mark(const Case& c, const CasePoint& p, const std::string& launch) const;
@@ -105,16 +127,11 @@ std::vector<std::string> select_variants(const std::vector<VariantChoice>& all, 
                                          const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults = {});
 
-std::string human_bytes(double bytes);
-
 // The one-line progress display: "[3/12] case [point]: timing v (cold)  0:42 elapsed,
 // ~1:24 left", the time left estimated from the points done so far, cut to `width`.
 std::string progress_line(const std::string& where, const std::string& what, double elapsed_s, size_t done,
                           size_t total, size_t width);
-std::string format_duration(double seconds);  // 42 -> "0:42", 3725 -> "1:02:05"
 
-// A word as a POSIX shell reads it back: as is when safe, else in single quotes.
-std::string shell_quote(const std::string& s);
 // The command that runs one variant on one sweep point again, alone: the case file,
 // the run's own --set overrides, then the point's (later ones win), -k, the mode.
 std::string reproduce_command(const RunOptions& o, const std::string& case_file, const CasePoint& p,

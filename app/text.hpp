@@ -1,6 +1,7 @@
 // Text from users and files, made safe to print on one line: control characters
 // escaped, long strings cut with an ellipsis. Every message that quotes an input
 // goes through these, so a 10 MB key or a name with escape codes stays one short line.
+// Also the small formatters every layer prints with: sizes, durations, shell words.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -30,5 +31,14 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 std::vector<std::string> near_names(const std::string& got, const std::vector<std::string>& known);
 // " (did you mean x?)" when a known name is close, else " (FALLBACK)".
 std::string hint(const std::string& got, const std::vector<std::string>& known, const std::string& fallback);
+
+// Quantities and commands as messages and reports print them.
+std::string human_bytes(double bytes);         // 1536 -> "1.5 KiB"
+std::string format_duration(double seconds);  // 42 -> "0:42", 3725 -> "1:02:05"
+// A word as a POSIX shell reads it back: as is when safe, else in single quotes.
+std::string shell_quote(const std::string& s);
+// "1.23e-04" style for small errors; "-" for absent values.
+std::string fmt_sci(double v);
+std::string fmt_fixed(double v, int decimals);
 
 }  // namespace attnbench

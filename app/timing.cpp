@@ -9,9 +9,21 @@
 #include <string_view>
 #include <thread>
 
+#include "app/device.hpp"
 #include "kernels/harness/ceilings.hpp"
 
 namespace attnbench {
+
+const char* mode_name(TimingMode m) {
+  switch (m) {
+    case TimingMode::cold: return "cold";
+    case TimingMode::hot: return "hot";
+    case TimingMode::graph: return "graph";
+    case TimingMode::graph_hot: return "graph_hot";
+  }
+  return "?";
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -17,12 +17,25 @@
 #include <vector>
 
 #include "app/clocks.hpp"
-
-#include "app/case.hpp"
-#include "app/device.hpp"
 #include "app/stats.hpp"
 
 namespace attnbench {
+
+class Gpu;  // app/device.hpp
+
+// graph: cold launches from a CUDA graph, each launch on its own copy of the point's tensors
+// (together over twice the L2); graph_hot: the graph over one copy, so the L2 stays warm.
+enum class TimingMode { cold, hot, graph, graph_hot };
+const char* mode_name(TimingMode m);
+
+// How a variant is timed: a case's [bench] (app/case.hpp), --mode and --min-clock over it.
+struct BenchSpec {
+  TimingMode mode = TimingMode::cold;
+  double warmup_ms = 20, min_time_ms = 100, max_noise = 0.005, max_time_ms = 2000;
+  // A sample whose SM clock read below this fraction of the maximum is dropped and taken
+  // again after a cool-down (--min-clock); 0 keeps every sample (they are still flagged).
+  double min_clock = 0;
+};
 
 struct Timing {
   TimingMode mode = TimingMode::cold;

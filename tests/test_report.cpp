@@ -11,6 +11,7 @@
 #include "app/errors.hpp"
 #include "app/report.hpp"
 #include "app/runner.hpp"
+#include "app/text.hpp"
 #include "tests/test_card.hpp"
 
 using namespace attnbench;
