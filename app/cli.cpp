@@ -840,6 +840,8 @@ int info(const Options& o) {
   line("tf32 GEMM", c.tf32_tflops, 1, "TFLOP/s", sheet ? sheet->tf32_tflops : 0, "cuBLAS, 8192^3, fp32 data");
   line("fp16 GEMM", c.fp16_tflops, 1, "TFLOP/s", sheet ? sheet->fp16_tflops : 0, "cuBLAS, 8192^3, fp32 accumulate");
   line("bf16 GEMM", c.bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0, "cuBLAS, 8192^3, fp32 accumulate");
+  line("fp8 e4m3 GEMM", c.fp8_tflops, 1, "TFLOP/s", sheet ? 2 * sheet->bf16_tflops : 0,
+       c.fp8_tflops > 0 ? "cuBLASLt, 8192^3, A^T B, bf16 out, fp32 accumulate" : "not measured (needs sm_89)");
   line("bf16 mma.sync", c.mma_sync_bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
        c.mma_sync_bf16_tflops > 0 ? "m16n8k16 from registers only" : "not measured (needs sm_80)");
   line("bf16 wgmma", c.wgmma_bf16_tflops, 1, "TFLOP/s", sheet ? sheet->bf16_tflops : 0,
@@ -933,7 +935,7 @@ int report(const Options& o) {
   // The peers file's contents are the plot script's to read; that it is there is checked here.
   if (!o.peers.empty() && (!std::filesystem::is_regular_file(o.peers) || !std::ifstream(o.peers)))
     throw InputError(clipped(o.peers, 200) + ": error: cannot read the peers file");
-  // ... and that it is json with rows (an attnbench report or tests/peers.py --json): a
+  // ... and that it is json with rows (an attnbench report or tools/peers.py --json): a
   // malformed one would otherwise only cost the plots, with exit 0.
   if (!o.peers.empty()) {
     std::ifstream in(o.peers);
@@ -1167,7 +1169,7 @@ int run_cli(int argc, char** argv) {
                   "smallest change in % called FAST or SLOW (default 5; 10 with --golden)");
   cmp->add_option("--pair", o.pairs,
                   "BASE_VARIANT=NEW_VARIANT: match BASE's rows of one variant with NEW's of another, e.g. a peer "
-                  "library's (tests/peers.py --report) with ours: --pair torch_sdpa_cudnn=flash_wgmma; repeatable");
+                  "library's (tools/peers.py --report) with ours: --pair torch_sdpa_cudnn=flash_wgmma; repeatable");
   cmp->add_option("--confidence", o.confidence,
                   "confidence of the bootstrap interval of the median ratio: 0.5 to 0.999, or 50% to 99.9% "
                   "(default 0.95)");
@@ -1190,7 +1192,7 @@ int run_cli(int argc, char** argv) {
   rep->add_option("--compare", o.base_report, "a json report to compare the run with: a table and a plot");
   rep->add_option("--threshold", o.threshold, "with --compare: smallest change in % called FAST or SLOW (default 5)");
   rep->add_option("--peers", o.peers,
-                  "rows to plot beside the run's: an attnbench json report, or tests/peers.py --json");
+                  "rows to plot beside the run's: an attnbench json report, or tools/peers.py --json");
   rep->add_option("-o,--output", o.output, "the directory for Results.md and the plots (made if its parent exists)")
       ->required();
   rep->add_option(

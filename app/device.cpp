@@ -1,5 +1,7 @@
 #include "app/device.hpp"
 
+#include <cublasLt.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -232,6 +234,50 @@ double gemm_tflops(cublasHandle_t h, cudaStream_t stream, DType t, bool tf32 = f
   return 2.0 * n * n * static_cast<double>(n) / (ms * 1e9);
 }
 
+// fp8 e4m3 through cuBLASLt (cublasGemmEx has no fp8): D = A^T B in bf16, fp32 accumulate, the
+// layout Hopper's fp8 tensor cores take (A transposed, B not). 0 where cuBLASLt has no algorithm
+// for it (before sm_89): the fp8 floor is then derived from bf16's (app/row.cpp).
+double fp8_gemm_tflops(cudaStream_t stream) {
+  const int n = 8192;
+  const std::size_t bytes = static_cast<std::size_t>(n) * n;
+  DeviceBuffer a(bytes), b(bytes), d(2 * bytes), workspace(std::size_t{32} << 20);
+  launch_fill_random(a.get(), int64_t{n} * n, DType::fp8_e4m3, 1, 0, 1.f, false, stream);
+  launch_fill_random(b.get(), int64_t{n} * n, DType::fp8_e4m3, 2, 0, 1.f, false, stream);
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  double tflops = 0;
+  const auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const std::size_t ws = workspace.bytes();
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (ok(cublasLtCreate(&lt)) && ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) &&
+      ok(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n)) &&
+      ok(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n)) &&
+      ok(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n)) && ok(cublasLtMatmulPreferenceCreate(&pref)) &&
+      ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)) &&
+      ok(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found)) && found > 0) {
+    const float one = 1.f, zero = 0.f;
+    const double ms = median_ms(stream, 20, [&] {
+      check_cublas(cublasLtMatmul(lt, op, &one, a.get(), la, b.get(), lb, &zero, d.get(), ld, d.get(), ld,
+                                  &heuristic.algo, workspace.get(), ws, stream),
+                   "cublasLtMatmul (fp8 e4m3)");
+    });
+    tflops = 2.0 * n * n * static_cast<double>(n) / (ms * 1e9);
+  }
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (ld) cublasLtMatrixLayoutDestroy(ld);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (op) cublasLtMatmulDescDestroy(op);
+  if (lt) cublasLtDestroy(lt);
+  return tflops;
+}
+
 std::filesystem::path cache_file() { return cache_dir() / "ceilings.json"; }
 
 }  // namespace
@@ -276,6 +322,7 @@ Ceilings Gpu::measure_ceilings() {
   c.fp16_tflops = gemm_tflops(cublas_, stream_, DType::fp16);
   c.bf16_tflops = gemm_tflops(cublas_, stream_, DType::bf16);
   c.tf32_tflops = gemm_tflops(cublas_, stream_, DType::fp32, true);
+  if (info_.caps.arch() >= 89) c.fp8_tflops = fp8_gemm_tflops(stream_);
   if (info_.caps.arch() >= 80) {
     double flops = 0;
     const double ms = median_ms(stream_, 10, [&] {
@@ -300,9 +347,9 @@ Ceilings Gpu::measure_ceilings() {
 
 const Ceilings& Gpu::ceilings(bool remeasure) {
   if (have_ceilings_ && !remeasure) return ceilings_;
-  // "ceilings 3": entries written before tf32, mma.sync and wgmma were measured are measured again.
+  // "ceilings 4": entries written before fp8 (3: tf32, mma.sync and wgmma) was measured are measured again.
   const std::string key = info_.name + " | driver " + cuda_version_string(info_.driver_version) + " | attnbench " +
-                          ATTNBENCH_VERSION + " | ceilings 3";
+                          ATTNBENCH_VERSION + " | ceilings 4";
   const auto path = cache_file();
   nlohmann::json cache = nlohmann::json::object();
   {
@@ -315,14 +362,14 @@ const Ceilings& Gpu::ceilings(bool remeasure) {
     ceilings_ = {j.value("copy_gbps", 0.0),   j.value("read_gbps", 0.0),   j.value("write_gbps", 0.0),
                  j.value("fp32_tflops", 0.0), j.value("fp16_tflops", 0.0), j.value("bf16_tflops", 0.0),
                  j.value("tf32_tflops", 0.0), j.value("mma_sync_bf16_tflops", 0.0), j.value("wgmma_bf16_tflops", 0.0),
-                 path.string()};
+                 j.value("fp8_tflops", 0.0), path.string()};
   } else {
     ceilings_ = measure_ceilings();
     cache[key] = {{"copy_gbps", ceilings_.copy_gbps},     {"read_gbps", ceilings_.read_gbps},
                   {"write_gbps", ceilings_.write_gbps},   {"fp32_tflops", ceilings_.fp32_tflops},
                   {"fp16_tflops", ceilings_.fp16_tflops}, {"bf16_tflops", ceilings_.bf16_tflops},
                   {"tf32_tflops", ceilings_.tf32_tflops}, {"mma_sync_bf16_tflops", ceilings_.mma_sync_bf16_tflops},
-                  {"wgmma_bf16_tflops", ceilings_.wgmma_bf16_tflops}};
+                  {"wgmma_bf16_tflops", ceilings_.wgmma_bf16_tflops}, {"fp8_tflops", ceilings_.fp8_tflops}};
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     // Written whole under a name of this process's, then renamed: --devices workers measuring

@@ -57,6 +57,7 @@ struct Ceilings {
   double tf32_tflops = 0;           // cuBLAS, fp32 data through TF32 tensor cores
   double mma_sync_bf16_tflops = 0;  // mma.sync from registers only; 0 = not measured (before sm_80)
   double wgmma_bf16_tflops = 0;     // wgmma, B from a fixed shared tile; 0 = not measured (needs sm_90a)
+  double fp8_tflops = 0;            // cuBLASLt e4m3 GEMM, 8192^3; 0 = not measured (before sm_89)
   std::string source;     // "measured" or the cache file it came from
 };
 

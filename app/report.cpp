@@ -720,7 +720,7 @@ nlohmann::json json_head(const RunMeta& m) {
     j["ceilings"] = {{"copy_gbps", c.copy_gbps},     {"read_gbps", c.read_gbps},     {"write_gbps", c.write_gbps},
                      {"fp32_tflops", c.fp32_tflops}, {"fp16_tflops", c.fp16_tflops}, {"bf16_tflops", c.bf16_tflops},
                      {"tf32_tflops", c.tf32_tflops}, {"mma_sync_bf16_tflops", c.mma_sync_bf16_tflops},
-                     {"wgmma_bf16_tflops", c.wgmma_bf16_tflops}};
+                     {"wgmma_bf16_tflops", c.wgmma_bf16_tflops}, {"fp8_tflops", c.fp8_tflops}};
   }
   if (m.device)
     if (const auto d = datasheet_for(m.device->name))

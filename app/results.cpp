@@ -207,6 +207,7 @@ void write_header(std::ostream& out, const json& run, const std::string& run_nam
         << fixed(number(*c, "tf32_tflops"), 1) << ", fp16 " << fixed(number(*c, "fp16_tflops"), 1) << ", bf16 "
         << fixed(number(*c, "bf16_tflops"), 1) << " TFLOP/s; bf16 mma.sync "
         << fixed(number(*c, "mma_sync_bf16_tflops"), 1) << ", wgmma " << fixed(number(*c, "wgmma_bf16_tflops"), 1)
+        << (c->contains("fp8_tflops") ? "; cuBLASLt fp8 e4m3 " + fixed(number(*c, "fp8_tflops"), 1) : std::string())
         << " TFLOP/s\n";
   }
   const std::string command = text(m, "command");

@@ -41,12 +41,14 @@ void derive_rates(ResultRow& r, DType dtype, const Ceilings& c) {
   const double ms = r.timing->ms.median;
   r.tflops = r.work.flops / (ms * 1e9);
   r.gbps = r.work.bytes / (ms * 1e6);
-  // fp8 e4m3 runs the tensor cores at twice the 16-bit rate (Hopper's dense peak: 1979 against
-  // 989 TFLOP/s on an H100 SXM): its ceiling is the measured bf16 one doubled, not measured.
-  const double tflops_ceiling = dtype == DType::fp32   ? c.fp32_tflops
-                                : dtype == DType::fp16 ? c.fp16_tflops
-                                : dtype == DType::fp8_e4m3 ? 2 * c.bf16_tflops
-                                                         : c.bf16_tflops;
+  // fp8 e4m3: cuBLASLt's e4m3 GEMM as measured (app/device.cpp). Where it was not (before sm_89,
+  // or a report of an older build), the bf16 one doubled, as the tensor cores' dense peak is
+  // (1979 against 989 TFLOP/s on an H100 SXM).
+  const double fp8_ceiling = c.fp8_tflops > 0 ? c.fp8_tflops : 2 * c.bf16_tflops;
+  const double tflops_ceiling = dtype == DType::fp32       ? c.fp32_tflops
+                                : dtype == DType::fp16     ? c.fp16_tflops
+                                : dtype == DType::fp8_e4m3 ? fp8_ceiling
+                                                           : c.bf16_tflops;
   const double gbps_ceiling = r.work.bandwidth == Bandwidth::read ? c.read_gbps : c.copy_gbps;
   r.floor_compute_ms = tflops_ceiling > 0 ? r.work.flops / (tflops_ceiling * 1e9) : 0;
   r.floor_memory_ms = gbps_ceiling > 0 ? r.work.bytes / (gbps_ceiling * 1e6) : 0;

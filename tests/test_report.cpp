@@ -62,6 +62,21 @@ TEST(DeriveRates, ComputeBoundGemm) {
   EXPECT_EQ(r.bound, "compute");
 }
 
+TEST(DeriveRates, Fp8UsesItsMeasuredCeilingElseTwiceBf16) {
+  // 1.4 TFLOP in 2 ms: against twice bf16's 700 (no fp8 measured), the floor is 1 ms -> 50%;
+  // against a measured fp8 GEMM of 1120 TFLOP/s it is 1.25 ms -> 62.5%.
+  ResultRow r = timed_row("flash_ws", 2.0, 1.4e12, 1e9);
+  derive_rates(r, DType::fp8_e4m3, test_card());
+  EXPECT_NEAR(r.pct_of_floor, 50, 1e-9);
+  Ceilings measured = test_card();
+  measured.fp8_tflops = 1120;
+  derive_rates(r, DType::fp8_e4m3, measured);
+  EXPECT_NEAR(r.floor_ms, 1.25, 1e-12);
+  EXPECT_NEAR(r.pct_of_floor, 62.5, 1e-9);
+  derive_rates(r, DType::bf16, measured);  // the 16-bit rows keep theirs
+  EXPECT_NEAR(r.floor_ms, 2.0, 1e-12);
+}
+
 TEST(DeriveRates, MemoryBoundUsesTheOpsBandwidth) {
   ResultRow r = timed_row("warp_online", 1.0, 0, 3e9);  // 3 GB in 1 ms
   derive_rates(r, DType::fp32, test_card());
