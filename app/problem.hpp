@@ -28,6 +28,7 @@ struct VariantChoice {
   std::string name, note;
   std::string skip;     // why it cannot run this point; empty = it can
   bool applies = true;  // false: it means nothing for this point, and runs only when named
+  bool deterministic = true;  // Variant::deterministic: [verify] repeat's promise
 };
 
 // Host arrays of a tensor's size, from the block cache and left uninitialised by
@@ -263,7 +264,8 @@ class TableProblem : public Problem {
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
     std::vector<VariantChoice> out;
     const Params p = params();
-    for (const auto& v : table_) out.push_back({v.name, v.note, v.supports(p, caps), !v.applies || v.applies(p)});
+    for (const auto& v : table_)
+      out.push_back({v.name, v.note, v.supports(p, caps), !v.applies || v.applies(p), v.deterministic});
     return out;
   }
   std::size_t workspace(const std::string& name) const override {

@@ -153,6 +153,7 @@ struct Runner::PointRun {
   // Rows are filled in table order; `runnable` indexes into them.
   std::vector<ResultRow> rows;
   std::vector<size_t> runnable;
+  std::vector<std::string> nondeterministic;  // variants declared so ([verify] repeat reports, not fails)
   std::size_t workspace = 0;  // the largest of the runnable variants'
   double need = 0;            // device bytes: the point's tensors and that workspace
   std::vector<ResultRow> setup_rows;  // the kernels that built the inputs, checked
@@ -230,6 +231,7 @@ bool Runner::plan_rows(PointRun& run) {
     r.tol = elementwise ? run.problem->tolerance() : no_elementwise();
     if (p.verify.atol) r.tol.atol = *p.verify.atol;
     if (p.verify.rtol) r.tol.rtol = *p.verify.rtol;
+    if (!v.deterministic) run.nondeterministic.push_back(name);
     if (!v.skip.empty()) {
       r.status = Status::skipped;
       r.reason = v.skip;
@@ -447,7 +449,15 @@ void Runner::check_repeat(PointRun& run) {
           }
         differ = std::max(differ, here);
       }
-      if (differ > 0) {
+      const bool promised = std::find(run.nondeterministic.begin(), run.nondeterministic.end(), r.variant) ==
+                            run.nondeterministic.end();
+      if (differ > 0 && !promised) {
+        // Declared nondeterministic: the spread is the finding, reported beside the verdict.
+        if (r.cmp)
+          r.cmp->note += (r.cmp->note.empty() ? "" : "; ") + std::string("declared nondeterministic: ") +
+                       std::to_string(differ) + " of " + std::to_string(first.size()) + " output elements differ over " +
+                       std::to_string(p.verify.repeat) + " runs (largest difference " + fmt_sci(spread) + ")";
+      } else if (differ > 0) {
         r.status = Status::failed;
         r.reason = "not deterministic: " + std::to_string(differ) + " of " + std::to_string(first.size()) +
                    " output elements differ between runs on the same inputs (" + std::to_string(p.verify.repeat) +

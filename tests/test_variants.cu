@@ -5,6 +5,10 @@
 //   test_cheat: a right softmax for its first two launches (the verification trials),
 //               then returns at once, as a kernel that caches its result would: the
 //               timed launches' output must fail verification, in every timing mode.
+//   test_jitter, test_jitter_promised: a right softmax whose every row's first element is
+//               one ulp up on odd launches, as an unordered reduction's would move: within
+//               the bound, not bit for bit. [verify] repeat reports the spread of the one
+//               declared nondeterministic and fails the one that promises determinism.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -30,6 +34,30 @@ __global__ void cheat_softmax(const float* x, float* y, int64_t rows, int64_t co
   for (int64_t j = 0; j < cols; ++j) m = fmaxf(m, in[j]);
   for (int64_t j = 0; j < cols; ++j) sum += expf(in[j] - m);
   for (int64_t j = 0; j < cols; ++j) out[j] = expf(in[j] - m) / sum;
+}
+
+__device__ int g_jitter_launches = 0;
+
+__global__ void jitter_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const float* in = x + r * cols;
+  float* out = y + r * cols;
+  float m = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < cols; ++j) m = fmaxf(m, in[j]);
+  for (int64_t j = 0; j < cols; ++j) sum += expf(in[j] - m);
+  for (int64_t j = 0; j < cols; ++j) out[j] = expf(in[j] - m) / sum;
+  if (g_jitter_launches % 2 == 1) out[0] = nextafterf(out[0], 2.f);
+}
+
+__global__ void count_jitter() { ++g_jitter_launches; }
+
+void test_jitter(const SoftmaxParams& p, const LaunchContext& ctx) {
+  count_jitter<<<1, 1, 0, ctx.stream>>>();
+  check_launch("count_jitter");
+  jitter_softmax<<<static_cast<unsigned>(ceil_div(p.rows, 128)), 128, 0, ctx.stream>>>(
+      static_cast<const float*>(p.x), static_cast<float*>(p.y), p.rows, p.cols);
+  check_launch("test_jitter");
 }
 
 __global__ void trap_kernel() { __trap(); }
@@ -60,6 +88,12 @@ const bool registered = [] {
       {"test_cheat", "TEST ONLY: computes on its first two launches, then skips the work", test_cheat, fp32_only});
   add_variant<SoftmaxParams>(
       {"test_trap", "TEST ONLY: traps (a device fault) on rows = 3", test_trap, rows_3_only});
+  Variant<SoftmaxParams> jitter{"test_jitter", "TEST ONLY: one ulp apart on odd launches, declared nondeterministic",
+                                test_jitter, fp32_only};
+  jitter.deterministic = false;
+  add_variant<SoftmaxParams>(jitter);
+  add_variant<SoftmaxParams>({"test_jitter_promised", "TEST ONLY: the same kernel, promised deterministic",
+                              test_jitter, fp32_only});
   return true;
 }();
 

@@ -103,6 +103,10 @@ struct Variant {
   // The plugin file a user's variant came from; null for attnbench's own. A plugin's
   // variant runs beside the built-in ones but is never picked as a default.
   const char* plugin = nullptr;
+  // False for a variant whose output may differ bit for bit between runs on the same inputs
+  // (floating-point atomics, an order that depends on scheduling): [verify] repeat then reports
+  // its spread instead of failing it. True, the default, is a promise repeat holds it to.
+  bool deterministic = true;
 };
 
 // Variants added to a family's table before it is first built: a test binary's (a
