@@ -23,17 +23,18 @@ __device__ int g_cheat_launches = 0;
 
 __global__ void count_launch() { ++g_cheat_launches; }
 
-// One thread per row, fp32: the work an honest launch does.
-__global__ void cheat_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
-  if (g_cheat_launches > 2) return;  // "already computed": the cheat
-  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const float* in = x + r * cols;
-  float* out = y + r * cols;
+// One row's softmax by one thread, fp32: the work an honest launch does.
+__device__ void row_softmax(const float* in, float* out, int64_t cols) {
   float m = -INFINITY, sum = 0;
   for (int64_t j = 0; j < cols; ++j) m = fmaxf(m, in[j]);
   for (int64_t j = 0; j < cols; ++j) sum += expf(in[j] - m);
   for (int64_t j = 0; j < cols; ++j) out[j] = expf(in[j] - m) / sum;
+}
+
+__global__ void cheat_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  if (g_cheat_launches > 2) return;  // "already computed": the cheat
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r < rows) row_softmax(x + r * cols, y + r * cols, cols);
 }
 
 __device__ int g_jitter_launches = 0;
@@ -41,13 +42,8 @@ __device__ int g_jitter_launches = 0;
 __global__ void jitter_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  const float* in = x + r * cols;
-  float* out = y + r * cols;
-  float m = -INFINITY, sum = 0;
-  for (int64_t j = 0; j < cols; ++j) m = fmaxf(m, in[j]);
-  for (int64_t j = 0; j < cols; ++j) sum += expf(in[j] - m);
-  for (int64_t j = 0; j < cols; ++j) out[j] = expf(in[j] - m) / sum;
-  if (g_jitter_launches % 2 == 1) out[0] = nextafterf(out[0], 2.f);
+  row_softmax(x + r * cols, y + r * cols, cols);
+  if (g_jitter_launches % 2 == 1) y[r * cols] = nextafterf(y[r * cols], 2.f);
 }
 
 __global__ void count_jitter() { ++g_jitter_launches; }
