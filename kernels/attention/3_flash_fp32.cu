@@ -25,6 +25,7 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mask.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/softmax_math.cuh"
 
 namespace attnbench::attention_impl {
@@ -156,11 +157,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // or 2 when lanes n and n^1 (or all n and n^2) read the same address. K and V reads
   // depend on cg only and pair n with n^1; Q and P reads depend on rg only and pair n with
   // n^2. (With rg = tid / 8, cg = tid % 8, the K and V reads, two thirds of them, took 4.)
-  // The 8 lanes of a row group differ in bits 1, 3 and 4: kRowLanes are the shuffle masks.
+  // The 8 lanes of a row group differ in bits 1, 3 and 4: the shuffle masks 2, 8, 16 of the
+  // row reductions (allreduce_xor).
   const int tid = threadIdx.x, lane = tid % 32;
   const int rg = (tid / 32) * 4 + (lane & 1) + ((lane >> 1) & 2);
   const int cg = ((lane >> 1) & 1) + ((lane >> 2) & 6);
-  constexpr int kRowLanes[3] = {2, 8, 16};
 
   int64_t bh;
   int qt;
@@ -255,7 +256,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     m[r] = -INFINITY;
     l[r] = 0.f;
   }
-  const float slope_log2 = s.alibi ? s.slopes[h] * kLog2e : 0.f;
+  const float slope_log2 = alibi_slope(s.alibi, s.slopes, h, kLog2e);
   // Soft-capping in exp2 units: softcap·tanh(x / softcap) of a score x is
   // cap·tanh(y / cap) of y = x·log2 e, cap = softcap·log2 e. tanhf keeps this rung exact.
   const float cap_log2 = s.softcap * kLog2e;
@@ -325,8 +326,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       float mx = S[r][0];
 #pragma unroll
       for (int t = 1; t < KN; ++t) mx = fmaxf(mx, S[r][t]);
-#pragma unroll
-      for (int x : kRowLanes) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+      mx = allreduce_xor<2, 8, 16>(mx, MaxOp{});
       const float m_new = fmaxf(m[r], mx);
       const float m_sub = m_new == -INFINITY ? 0.f : m_new;
       const float alpha = exp2_approx(m[r] - m_sub);
@@ -392,8 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
   for (int r = 0; r < RM; ++r) {
     float sum = l[r];
-#pragma unroll
-    for (int x : kRowLanes) sum += __shfl_xor_sync(0xffffffffu, sum, x);
+    sum = allreduce_xor<2, 8, 16>(sum, SumOp{});
     inv_l[r] = sum > 0.f ? 1.f / sum : 0.f;
   }
   store_o(inv_l);

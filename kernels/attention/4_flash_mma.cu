@@ -57,7 +57,9 @@
 #include "kernels/attention/rungs.hpp"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/mask.cuh"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
@@ -367,7 +369,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
       const int row0 = m0 + (t / 32) * WM + (t % 32) / 4;
       const int rel = row0 + shift - first;
       // ALiBi slope in raw score units; 0 without ALiBi, and the bias term vanishes.
-      const float slope = MASKED && a.alibi ? a.alibi_slopes[h] * a.alibi_scale : 0.f;
+      const float slope = alibi_slope(MASKED && a.alibi, a.alibi_slopes, h, a.alibi_scale);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -422,8 +424,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
           for (int hh = 0; hh < 2; ++hh) {
             float m = m_lane[mt][hh];
             // The 4 lanes of a quad hold the row's 2 * NT columns between them.
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            m = allreduce_max<4, XorOrder::low_first>(m);
             // m_old = -inf for a row that has seen no key yet: its O and l are 0 and its
             // correction exp2(-inf) = 0 keeps them so. A row that still sees none (m_new =
             // -inf) keeps row_m = 0, so its exponents are exp2(-inf - 0) = 0, never NaN.
@@ -490,8 +491,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       float l = row_l[mt][hh];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      l = allreduce_sum<4, XorOrder::low_first>(l);
       // l >= 1 once a row has seen a key (the score that set its m contributes exp2(0));
       // l = 0 means it saw none, and its O (all zeros) stays 0.
       const float inv_l = l > 0.f ? __fdividef(1.f, l) : 0.f;

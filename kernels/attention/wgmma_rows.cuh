@@ -16,6 +16,7 @@
 
 #include "kernels/attention/flash_args.cuh"
 #include "kernels/common/mask.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 
@@ -67,7 +68,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[BC / 2], const Args& a, i
   // highest) needs no reach mask.
   if (kReach && (a.alibi || key0 + BC - 1 > min(q0 + shift + a.hi_reach, a.seq_k - 1) ||
                  key0 < min(q0 + BR, a.seq_q) - 1 + shift - a.lo_reach)) {
-    const float slope = a.alibi ? a.alibi_slopes[h] * a.alibi_scale : 0.f;  // raw score units
+    const float slope = alibi_slope(a.alibi, a.alibi_slopes, h, a.alibi_scale);  // raw score units
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j)
 #pragma unroll
@@ -97,8 +98,7 @@ __device__ __forceinline__ void row_max_step(float (&mx)[2], float scale_log2, f
                                              float (&base)[2], float (&corr)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    mx[r] = allreduce_max<4, XorOrder::low_first>(mx[r]);  // the quad that holds row r
     const float m_new = fmaxf(m[r], mx[r] * scale_log2);
     base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no key yet stays at 0
     corr[r] = exp2_approx(m[r] - base[r]);
@@ -146,8 +146,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 2], float (&l)[2
                                            int seq_q, int t4, float vscale = 1.f) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = allreduce_sum<4, XorOrder::low_first>(l[r]);
     const int i = row + 8 * r;
     if (i >= seq_q) continue;
     const float inv = l[r] > 0.f ? vscale / l[r] : 0.f;

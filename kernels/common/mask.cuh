@@ -15,6 +15,16 @@ namespace attnbench {
 // ALiBi: query head h's scores get -slope[h] · |pos - j| (slope[h] · (j - pos) for every key a
 // causal query sees). The slopes come from the host in a device array, one per query head:
 // the standard ones (reference/attention.hpp, alibi_slopes) or a case's own.
+//
+// Query head h's slope times `unit`, or 0 without ALiBi (`on` false: the bias term then
+// vanishes, and slopes is not read). `unit` is the units the kernel keeps its scores in:
+// log2 e for scores in exp2 units, 1 / scale for raw q·k, 1 for scaled scores. One helper for
+// the rungs' copies, written as each wrote it (select, then one multiply), so their code does
+// not change. (attention/1_naive.cu keeps its own line: it multiplies by |pos - j|, which an
+// argument would compute even without ALiBi, and that changed its SASS.)
+__device__ __forceinline__ float alibi_slope(bool on, const float* slopes, int h, float unit) {
+  return on ? slopes[h] * unit : 0.f;
+}
 
 // tanh on the special-function unit: 1 - 2 / (2^(2x·log2 e) + 1), within about 1e-7 of tanh
 // (ex2.approx is 2^-22 relative; the division is 2 ulp); +-1 for large |x|, no NaN.

@@ -32,8 +32,10 @@
 
 #include "kernels/common/copy.cuh"
 #include "kernels/common/kernels.hpp"
+#include "kernels/common/mask.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
@@ -101,7 +103,7 @@ struct Work {
 // the last (h >= heads), whose outputs are dropped.
 template <class P>
 __device__ __forceinline__ float head_slope_log2(const P& p, int h) {
-  return p.alibi && h < p.heads ? p.slopes[h] * kLog2e : 0.f;
+  return alibi_slope(p.alibi && h < p.heads, p.slopes, h, kLog2e);
 }
 
 // Whether the block's query sees `key` (first <= key < end): one unsigned compare.
@@ -146,11 +148,7 @@ template <int kSlices, int kHeads, int kD, int kMTiles>
 __device__ __forceinline__ void store_warp_partial(Partials<kSlices, kHeads, kD>& part, int warp,
                                                    const float (&o)[kMTiles][4], const float (&m)[2], float (&l)[2]) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) l[jj] += __shfl_xor_sync(0xffffffffu, l[jj], off);
-  }
+  allreduce<8, XorOrder::low_first, 4>(l, SumOp{});
 #pragma unroll
   for (int jj = 0; jj < 2; ++jj) {
 #pragma unroll
@@ -232,11 +230,7 @@ __device__ __forceinline__ void softmax_tile(const float (&x)[kSub][4], float (&
     mx[1] = fmaxf(mx[1], fmaxf(x[sub][1], x[sub][3]));
   }
   // Over the tile's keys (lanes g = 0..7): finite, since the tile's first key is in range.
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) mx[jj] = fmaxf(mx[jj], __shfl_xor_sync(0xffffffffu, mx[jj], off));
-  }
+  allreduce<8, XorOrder::low_first, 4>(mx, MaxOp{});
   const bool grew = mx[0] > m[0] || mx[1] > m[1];
   if (__any_sync(0xffffffffu, grew)) {
     float alpha[2];

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kNaiveThreads)
   }
 
   // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
-  const float slope = p.alibi ? p.slopes[h] : 0.f;
+  const float slope = alibi_slope(p.alibi, p.slopes, h, 1.f);
   const float cap = p.softcap * p.scale;                        // soft-capping in score units (tanhf: exact)
   const int first = kWindow ? window_first(ctx, p.window) : 0;  // with a window, the keys before it are skipped
   float m = -INFINITY;

@@ -36,6 +36,7 @@
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mask.cuh"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/split_kv.cuh"
 #include "kernels/common/storage.cuh"
@@ -342,14 +343,7 @@ __global__ void __launch_bounds__(SimtCfg<T, kD, kG>::kThreads, SimtCfg<T, kD, k
         s[u][n] = dot;
       }
     }
-#pragma unroll
-    for (int off = C::kLanes / 2; off > 0; off >>= 1) {
-#pragma unroll
-      for (int u = 0; u < C::kRows; ++u) {
-#pragma unroll
-        for (int n = 0; n < kG; ++n) s[u][n] += __shfl_xor_sync(0xffffffffu, s[u][n], off);
-      }
-    }
+    allreduce<C::kLanes>(s, SumOp{});
     // Scores in exp2 units with the bias; rows past `end` are -inf.
 #pragma unroll
     for (int u = 0; u < C::kRows; ++u) {

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <climits>
 
+#include "kernels/common/reduce.cuh"
 #include "kernels/model/model.hpp"
 #include "kernels/model/model.cuh"
 
@@ -37,8 +38,7 @@ __global__ void __launch_bounds__(kThreads) greedy_kernel(GreedyStep p) {
     out[c] = x;
     keep_best(v, id, x, static_cast<int>(c));
   }
-  for (int o = 16; o > 0; o >>= 1)
-    keep_best(v, id, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, id, o));
+  allreduce_pair<32>(v, id, [](float& v, int& id, float v2, int id2) { keep_best(v, id, v2, id2); });
   if (threadIdx.x % 32 == 0) {
     best_v[threadIdx.x / 32] = v;
     best_id[threadIdx.x / 32] = id;

@@ -464,8 +464,7 @@ __device__ __forceinline__ void small_linear_groups(const SmallLinear& p, T* a, 
   }
   // Each row's best key over the block's columns: threads 8r .. 8r + 7 hold row r's.
   if (p.out == SmallLinear::Out::logits && threadIdx.x < kGroup * kSmallLinearRows) {
-#pragma unroll
-    for (int o = kGroup / 2; o > 0; o /= 2) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    best = allreduce<kGroup>(best, [](unsigned long long a, unsigned long long b) { return max(a, b); });
     if (j == 0 && r < p.m && best) atomicMax(p.best + r, best);
   }
 }

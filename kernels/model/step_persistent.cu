@@ -90,7 +90,7 @@ __device__ void attention(const DecodeStepParams& p, int64_t l, float* smem, int
   float* wmax = qs + kMaxHeadDim;  // [kWarps]: each warp's running max
   float* wsum = wmax + kWarps;     // [kWarps]: its running sum
   float* wout = wsum + kWarps;     // [kWarps, head_dim]: its unnormalised output
-  const float scale = rsqrtf(static_cast<float>(hd)) * 1.4426950408889634f;
+  const float scale = rsqrtf(static_cast<float>(hd)) * kLog2e;
   for (int64_t item = block; item < m * heads; item += blocks) {
     const int64_t r = item / heads, h = item % heads, keys = p.seq.contexts[r];
     for (int64_t t = threadIdx.x; t < hd; t += kThreads)
@@ -149,10 +149,7 @@ __device__ void attention(const DecodeStepParams& p, int64_t l, float* smem, int
     }
     // The four groups' sums of each dim, then the first group holds the warp's output.
 #pragma unroll
-    for (int y = 0; y < kOwned; ++y) {
-      acc[y] += __shfl_xor_sync(0xffffffffu, acc[y], 8);
-      acc[y] += __shfl_xor_sync(0xffffffffu, acc[y], 16);
-    }
+    for (int y = 0; y < kOwned; ++y) acc[y] = allreduce_sum<4, XorOrder::low_first, 8>(acc[y]);
     if (lane == 0) {
       wmax[warp] = run_max;
       wsum[warp] = run_sum;

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
   const C* kc = static_cast<const C*>(p.k) + int64_t{kvh} * p.head_stride;
   const C* vc = static_cast<const C*>(p.v) + int64_t{kvh} * p.head_stride;
   const int blk_begin = t0 / kBS, blk_end = (t1 + kBS - 1) / kBS;
-  const float slope = p.alibi ? p.slopes[h] * kLog2e : 0.f;
+  const float slope = alibi_slope(p.alibi, p.slopes, h, kLog2e);
   const int pos = ctx - 1;
 
   // Q·K: a thread group of kTG lanes per key, each lane a 16-byte chunk (x dims) at a time.
@@ -79,8 +79,7 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
         for (int e = 0; e < kX; ++e) dot = fmaf(sq[c * kX + e], kf[e], dot);
       }
     }
-#pragma unroll
-    for (int off = kTG / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    dot = allreduce_sum<kTG>(dot);
     if (token < t1) {
       if (p.softcap > 0.f) dot = p.softcap * tanhf(dot * p.inv_softcap);  // exact, as the rung below the fused one
       const float x = fmaf(dot, p.score_log2, slope * static_cast<float>(token - pos));
@@ -137,8 +136,7 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
   }
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-    for (int off = kNV / 2; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+    acc[i] = allreduce_sum<kNV>(acc[i]);
   }
   if (vv == 0) {
 #pragma unroll

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/softmax/rungs.hpp"
@@ -120,9 +121,7 @@ __device__ __forceinline__ void store_chunks(T* row, int64_t first, int64_t cols
 // reads all of them (lane i takes warp i % kWarps) and merges them again.
 template <int kThreads>
 __device__ __forceinline__ void row_reduce(float& m, float& l) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    merge_ml(m, l, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, l, o));
+  allreduce_pair<32>(m, l, [](float& m, float& l, float m2, float l2) { merge_ml(m, l, m2, l2); });
   if constexpr (kThreads > 32) {
     constexpr int kWarps = kThreads / 32;
     __shared__ float2 partial[kWarps];
@@ -132,9 +131,7 @@ __device__ __forceinline__ void row_reduce(float& m, float& l) {
     const float2 p = partial[lane % kWarps];
     m = p.x;
     l = p.y;
-#pragma unroll
-    for (int o = kWarps / 2; o > 0; o >>= 1)
-      merge_ml(m, l, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, l, o));
+    allreduce_pair<kWarps>(m, l, [](float& m, float& l, float m2, float l2) { merge_ml(m, l, m2, l2); });
   }
 }
 
