@@ -206,6 +206,13 @@ void check_outputs(const Options& o) {
   if (!o.dump_failures.empty()) check_output_dir(o.dump_failures, "--dump-failures");
 }
 
+// The points of these cases, all told.
+int64_t cases_points(const std::vector<Case>& cases) {
+  int64_t n = 0;
+  for (const Case& c : cases) n += static_cast<int64_t>(c.points.size());
+  return n;
+}
+
 // Loads every case first, so a bad file stops the run before any GPU work. `plan` gets the
 // whole run's points when this process runs a part of it (--shard, a --devices worker).
 std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
@@ -234,10 +241,9 @@ std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
     whole.index = shard.index;
     whole.count = shard.count;
     plan = whole;
-    int64_t all = 0, mine = 0;
-    for (const Case& c : cases) all += static_cast<int64_t>(c.points.size());
+    const int64_t all = cases_points(cases);
     keep_shard(cases, shard);
-    for (const Case& c : cases) mine += static_cast<int64_t>(c.points.size());
+    const int64_t mine = cases_points(cases);
     if (o.worker.empty()) std::cerr << "shard " << shard.label() << ": " << mine << " of " << all << " points\n";
   }
   if (!o.worker.empty()) {
@@ -265,12 +271,6 @@ std::vector<Case> load_cases(const Options& o, std::optional<RunPlan>& plan) {
                          hint(k, names, "`attnbench list kernels` lists them"));
     }
   return cases;
-}
-
-int64_t cases_points(const std::vector<Case>& cases) {
-  int64_t n = 0;
-  for (const Case& c : cases) n += static_cast<int64_t>(c.points.size());
-  return n;
 }
 
 // What a run would do, without a GPU: each point with the variants that would run, then
@@ -489,8 +489,7 @@ int verify_sanitized(const Options& o, const std::vector<Case>& cases) {
 // --devices: one worker per GPU, then one report from their parts (app/devices.hpp).
 int run_on_devices(const Options& o, bool timed, const std::vector<Case>& cases,
                    const std::optional<RunPlan>& shard_plan, std::chrono::steady_clock::time_point start) {
-  int64_t total = 0;  // this run's points (a shard's, with --shard)
-  for (const Case& c : cases) total += static_cast<int64_t>(c.points.size());
+  const int64_t total = cases_points(cases);  // this run's points (a shard's, with --shard)
   // Claims and rows are indexed by the points' places in the whole run.
   const int64_t places = shard_plan ? static_cast<int64_t>(shard_plan->points.size()) : total;
   if (o.dry_run) {  // needs no GPU, so `all` is not counted here
@@ -729,9 +728,7 @@ int run_or_verify(const Options& o, bool timed) {
     last_write = std::chrono::steady_clock::now();
   });
   if (claims) runner.set_claim([&](const CasePoint& p) { return claims->claim(p.run_index); });
-  size_t points = 0;
-  for (const auto& c : cases) points += c.points.size();
-  runner.set_total_points(points);
+  runner.set_total_points(static_cast<size_t>(cases_points(cases)));
   try {
     for (const auto& c : cases) {
       size_t width = 0;
