@@ -11,6 +11,10 @@ namespace attnbench {
 // shuffle loop in each. kOrder is the order of the xor offsets: it decides the rounding of a
 // float sum and the SASS, so each call site keeps the order it was measured with
 // (high_first: Stride · Lanes/2 down to Stride, as warp_max; low_first: Stride up).
+// The offset loop is written out in each form below (scalar, array, 2-D array, pair) on
+// purpose: three ways of folding them into one walker (a lambda per offset, one loop with a
+// computed offset, the scalar as an array of one) each changed the SASS of 7 to 12 kernels
+// (paged v1's vllm_kernel, softmax's warp_online), so the copies stay.
 enum class XorOrder { high_first, low_first };
 
 template <int Lanes, XorOrder kOrder = XorOrder::high_first, int Stride = 1, class T, class Op>
