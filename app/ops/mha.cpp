@@ -3,7 +3,10 @@
 // the attention, then the output projection and its bias. Variants are pairs
 // "GEMM+attention" of the gemm and attention ops' variants, verified as one chain against
 // the fp64 reference of the whole layer, which stores its activations (QKV, q, k, v, the
-// attention's output) in the dtype where the chain does.
+// attention's output) in the dtype where the chain does. The bias epilogues between them
+// (qkv_split, add_bias) are kernels of their own, kernels/common/epilogue.cu, the file the
+// model's launch-by-launch chain takes its own from; mha has no kernels of its own, so its
+// ladder is the two tables' (no fused-epilogue rung yet).
 #include <algorithm>
 #include <functional>
 #include <cmath>
@@ -14,7 +17,7 @@
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/gemm/gemm.hpp"
-#include "kernels/mha/mha.hpp"
+#include "kernels/common/epilogue.hpp"
 
 namespace attnbench {
 namespace {

@@ -1,15 +1,10 @@
-// The model family's device helpers: GPT-2's GELU, and a greedy step's bookkeeping (shared by
-// greedy_step and greedy_finish).
+// The model family's device helpers: a greedy step's bookkeeping (shared by greedy_step and
+// greedy_finish), and GPT-2's GELU from kernels/common/epilogue.cuh.
 #pragma once
+#include "kernels/common/epilogue.cuh"
 #include "kernels/model/model.hpp"
 
 namespace attnbench {
-
-// GPT-2's GELU, the tanh approximation: 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))).
-__device__ __forceinline__ float gelu_tanh(float u) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * u * (1.f + tanhf(kSqrt2OverPi * (u + 0.044715f * u * u * u)));
-}
 
 // The step sequence b has just run (its position less the prompt's last), or -1 when it is
 // past the last step (nothing to write).

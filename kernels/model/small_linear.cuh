@@ -1,5 +1,5 @@
-// small_linear's work for one block (kernels/model/small_linear.cu launches it alone; the
-// persistent decode step, kernels/model/step_persistent.cu, runs it as one phase of many):
+// small_linear's work for one block (kernels/model/2_small_linear.cu launches it alone; the
+// persistent decode step, kernels/model/3_persistent.cu, runs it as one phase of many):
 // the m input rows into shared memory (through a LayerNorm or as stored), then whole output
 // columns a warp (small_linear_block) or eight a block on the tensor cores
 // (small_linear_groups), W's rows read with 16-byte loads, each column's m results through

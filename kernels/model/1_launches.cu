@@ -1,5 +1,15 @@
-// The GPT-2 layers' kernels besides GEMMs and attention: memory-bound, fp32 arithmetic, each
-// result rounded once to its storage type.
+// The model's decode step, rung 1: launch by launch (row PREFILL+DECODE+launches). Each layer is
+// its kernels in a chain, each reading the last one's output from memory: a LayerNorm (with the
+// residual add of the projection before), the QKV projection on the `gemm` key's GEMM variant,
+// its bias and split into q and the cache (kernels/common/epilogue.cu), the attention (the
+// DECODE half: a decode or paged variant), the output projection, a LayerNorm, the MLP's two
+// projections with bias and GELU between; then the final LayerNorm, the logits (cuBLAS) and the
+// greedy token (greedy.cu). app/ops/model_forward.cpp chains them; the prefill runs the same
+// chain over the prompt. About 100 launches a GPT-2 124M step, each a microsecond or two of
+// work behind a launch boundary: what rung 2 (2_small_linear.cu) fuses away.
+//
+// This file: the chain's kernels besides the GEMMs, the attention and the epilogues:
+// memory-bound, fp32 arithmetic, each result rounded once to its storage type.
 #include <algorithm>
 
 #include "kernels/common/dispatch.cuh"
@@ -56,33 +66,6 @@ __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams
     h[c] = from_float<T>((x[c] - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]));
 }
 
-template <class T>
-__global__ void bias_gelu_kernel(T* __restrict__ f, const T* __restrict__ bias, int64_t rows, int64_t cols) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float u = to_float(f[i]) + to_float(bias[i % cols]);
-    f[i] = from_float<T>(gelu_tanh(u));
-  }
-}
-
-template <class T>
-__global__ void qkv_to_cache_kernel(QkvToCache p) {
-  const int64_t width = p.heads * p.head_dim, total = p.batch * p.n * 3 * width;
-  const T* qkv = static_cast<const T*>(p.qkv);
-  const T* bias = static_cast<const T*>(p.bias);
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = i % (3 * width), token = i / (3 * width), b = token / p.n, t = token % p.n;
-    const T x = from_float<T>(to_float(qkv[i]) + to_float(bias[c]));
-    const int64_t which = c / width, e = c % width;
-    if (which == 0) {
-      static_cast<T*>(p.q)[token * width + e] = x;
-    } else {
-      const int64_t row = b * p.max_context + (p.starts ? p.starts[b] : 0) + t;
-      static_cast<T*>(which == 1 ? p.k_cache : p.v_cache)[row * width + e] = x;
-    }
-  }
-}
-
 __global__ void paged_slots_kernel(PagedSlots p) {
   const int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (b >= p.batch) return;
@@ -105,23 +88,6 @@ void residual_layernorm(const LayerNormParams& p, cudaStream_t stream) {
     layernorm_kernel<decltype(tag)><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p);
   });
   check_launch("model/layernorm");
-}
-
-void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream) {
-  with_storage(dtype, "model/bias_gelu", [&](auto tag) {
-    using T = decltype(tag);
-    bias_gelu_kernel<T><<<grid_stride_blocks(rows * cols, kThreads), kThreads, 0, stream>>>(
-        static_cast<T*>(f), static_cast<const T*>(bias), rows, cols);
-  });
-  check_launch("model/bias_gelu");
-}
-
-void qkv_to_cache(const QkvToCache& p, cudaStream_t stream) {
-  with_storage(p.dtype, "model/qkv_to_cache", [&](auto tag) {
-    qkv_to_cache_kernel<decltype(tag)>
-        <<<grid_stride_blocks(p.batch * p.n * 3 * p.heads * p.head_dim, kThreads), kThreads, 0, stream>>>(p);
-  });
-  check_launch("model/qkv_to_cache");
 }
 
 void paged_slots(const PagedSlots& p, cudaStream_t stream) {

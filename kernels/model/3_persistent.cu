@@ -1,5 +1,8 @@
-// The decode step as one persistent kernel. Launched one launch group at a time, a GPT-2
-// 124M step is about 60 small kernels; each moves a megabyte or a few, which the card reads
+// The model's decode step, rung 3: persistent (row PREFILL+persistent). Over rung 2
+// (2_small_linear.cu) the attention and the launch boundaries go too: the whole step is one
+// launch, its phases a grid-wide barrier apart, the next phase's weights copied in while this
+// one runs. Launched one launch group at a time, a GPT-2 124M step is about 60 small
+// kernels; each moves a megabyte or a few, which the card reads
 // in a microsecond or two, but the launch boundary between two dependent kernels and the
 // next kernel's first loads from memory cost several (run 85: 7 µs a projection). Here one
 // block an SM (a cooperative launch, so that all are resident) runs the whole step as

@@ -1,3 +1,11 @@
+// The model's decode step, rung 2: small_linear (row PREFILL+DECODE+small_linear). Over rung 1
+// (1_launches.cu) the projections and what surrounds them are fused: four launches a layer, the
+// LayerNorms in their prologues and the QKV split, the residual adds, bias and GELU in their
+// epilogues, the logits keeping their argmax as they are written (greedy_finish then writes the
+// token); the attention is still the DECODE half's kernel. Rung 3 (3_persistent.cu) puts the
+// whole step, attention included, in one launch. Batch 1 to 8 only: beyond, a projection is a
+// GEMM again, and the row is skipped.
+//
 // A decode step's projections at batch <= 8, with what surrounds them fused in: at m = 1-8
 // rows a projection is a matrix-vector product bound by reading W once, and the kernels
 // around it (LayerNorm before, bias, GELU, the residual add, the QKV split after) are as long
@@ -7,7 +15,8 @@
 // length (small_linear_groups). Each column's m results go through the epilogue. With a
 // LayerNorm prologue each block normalises the m rows of the fp32 residual stream itself (a
 // few KB from L2) instead of waiting on a kernel for it. Results are rounded exactly where
-// the unfused chain stores them.
+// the unfused chain stores them. (The block's work is in small_linear.cuh, which rung 3 runs
+// as its phases.)
 #include <algorithm>
 
 #include "kernels/model/small_linear.cuh"
