@@ -12,12 +12,12 @@ command -v "$python" >/dev/null || python=python3
 "$python" -c "import numpy, torch" 2>/dev/null || { echo "skipped: no numpy or torch"; exit 3; }
 if [ "$real" = --real-shapes ]; then
   "$python" "$src/tests/gpt2_check.py" write "$dir/gpt2.safetensors" --real-shapes --seed 5 || exit 1
-  sizes='preset = "gpt2"'; generate=8; kernels='["flash_fp32+split_kv", "flash_mma+split_kv"]'; dtypes='["fp32", "bf16"]'
+  sizes='preset = "gpt2"'; generate=8; kernels='["flash_fp32+split_kv+small_linear", "flash_mma+split_kv+launches", "flash_mma+split_kv+small_linear"]'; dtypes='["fp32", "bf16"]'
 else
   "$python" "$src/tests/gpt2_check.py" write "$dir/gpt2.safetensors" --layers 3 --d-model 128 --heads 2 \
     --vocab 1000 --max-positions 64 --seed 5 --prefix transformer. || exit 1
   sizes='heads = 2'; generate=24
-  kernels='["naive+naive", "flash_fp32+split_kv", "flash_mma+split_kv", "flash_mma+flash_decode"]'
+  kernels='["naive+naive+launches", "naive+naive+small_linear", "flash_fp32+split_kv+small_linear", "flash_mma+split_kv+small_linear", "flash_mma+flash_decode+small_linear"]'
   dtypes='["fp32", "fp16", "bf16"]'
 fi
 cat >"$dir/case.toml" <<TOML

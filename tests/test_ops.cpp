@@ -3,6 +3,7 @@
 // promises every op: keys the loader can read, variants, a problem for every case.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -199,9 +200,9 @@ TEST(Work, PipelineStepIsThePosition) {
 
 // Every op in the registry: unique names, keys a docs table can list, a baseline, and
 // a problem built from the smallest case its required keys allow.
-// The model's decode runs over the dense cache or, with a paged variant as the pair's second
-// half, over vLLM's paged cache; that cache is allocated only for a case that can run such a
-// pair, and a pair that has none says so instead of launching.
+// The model's decode runs over the dense cache or, with a paged variant as the row's decode
+// attention, over vLLM's paged cache; that cache is allocated only for a case that can run such a
+// row, and a row that has none says so instead of launching.
 TEST(ModelPairs, PagedDecodeVariantsPairWithEveryPrefill) {
   const std::string model =
       "op = \"model\"\ndtype = \"bf16\"\n[shape]\nlayers = 1\nd_model = 128\nheads = 2\nvocab = 50\n"
@@ -212,20 +213,61 @@ TEST(ModelPairs, PagedDecodeVariantsPairWithEveryPrefill) {
     ADD_FAILURE() << "no variant " << name;
     return VariantChoice{};
   };
-  const auto paged = make_problem(point("kernels = [\"flash_mma+paged_flash\"]\n" + model));
+  const auto paged = make_problem(point("kernels = [\"flash_mma+paged_flash+small_linear\"]\n" + model));
   const std::vector<VariantChoice> with = paged->variants(assumed_caps());
-  EXPECT_EQ(choice(with, "flash_mma+paged_flash").skip, "");
-  EXPECT_EQ(choice(with, "naive+v1").skip, "");
-  EXPECT_EQ(choice(with, "flash_mma+split_kv").skip, "");  // the dense cache is always there
-  EXPECT_NE(choice(with, "flash_mma+v2").note.find("paged decode v2"), std::string::npos);
+  EXPECT_EQ(choice(with, "flash_mma+paged_flash+small_linear").skip, "");
+  EXPECT_EQ(choice(with, "flash_mma+paged_flash+launches").skip, "");
+  EXPECT_EQ(choice(with, "naive+v1+launches").skip, "");
+  EXPECT_EQ(choice(with, "flash_mma+split_kv+small_linear").skip, "");  // the dense cache is always there
+  EXPECT_NE(choice(with, "flash_mma+v2+launches").note.find("paged decode v2, decode step launches"),
+            std::string::npos);
 
-  const auto dense = make_problem(point("kernels = [\"flash_mma+split_kv\"]\n" + model));
-  EXPECT_EQ(choice(dense->variants(assumed_caps()), "flash_mma+paged_flash").skip,
+  const auto dense = make_problem(point("kernels = [\"flash_mma+split_kv+launches\"]\n" + model));
+  EXPECT_EQ(choice(dense->variants(assumed_caps()), "flash_mma+paged_flash+launches").skip,
             "paged decode: the case names no paged pair");
-  // Its default is still the dense cache's fastest pair.
-  EXPECT_EQ(make_problem(point(model))->default_variants(assumed_caps()).at(0).find("+split_kv") != std::string::npos,
-            true);
+  // Its default is still the dense cache's fastest pair, on the fused step at batch 2.
+  const std::string fastest = make_problem(point(model))->default_variants(assumed_caps()).at(0);
+  EXPECT_NE(fastest.find("+split_kv+small_linear"), std::string::npos) << fastest;
   EXPECT_THROW(point("kernels = [\"flash_mma+paged\"]\n" + model), InputError);
+  // The pair names of before the step ladder (issue 51) name no row now.
+  EXPECT_THROW(point("kernels = [\"flash_mma+split_kv\"]\n" + model), InputError);
+}
+
+// The decode step is a ladder, each rung a row: launches at every batch, small_linear to batch
+// 8 (the default there, launches past it), and the retired key `fused` refused with the names.
+TEST(ModelPairs, DecodeStepRungsAreRows) {
+  const std::string model =
+      "op = \"model\"\ndtype = \"bf16\"\n[shape]\nlayers = 1\nd_model = 128\nheads = 2\nvocab = 50\n"
+      "max_positions = 40\nprompt_len = 17\ngenerate = 5\n";
+  const auto skip = [&](const std::string& extra, const std::string& name) {
+    for (const VariantChoice& v : make_problem(point(model + extra))->variants(assumed_caps()))
+      if (v.name == name) return v.skip;
+    ADD_FAILURE() << "no variant " << name;
+    return std::string("?");
+  };
+  EXPECT_EQ(skip("batch = 8\n", "flash_mma+split_kv+small_linear"), "");
+  EXPECT_EQ(skip("batch = 8\n", "flash_mma+split_kv+launches"), "");
+  EXPECT_EQ(skip("batch = 9\n", "flash_mma+split_kv+small_linear"),
+            "decode step: batch 9: the fused decode step takes 1 to 8");
+  EXPECT_EQ(skip("batch = 9\n", "flash_mma+split_kv+launches"), "");
+  const auto fastest = [&](const std::string& extra) {
+    return make_problem(point(model + extra))->default_variants(assumed_caps()).at(0);
+  };
+  EXPECT_EQ(fastest("batch = 8\n").substr(fastest("batch = 8\n").rfind('+')), "+small_linear");
+  EXPECT_EQ(fastest("batch = 9\n").substr(fastest("batch = 9\n").rfind('+')), "+launches");
+  // Rung order within a pair: launches, then small_linear; persistent after every pair.
+  std::vector<std::string> names;
+  for (const VariantChoice& v : make_problem(point(model + "batch = 1\n"))->variants(assumed_caps()))
+    names.push_back(v.name);
+  const auto at = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+  EXPECT_EQ(at("naive+split_kv+small_linear"), at("naive+split_kv+launches") + 1);
+  EXPECT_LT(at("flash_mma+paged_flash+small_linear"), at("naive+persistent"));
+  try {
+    point(model + "batch = 1\nfused = false\n");
+    ADD_FAILURE() << "fused was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("PREFILL+DECODE+launches for fused = false"), std::string::npos) << e.what();
+  }
 }
 
 // The decode step as one kernel pairs with every prefill, and says what it cannot hold.
@@ -249,8 +291,9 @@ TEST(ModelPairs, PersistentStepPairsWithEveryPrefill) {
   EXPECT_EQ(skip("batch = 1\nd_model = 128\nheads = 4\n[sweep]\ndtype = [\"fp32\"]\n", "naive+persistent"), "");
   EXPECT_EQ(skip("batch = 1\nd_model = 256\nheads = 1\n[sweep]\ndtype = [\"fp32\"]\n", "naive+persistent"),
             "decode step: head_dim 256: the persistent step takes multiples of 32 up to 128");
-  // Not the default: the launch-by-launch step measured faster (bench notes, run 130).
-  EXPECT_NE(make_problem(point(model + "batch = 1\n" + bf16))->default_variants(assumed_caps()).at(0).find("+split_kv"),
+  // Not the default: the small_linear step measured faster (bench notes, run 130).
+  EXPECT_NE(make_problem(point(model + "batch = 1\n" + bf16))->default_variants(assumed_caps()).at(0).find(
+                "+split_kv+small_linear"),
             std::string::npos);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/epilogue.hpp"
 #include "kernels/common/kernels.hpp"
 
 namespace attnbench {
@@ -39,23 +40,6 @@ struct LayerNormParams {
   DType dtype = DType::fp32;
 };
 void residual_layernorm(const LayerNormParams& p, cudaStream_t stream);
-
-// f [rows, cols] = gelu(f + bias), in place, with GPT-2's tanh approximation
-// 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))).
-void bias_gelu(void* f, const void* bias, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream);
-
-// The fused QKV projection of n tokens per sequence, plus its bias, split: q into
-// [batch, n, heads, head_dim], k and v into the caches' rows s + t, s = starts[b] (null: 0).
-struct QkvToCache {
-  const void* qkv;          // [batch, n, 3, heads, head_dim]
-  const void* bias;         // [3, heads, head_dim]
-  void* q;                  // [batch, n, heads, head_dim]
-  void *k_cache, *v_cache;  // [batch, max_context, heads, head_dim]
-  const int32_t* starts;    // [batch] or null
-  int64_t batch = 1, n = 1, heads = 1, head_dim = 64, max_context = 1;
-  DType dtype = DType::fp32;
-};
-void qkv_to_cache(const QkvToCache& p, cudaStream_t stream);
 
 // A decode step's slots in a paged cache (vLLM's slot = block · block_size + offset): sequence
 // b's new token, at position positions[b], goes to slot block_tables[b][pos / block_size] ·
@@ -93,7 +77,7 @@ struct GreedyStep {
 };
 void greedy_step(const GreedyStep& p, cudaStream_t stream);
 
-// A decode step's projection y = in · Wᵀ at m <= kSmallLinearRows rows (kernels/model/small_linear.cu),
+// A decode step's projection y = in · Wᵀ at m <= kSmallLinearRows rows (kernels/model/2_small_linear.cu),
 // with its surroundings fused: the input is m stored rows (a), or the fp32 residual stream x
 // normalised by a LayerNorm prologue; the epilogue splits QKV plus its bias into q and the
 // caches' rows positions[r], adds the product and its bias to the residual stream, applies
@@ -161,7 +145,7 @@ struct GreedyFinish {
 };
 void greedy_finish(const GreedyFinish& p, cudaStream_t stream);
 
-// A whole decode step as one launch (kernels/model/step_persistent.cu): the embedding, every
+// A whole decode step as one launch (kernels/model/3_persistent.cu): the embedding, every
 // layer's projections (small_linear's work) and its attention over the dense cache, the
 // logits and the greedy token, in phases a grid-wide barrier apart. The weights are the
 // model's inputs, each stacked over the layers ([layers, ...]) where it is per layer.
@@ -182,5 +166,18 @@ struct DecodeStepParams {
   DType dtype = DType::fp32;
 };
 const std::vector<Variant<DecodeStepParams>>& decode_step_variants();
+
+// The decode step's ladder, a model row's last name: rung 1 `launches` (1_launches.cu), rung 2
+// `small_linear` (2_small_linear.cu), rung 3 `persistent` (3_persistent.cu). The first two are
+// chains of launches around the row's DECODE attention kernel (a decode or paged variant),
+// composed by the op (app/ops/model_forward.cpp): rows PREFILL+DECODE+STEP. The last is one
+// kernel with its own attention, decode_step_variants(): rows PREFILL+persistent.
+struct ChainedStep {
+  const char* name;
+  const char* note;  // one line for `attnbench list`
+  // Why the step cannot run a model of this batch and width in this dtype ("" = it can).
+  std::string (*supports)(int64_t batch, int64_t d_model, DType dtype);
+};
+const std::vector<ChainedStep>& chained_steps();
 
 }  // namespace attnbench

@@ -1,5 +1,6 @@
-// The model's decode steps that are one kernel (a pair's decode half, beside the decode and
-// paged ops' variants, which the model chains with its own projections): step_persistent.cu.
+// The model's decode-step ladder (model.hpp): the chained rungs 1 and 2, whose rows launch the
+// DECODE half's attention kernel between their projections, and rung 3, the whole step as one
+// kernel (3_persistent.cu) with its own attention.
 #include <string>
 #include <vector>
 
@@ -7,6 +8,20 @@
 #include "kernels/model/rungs.hpp"
 
 namespace attnbench {
+
+const std::vector<ChainedStep>& chained_steps() {
+  static const std::vector<ChainedStep> table = {
+      {"launches",
+       "the decode step launch by launch: the projections on the gemm key's variant, LayerNorm, bias, GELU, the QKV "
+       "split and the logits' argmax kernels of their own",
+       [](int64_t, int64_t, DType) { return std::string(); }},
+      {"small_linear",
+       "the decode step's projections fused with what surrounds them (LayerNorm prologue; QKV split, bias, GELU, "
+       "residual add, argmax epilogues): four launches a layer, batch 1-8",
+       [](int64_t batch, int64_t d_model, DType dtype) { return small_linear_supports(batch, 4 * d_model, dtype); }},
+  };
+  return table;
+}
 
 const std::vector<Variant<DecodeStepParams>>& decode_step_variants() {
   using namespace model_step_impl;
