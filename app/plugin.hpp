@@ -80,11 +80,7 @@ attnbench_rope abi_rope(const Table& t) {
 template <class Abi, class Params>
 void abi_score_options(Abi& a, const Params& p) {
   a.window = p.window;
-  a.alibi = p.alibi;
-  a.alibi_slopes = p.alibi_slopes;
-  a.scale = p.scale;
-  a.scale_log2 = p.scale_log2;
-  a.softcap = p.softcap;
+  a.score = {p.score.alibi, p.score.alibi_slopes, p.score.scale, p.score.scale_log2, p.score.softcap};
   a.dtype = abi_dtype(p.dtype);
   a.rope = abi_rope(p.rope);
 }

@@ -15,10 +15,10 @@ void validate(const AttentionShape& s) {
   require(s.heads % s.kv_heads == 0, "attention: heads (" + std::to_string(s.heads) +
                                          ") must be a multiple of kv_heads (" + std::to_string(s.kv_heads) + ")");
   require(s.window >= 0, "attention: window must be >= 0");
-  require(s.alibi_slopes.empty() || static_cast<int64_t>(s.alibi_slopes.size()) == s.heads,
-          "attention: " + std::to_string(s.alibi_slopes.size()) + " ALiBi slopes for " + std::to_string(s.heads) +
+  require(s.score.alibi_slopes.empty() || static_cast<int64_t>(s.score.alibi_slopes.size()) == s.heads,
+          "attention: " + std::to_string(s.score.alibi_slopes.size()) + " ALiBi slopes for " + std::to_string(s.heads) +
               " heads");
-  require(s.softcap >= 0, "attention: softcap must be >= 0");
+  require(s.score.softcap >= 0, "attention: softcap must be >= 0");
   require(!s.rope.on() || s.rope.rotary_dim % 2 == 0, "attention: rotary_dim must be even");
   require(s.rope.rotary_dim >= 0 && s.rope.rotary_dim <= s.head_dim, "attention: rotary_dim must be in [0, head_dim]");
   require(s.sparse.empty() || static_cast<int64_t>(s.sparse.size()) == s.heads,
@@ -34,7 +34,9 @@ void validate(const AttentionShape& s) {
 void detail::plan_attention(const AttentionShape& s, const float* q, const float* k, const float* v, const Rows& rows,
                             const Rows& out, std::vector<KvTask>& tasks) {
   const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
-  const double scale = s.scale != 0 ? s.scale : 1 / std::sqrt(static_cast<double>(d));
+  Score score = s.score;  // each task's: the scale resolved, the slopes in each head's mask instead
+  if (score.scale == 0) score.scale = 1 / std::sqrt(static_cast<double>(d));
+  score.alibi_slopes = {};
   std::map<int64_t, size_t> open;  // b * kv_heads + kv head -> that group's task still filling up
   for (size_t n = 0; n < rows.size(); ++n) {
     const int64_t h = rows[n] % s.heads, i = rows[n] / s.heads % s.seq_q, b = rows[n] / s.heads / s.seq_q;
@@ -43,7 +45,7 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (it == open.end() || tasks[it->second].rows == kRowsPerTask) {
       const int64_t kv_head = (b * s.seq_k * s.kv_heads + h / group) * d;  // k, v: [batch, seq_k, kv_heads, d]
       tasks.push_back({view(k + kv_head, s.seq_k, d, s.kv_heads * d), view(v + kv_head, s.seq_k, d, s.kv_heads * d),
-                       scale, s.softcap, s.top_left ? 0 : s.seq_k - s.seq_q, s.rope, s.rotate_keys, {}, 0,
+                       score, s.top_left ? 0 : s.seq_k - s.seq_q, s.rope, s.rotate_keys, {}, 0,
                        s.faithful});
       it = open.insert_or_assign(key, tasks.size() - 1).first;
     }
@@ -52,7 +54,7 @@ void detail::plan_attention(const AttentionShape& s, const float* q, const float
     if (head == task.heads.end()) {
       const int64_t q_head = (b * s.seq_q * s.heads + h) * d;  // q: [batch, seq_q, heads, d]
       task.heads.push_back({h, view(q + q_head, s.seq_q, d, s.heads * d),
-                            Mask{s.causal, s.window, s.alibi_slopes.empty() ? 0 : s.alibi_slopes[h],
+                            Mask{s.causal, s.window, s.score.alibi_slopes.empty() ? 0 : s.score.alibi_slopes[h],
                                  s.sparse.empty() ? nullptr : &s.sparse[h], s.top_left ? 0 : s.seq_k - s.seq_q}});
       head = task.heads.end() - 1;
     }

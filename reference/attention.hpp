@@ -11,11 +11,7 @@ struct AttentionShape {
   bool causal = false;
   bool top_left = false;
   int64_t window = 0;  // 0 = none; else |p - j| < window (and j <= p when causal)
-  // ALiBi, one slope per query head (empty = none): the bias -slope(h) * |p - j|, which is
-  // slope(h) * (j - p) for every key a causal query sees (FlashAttention's definition).
-  std::vector<double> alibi_slopes;
-  double scale = 0;         // 0 = 1/sqrt(head_dim)
-  double softcap = 0;       // 0 = none; else scores s = scale * q·k become softcap * tanh(s / softcap)
+  Score score;              // ALiBi, scale and soft-capping (common.hpp)
   Rope rope;                // query i rotated at its position p, key j at j
   bool rotate_keys = true;  // false: the keys are already rotated (a cache that stores them so)
   // Block-sparse: one BlockMask per query head (empty = dense); query i sees key j only

@@ -97,7 +97,7 @@ void faithful_task(const KvTask& t, Matrix& o) {
     for (int64_t j = 0; j < seq_k; ++j) key_pos[static_cast<size_t>(j)] = j;
     k_turned = turned(t.k, key_pos);
   }
-  const float scale = static_cast<float>(t.scale), cap = static_cast<float>(t.softcap);
+  const float scale = static_cast<float>(t.score.scale), cap = static_cast<float>(t.score.softcap);
   const float inf = std::numeric_limits<float>::infinity();
   for (const HeadRows& h : t.heads) {
     std::vector<int64_t> pos = h.query;
@@ -167,9 +167,9 @@ Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head
         for (int64_t j = 0; j < keys; ++j) key_pos[static_cast<size_t>(j)] = j0 + j;
         apply_rope(block, key_pos, t.rope);
       }
-      for (size_t h = 0; h < s.size(); ++h) s[h].middleCols(j0, keys).noalias() = q[h] * block.transpose() * t.scale;
+      for (size_t h = 0; h < s.size(); ++h) s[h].middleCols(j0, keys).noalias() = q[h] * block.transpose() * t.score.scale;
     }
-    for (size_t h = 0; h < s.size(); ++h) attention_weights(s[h], pos[h], t.heads[h].mask, t.softcap);
+    for (size_t h = 0; h < s.size(); ++h) attention_weights(s[h], pos[h], t.heads[h].mask, t.score.softcap);
     std::vector<Matrix> oh;
     for (const Matrix& sh : s) oh.push_back(Matrix::Zero(sh.rows(), head_dim));
     for (int64_t j0 = 0; j0 < seq_k; j0 += kKeysPerBlock) {

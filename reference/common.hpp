@@ -73,6 +73,16 @@ struct Faithful {
   }
 };
 
+// The score options, as the kernels' ScoreParams (kernels/common/score.hpp) in fp64: a score
+// s = scale · q·k becomes softcap · tanh(s / softcap) when softcap > 0, then ALiBi adds
+// -alibi_slopes[h] · |p - j| (slope(h) · (j - p) for every key a causal query sees,
+// FlashAttention's definition), then the masks.
+struct Score {
+  std::vector<double> alibi_slopes;  // one per query head; empty = no ALiBi
+  double scale = 0;                  // 0 = 1/sqrt(head_dim)
+  double softcap = 0;                // 0 = none
+};
+
 namespace detail {
 
 // Fixed task sizes: at most this many output rows per task, and this many columns of C per GEMM task.
@@ -169,7 +179,7 @@ struct HeadRows {
 // heads share the kv head, and widening its K and V to double once for all of them is most of the saving.
 struct KvTask {
   FloatView k, v;  // [seq_k, head_dim]
-  double scale, softcap;
+  Score score;     // scale resolved (never 0); no slopes: each head's is in its HeadRows' mask
   int64_t offset;  // query i sits at key position i + offset (seq_k - seq_q bottom-right, 0 top-left)
   // Queries rotated at their positions, and (rotate_keys) key j at position j: a prefill rotates both; decode's
   // cache holds keys rotated when they were stored, so only its query is.

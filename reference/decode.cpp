@@ -44,9 +44,7 @@ Matrix decode(const DecodeShape& s, const float* q, const float* k_cache, const 
     one.head_dim = s.head_dim;
     one.causal = true;
     one.window = s.window;
-    one.alibi_slopes = s.alibi_slopes;
-    one.scale = s.scale;
-    one.softcap = s.softcap;
+    one.score = s.score;
     one.rope = s.rope;
     one.rotate_keys = false;
     one.faithful = s.faithful;

@@ -12,9 +12,7 @@ struct DecodeShape {
   // the contexts before b.
   std::vector<int64_t> first;
   int64_t window = 0;                // 0 = none; else the query sees its last `window` keys (itself included)
-  std::vector<double> alibi_slopes;  // one per query head; empty = no ALiBi
-  double scale = 0;                  // 0 = 1/sqrt(head_dim)
-  double softcap = 0;                // 0 = none
+  Score score;                       // ALiBi, scale and soft-capping (common.hpp)
   // The query rotated at its position context[b] - 1; the cache's keys are taken as already rotated (as serving
   // engines store them: cache_append / reshape_and_cache rotate a key once, when it is written).
   Rope rope;

@@ -9,7 +9,7 @@
 
 #include "app/case.hpp"
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/problem.hpp"
 
 using namespace attnbench;

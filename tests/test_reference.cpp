@@ -197,7 +197,7 @@ TEST(Attention, HandComputedWindow) {
 TEST(Attention, HandComputedAlibi) {
   HandCase c;
   c.q.assign(8, 0);  // scores are the bias alone
-  c.s.alibi_slopes = {1 / 256.0};
+  c.s.score.alibi_slopes = {1 / 256.0};
   // One head: slope 2^-8. q1 (p = 2) scores -(2, 1, 0)/256 for keys 0..2, so weights are proportional to
   // (e^-2/256, e^-1/256, 1); q0 (p = 1) scores -(1, 0, 1)/256.
   const double a = std::exp(-1 / 256.0), a2 = a * a;
@@ -215,7 +215,7 @@ TEST(Attention, HandComputedCausalTopLeft) {
 
 TEST(Attention, HandComputedSoftcap) {
   HandCase c;
-  c.s.softcap = 0.5;
+  c.s.score.softcap = 0.5;
   // q1's scores (0, ln 2, ln 3) become 0.5 tanh(2 s): weights proportional to exp of those.
   const double w1 = std::exp(0.5 * std::tanh(2 * std::log(2.0))), w2 = std::exp(0.5 * std::tanh(2 * std::log(3.0)));
   const double z = 1 + w1 + w2;
@@ -224,7 +224,7 @@ TEST(Attention, HandComputedSoftcap) {
 
 TEST(Attention, HandComputedScale) {
   HandCase c;
-  c.s.scale = 1.0;  // twice the default 1/2: q1's scores (0, 2 ln 2, 2 ln 3), weights (1, 4, 9) / 14
+  c.s.score.scale = 1.0;  // twice the default 1/2: q1's scores (0, 2 ln 2, 2 ln 3), weights (1, 4, 9) / 14
   expect_near(c.run(), rows_of({{2, 2, 2, 1}, {6 / 14.0, 24 / 14.0, 54 / 14.0, 1}}), 1e-7);
 }
 
@@ -316,7 +316,7 @@ TEST(Attention, TopLeftEqualsBottomRightWhenSeqQEqualsSeqK) {
   s.batch = 2, s.heads = 3, s.seq_q = 9, s.seq_k = 9, s.head_dim = 8;
   s.causal = true;
   s.window = 4;
-  s.alibi_slopes = alibi_slopes(3);
+  s.score.alibi_slopes = alibi_slopes(3);
   const AttentionInputs in(s, 80);
   const Matrix bottom_right = in.run(s);
   s.top_left = true;
@@ -334,9 +334,9 @@ TEST(Attention, HugeSoftcapIsNoSoftcap) {
   s.causal = true;
   const AttentionInputs in(s, 90);
   const Matrix plain = in.run(s);
-  s.softcap = 1e6;
+  s.score.softcap = 1e6;
   expect_near(in.run(s), plain, 1e-9);
-  s.softcap = 0.2;  // and a small cap changes the result
+  s.score.softcap = 0.2;  // and a small cap changes the result
   EXPECT_GT((in.run(s) - plain).cwiseAbs().maxCoeff(), 1e-3);
 }
 
@@ -364,7 +364,7 @@ TEST(Attention, GqaEqualsMhaWithRepeatedKvHeads) {
   AttentionShape s;
   s.batch = 2, s.heads = 8, s.kv_heads = 2, s.seq_q = 5, s.seq_k = 9, s.head_dim = 16;
   s.causal = true;
-  s.alibi_slopes = alibi_slopes(s.heads);
+  s.score.alibi_slopes = alibi_slopes(s.heads);
   expect_equals_mha_with_repeated_heads(s);
 }
 
@@ -457,7 +457,7 @@ struct DecodeInputs {
     s.batch = context.size(), s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim;
     s.max_context = *std::max_element(context.begin(), context.end()) + 3;
     s.context = context;
-    if (alibi) s.alibi_slopes = alibi_slopes(heads);
+    if (alibi) s.score.alibi_slopes = alibi_slopes(heads);
     q = random_values(s.batch * heads * head_dim, 50);
     k = random_values(s.batch * s.max_context * kv_heads * head_dim, 51);
     v = random_values(k.size(), 52);
@@ -477,8 +477,8 @@ TEST(Decode, EqualsLastRowOfCausalAttention) {
     for (int64_t window : {0, 5}) {
       DecodeInputs in(4, 2, 16, {1, 7, 33}, alibi);
       in.s.window = window;
-      in.s.softcap = window ? 0.7 : 0;  // the options together
-      in.s.scale = window ? 0.3 : 0;
+      in.s.score.softcap = window ? 0.7 : 0;  // the options together
+      in.s.score.scale = window ? 0.3 : 0;
       const DecodeShape& s = in.s;
       const Matrix o = in.run(all_rows(s.batch * s.heads));
       EXPECT_FALSE(o.hasNaN());
@@ -488,9 +488,7 @@ TEST(Decode, EqualsLastRowOfCausalAttention) {
         a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = a.seq_k = s.context[b], a.head_dim = s.head_dim;
         a.causal = true;
         a.window = s.window;
-        a.alibi_slopes = s.alibi_slopes;
-        a.softcap = s.softcap;
-        a.scale = s.scale;
+        a.score = s.score;
         std::vector<float> q = random_values(a.seq_q * a.heads * a.head_dim, 60);
         std::copy_n(in.q.begin() + b * s.heads * s.head_dim, s.heads * s.head_dim,
                     q.end() - s.heads * s.head_dim);  // the last query row

@@ -80,7 +80,7 @@ TEST(FlashWgmma, ClaimsWindowAndAlibi) {
   p.window = 16;
   EXPECT_EQ(wg.supports(p, kHopper), "");
   p = prefill();
-  p.alibi = true;
+  p.score.alibi = true;
   EXPECT_EQ(wg.supports(p, kHopper), "");
 }
 
@@ -118,8 +118,8 @@ TEST(FlashWs, ClaimsEachTensorCoreHeadDimWithEveryMaskOnHopper) {
     p.window = 16;
     EXPECT_EQ(ws.supports(p, kHopper), "") << "window, head_dim " << d;
     p.window = 0;
-    p.alibi = true;
-    p.softcap = 30;
+    p.score.alibi = true;
+    p.score.softcap = 30;
     EXPECT_EQ(ws.supports(p, kHopper), "") << "alibi + softcap, head_dim " << d;
   }
 }
@@ -150,7 +150,7 @@ TEST(FlashWs, TakesFp8AtHeadDim128PlainOrCausal) {
   p.descale_q = 0.5f;
   p.descale_k = 0.25f;
   finish_attention_params(p);
-  EXPECT_FLOAT_EQ(p.scale_log2, p.scale * 0.125f * kLog2e);
+  EXPECT_FLOAT_EQ(p.score.scale_log2, p.score.scale * 0.125f * kLog2e);
   EXPECT_EQ(variant(attention_variants(), "flash_ws").supports(p, kHopper), "");
   EXPECT_EQ(variant(attention_variants(), "naive").supports(p, kHopper), "");
   EXPECT_NE(variant(attention_variants(), "cublas").supports(p, kHopper).find("fp8: naive and flash_ws"),
@@ -162,7 +162,7 @@ TEST(FlashWs, TakesFp8AtHeadDim128PlainOrCausal) {
   EXPECT_NE(variant(attention_variants(), "flash_ws").supports(q, kHopper).find("fp8: head_dim 128 only"),
             std::string::npos);
   q = p;
-  q.softcap = 30;
+  q.score.softcap = 30;
   EXPECT_NE(variant(attention_variants(), "flash_ws").supports(q, kHopper).find("plain or causal"), std::string::npos);
   q = p;
   q.descale_v = 0;
@@ -192,7 +192,7 @@ TEST(FlashWs, TurnsQueriesInSharedMemoryAtHeadDim64And128AndLeavesTheRestToItsBa
     AttentionParams p = prefill();
     p.head_dim = d;
     p.q_batch_stride = p.kv_batch_stride = p.o_batch_stride = 0;
-    p.scale = 0;
+    p.score.scale = 0;
     p.rope.style = RopeTable::neox;
     p.rope.rotary_dim = d;
     finish_attention_params(p);
@@ -202,7 +202,7 @@ TEST(FlashWs, TurnsQueriesInSharedMemoryAtHeadDim64And128AndLeavesTheRestToItsBa
   AttentionParams p = with_rope(128);
   EXPECT_TRUE(first.applies(p));
   AttentionParams q = p;
-  q.softcap = 30;
+  q.score.softcap = 30;
   EXPECT_NE(ws.supports(q, kHopper).find("flash_ws_rope_first runs the rest"), std::string::npos);
   EXPECT_EQ(first.supports(q, kHopper), "");  // the baseline turns Q and K first, then runs without RoPE
   q = with_rope(256);

@@ -263,7 +263,7 @@ TEST(ScaledBound, WrongAttentionScaleFailsInBf16) {
   // An honest kernel's error: P rounded after normalising instead of before (as a kernel that
   // materialises P does), the output rounded.
   EXPECT_TRUE(judged(want, faithful, flat(rounded(want, t)), t).passed());
-  f.scale = 1 / std::sqrt(65.0);
+  f.score.scale = 1 / std::sqrt(65.0);
   const ref::Matrix wrong = rounded(attention_out(f, q, k, v), t);
   const Comparison c = judged(want, faithful, flat(wrong), t);
   EXPECT_TRUE(compare(want, flat(wrong), all_rows(want.rows()), default_tolerance(t)).passed());  // the old verdict
@@ -278,7 +278,7 @@ TEST(ScaledBound, Fp32LargeLogitsScaleTheBound) {
   s.seq_q = 32;
   s.seq_k = 256;
   s.head_dim = 64;
-  s.scale = 8;
+  s.score.scale = 8;
   const auto q = drawn(32 * 64, t, 0, 1, true, 4), k = drawn(256 * 64, t, 0, 1, true, 5),
              v = drawn(256 * 64, t, 0, 1, true, 6);
   const ref::Matrix want = attention_out(s, q, k, v);

@@ -7,15 +7,21 @@
 # anonymous-namespace and file-name hashes, and namespaces a refactor moves code between,
 # do not count); --rename FROM=TO replaces the text FROM by TO in the old binary's names, for
 # kernels that were renamed. Instructions are compared without their addresses and
-# encodings, with local labels (.L_x_N) numbered per function. Prints identical / differs /
-# only-old / only-new per kernel and a count; --diff also prints a unified diff of each
-# kernel that differs. Exit 0 when every kernel is identical, 1 otherwise, 2 on usage errors.
+# encodings, with local labels (.L_x_N) numbered per function. --param-offsets also counts as
+# the same a kernel whose instructions are identical but for the offsets of its parameters in
+# the constant bank (c[0x0][...]), when old and new offsets correspond one to one throughout
+# the kernel: a parameter struct whose fields were regrouped, every instruction reading the
+# same field as before ("params-moved"). Prints identical / params-moved / differs / only-old /
+# only-new per kernel and a count; --diff also prints a unified diff of each kernel that
+# differs. Exit 0 when every kernel is identical (or params-moved), 1 otherwise, 2 on usage
+# errors.
 # Needs cuobjdump and nvdisasm (CUDA toolkit, or PyPI's nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm), c++filt and python3.
+#   tools/sass_compare.sh OLD NEW --param-offsets
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 old=$1 new=$2
@@ -34,7 +40,7 @@ python3 - "$tmp/old.sass" "$tmp/new.sass" "$@" <<'EOF'
 import difflib, re, subprocess, sys
 
 old_path, new_path, *args = sys.argv[1:]
-renames, show_diff = [], False
+renames, show_diff, param_offsets = [], False, False
 i = 0
 while i < len(args):
     if args[i] == "--rename" and i + 1 < len(args) and "=" in args[i + 1]:
@@ -42,6 +48,9 @@ while i < len(args):
         i += 2
     elif args[i] == "--diff":
         show_diff = True
+        i += 1
+    elif args[i] == "--param-offsets":
+        param_offsets = True
         i += 1
     else:
         sys.exit(f"sass_compare: unknown argument {args[i]!r}")
@@ -93,8 +102,24 @@ def keyed(path, apply_renames):
         out[key] = body
     return out
 
+PARAM = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
+
+def params_moved(a, b):
+    """Whether a and b are the same instructions but for constant-bank-0 offsets that map one
+    to one (each old offset always read as the same new one, and no two as one)."""
+    if len(a) != len(b):
+        return False
+    fwd, back = {}, {}
+    for x, y in zip(a, b):
+        if PARAM.sub("c[0x0][P]", x) != PARAM.sub("c[0x0][P]", y):
+            return False
+        for o, n in zip(PARAM.findall(x), PARAM.findall(y)):
+            if fwd.setdefault(o, n) != n or back.setdefault(n, o) != o:
+                return False
+    return True
+
 old, new = keyed(old_path, True), keyed(new_path, False)
-counts = {"identical": 0, "differs": 0, "only-old": 0, "only-new": 0}
+counts = {"identical": 0, "params-moved": 0, "differs": 0, "only-old": 0, "only-new": 0}
 for key in sorted(set(old) | set(new)):
     if key not in new:
         status = "only-old"
@@ -102,11 +127,13 @@ for key in sorted(set(old) | set(new)):
         status = "only-new"
     else:
         status = "identical" if old[key] == new[key] else "differs"
+        if status == "differs" and param_offsets and params_moved(old[key], new[key]):
+            status = "params-moved"
     counts[status] += 1
     print(f"{status:10} {key}")
     if status == "differs" and show_diff:
         for line in difflib.unified_diff(old[key], new[key], "old", "new", n=2, lineterm=""):
             print("    " + line)
 print(", ".join(f"{v} {k}" for k, v in counts.items()) + f" ({len(old)} kernels old, {len(new)} new)")
-sys.exit(0 if counts["identical"] == len(old) == len(new) else 1)
+sys.exit(0 if counts["identical"] + counts["params-moved"] == len(old) == len(new) else 1)
 EOF

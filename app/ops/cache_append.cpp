@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/plugin.hpp"
 #include "app/problem.hpp"
 

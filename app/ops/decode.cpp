@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/plugin.hpp"
 #include "app/problem.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/gemm/gemm.hpp"

@@ -28,7 +28,7 @@
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/ops/model_problem.hpp"
 #include "app/report.hpp"
 #include "app/tokenizer.hpp"

@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/ops/model_problem.hpp"
 #include "kernels/reshape_and_cache/reshape_and_cache.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/common/random.hpp"

@@ -15,7 +15,7 @@
 
 #include "app/numeric.hpp"
 #include "app/op.hpp"
-#include "app/ops/attention.hpp"
+#include "app/ops/heads.hpp"
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/cache_append/cache_append.hpp"

@@ -55,9 +55,9 @@ __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int
   const int64_t row = idx / ld;
   const int pos = static_cast<int>(row % sh.seq_q) + sh.offset;
   const int h = static_cast<int>(row / sh.seq_q % sh.heads);
-  const float bias = sh.alibi ? sh.slopes[h] * static_cast<float>(abs(pos - j)) : 0.f;
+  const float bias = sh.score.alibi ? sh.score.slopes[h] * static_cast<float>(abs(pos - j)) : 0.f;
   float x = s[idx] * sh.scale;
-  if constexpr (kCap) x = sh.softcap * tanhf(x / sh.softcap);
+  if constexpr (kCap) x = sh.score.cap * tanhf(x / sh.score.cap);
   bool sees = j < sh.seq_k && visible(sh, pos, j);
   if constexpr (kSparse) sees = sees && block_live(sparse, h, pos - sh.offset, j);
   s[idx] = sees ? x - bias : -INFINITY;
@@ -91,9 +91,9 @@ void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, const BlockSpa
   const int blocks = elementwise_blocks(sh.batch_heads * sh.seq_q * ld);
   auto launch = [&](auto kernel) { kernel<<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld, sparse); };
   if (sparse.on())
-    sh.softcap > 0.f ? launch(scale_and_mask_kernel<true, true>) : launch(scale_and_mask_kernel<false, true>);
+    sh.score.cap > 0.f ? launch(scale_and_mask_kernel<true, true>) : launch(scale_and_mask_kernel<false, true>);
   else
-    sh.softcap > 0.f ? launch(scale_and_mask_kernel<true, false>) : launch(scale_and_mask_kernel<false, false>);
+    sh.score.cap > 0.f ? launch(scale_and_mask_kernel<true, false>) : launch(scale_and_mask_kernel<false, false>);
 }
 
 void naive(const AttentionParams& p, const LaunchContext& ctx) {

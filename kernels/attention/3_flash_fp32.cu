@@ -256,10 +256,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     m[r] = -INFINITY;
     l[r] = 0.f;
   }
-  const float slope_log2 = alibi_slope(s.alibi, s.slopes, h, kLog2e);
+  const float slope_log2 = alibi_slope(s.score.alibi, s.score.slopes, h, kLog2e);
   // Soft-capping in exp2 units: softcap·tanh(x / softcap) of a score x is
   // cap·tanh(y / cap) of y = x·log2 e, cap = softcap·log2 e. tanhf keeps this rung exact.
-  const float cap_log2 = s.softcap * kLog2e;
+  const float cap_log2 = s.score.cap * kLog2e;
 
   const float* Qt = Qs + rg * kLd;   // + r·kRowGroups·kLd: row rg + kRowGroups·r
   const float* Kt = Ks + cg * kLd;   // + t·8·kLd: key cg + 8t
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
 
-    if (s.softcap > 0.f) {
+    if (s.score.cap > 0.f) {
 #pragma unroll
       for (int r = 0; r < RM; ++r)
 #pragma unroll
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
     // Boundary tiles (sequence end, causal diagonal, window edges) and ALiBi: mask to
     // -inf and add the bias. Interior tiles, most of them, skip this.
-    if (s.alibi || !tile_all_visible(s, p_lo, p_hi, j0, j0 + Bc)) {
+    if (s.score.alibi || !tile_all_visible(s, p_lo, p_hi, j0, j0 + Bc)) {
 #pragma unroll
       for (int r = 0; r < RM; ++r) {
         const int pos = p_lo + rg + kRowGroups * r;

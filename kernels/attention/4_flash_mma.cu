@@ -340,20 +340,20 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
 
     // Soft-capping of every score, before bias and masks (raw units; a uniform branch).
     if constexpr (MASKED) {
-      if (a.softcap > 0.f) {
+      if (a.score.cap > 0.f) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = soft_cap_sfu(acc_s[mt][nt][e], a.softcap, a.inv_softcap);
+            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = soft_cap_sfu(acc_s[mt][nt][e], a.score.cap, a.score.inv_cap);
       }
     }
 
     // Masks and bias, only on the tiles that cross a boundary (uniform across the block).
     const int n0 = n * Bc;
     bool need_mask = n0 + Bc > a.seq_k;
-    if constexpr (MASKED) need_mask = need_mask || a.alibi || hi_first < n0 + Bc - 1 || lo_last > n0;
+    if constexpr (MASKED) need_mask = need_mask || a.score.alibi || hi_first < n0 + Bc - 1 || lo_last > n0;
     if (need_mask) {
       // This lane's elements are rows row0 + dr (row0 = m0 + warp * WM + g, dr = mt * 16 +
       // hh * 8: C fragment c0 c1 are row g of the m16 tile, c2 c3 row g + 8) and keys first + c
@@ -369,7 +369,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
       const int row0 = m0 + (t / 32) * WM + (t % 32) / 4;
       const int rel = row0 + shift - first;
       // ALiBi slope in raw score units; 0 without ALiBi, and the bias term vanishes.
-      const float slope = alibi_slope(MASKED && a.alibi, a.alibi_slopes, h, a.alibi_scale);
+      const float slope = alibi_slope(MASKED && a.score.alibi, a.score.slopes, h, a.alibi_scale);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -623,7 +623,7 @@ std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps)
     return "head_dim must be a multiple of 8 in [8, 256] (rows move in 16-byte chunks; classes 64/128/256)";
   if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
     return "seq_q and seq_k must be < 2^29 (key positions are int)";
-  if (!(p.scale > 0.f)) return "scale must be positive (the row max is taken over unscaled scores)";
+  if (!(p.score.scale > 0.f)) return "scale must be positive (the row max is taken over unscaled scores)";
   if (p.q_batch_stride % 8 != 0 || p.kv_batch_stride % 8 != 0 || p.o_batch_stride % 8 != 0)
     return "batch strides must be multiples of 8 elements (16-byte rows)";
   if ((p.q && !aligned16(p.q)) || (p.k && !aligned16(p.k)) || (p.v && !aligned16(p.v)) || (p.o && !aligned16(p.o)))

@@ -83,7 +83,7 @@ __device__ __forceinline__ void wgmma_commit_wait() {
 
 // Accumulator fragment (m64nN, fp32): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2.
-// kCap: soft-capping (a.softcap > 0), its own instantiation so that the other paths keep
+// kCap: soft-capping (a.score.cap > 0), its own instantiation so that the other paths keep
 // their code. kReach: a window or ALiBi; causal then comes in a.hi_reach (kCausal is false).
 template <class T, bool kCausal, bool kCap, bool kReach>
 __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
@@ -182,9 +182,9 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
 // The one switch on dtype, causal, soft-capping and the reach masks.
 template <class T>
 void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
-  if (effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi)  // causal is in the reaches
-    return p.softcap > 0 ? launch_kernel<T, false, true, true>(p, ctx) : launch_kernel<T, false, false, true>(p, ctx);
-  if (p.softcap > 0) return p.causal ? launch_kernel<T, true, true>(p, ctx) : launch_kernel<T, false, true>(p, ctx);
+  if (effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.score.alibi)  // causal is in the reaches
+    return p.score.softcap > 0 ? launch_kernel<T, false, true, true>(p, ctx) : launch_kernel<T, false, false, true>(p, ctx);
+  if (p.score.softcap > 0) return p.causal ? launch_kernel<T, true, true>(p, ctx) : launch_kernel<T, false, true>(p, ctx);
   return p.causal ? launch_kernel<T, true, false>(p, ctx) : launch_kernel<T, false, false>(p, ctx);
 }
 

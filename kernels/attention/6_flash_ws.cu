@@ -468,7 +468,7 @@ constexpr std::size_t smem_of() {
 
 // Window and ALiBi take the reach masks, which then carry the causal mask too; plain causal
 // attention does not.
-bool reaches(const AttentionParams& p) { return effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi; }
+bool reaches(const AttentionParams& p) { return effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.score.alibi; }
 
 // Query rows of p's work tiles: 64 a consumer warpgroup.
 int block_rows(const AttentionParams& p) {
@@ -572,9 +572,9 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const voi
 template <class T, int D>
 void launch_options(const AttentionParams& p, const LaunchContext& ctx) {
   if (reaches(p))  // causal is in the reaches
-    return p.softcap > 0 ? launch_kernel<T, D, false, true, true>(p, ctx)
+    return p.score.softcap > 0 ? launch_kernel<T, D, false, true, true>(p, ctx)
                          : launch_kernel<T, D, false, false, true>(p, ctx);
-  if (p.softcap > 0)
+  if (p.score.softcap > 0)
     return p.causal ? launch_kernel<T, D, true, true>(p, ctx) : launch_kernel<T, D, false, true>(p, ctx);
   if constexpr (D != 256)  // RoPE: plain and causal at head_dim 64 and 128 (supports() says so)
     if (p.rope.on())
@@ -635,7 +635,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
   if (const std::string why = wgmma_prefill_supports(p, caps, "TMA", true); !why.empty()) return why;
   if (p.dtype == DType::fp8_e4m3) {
     if (p.head_dim != 128) return "fp8: head_dim 128 only";
-    if (p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.rope.on())
+    if (p.score.softcap > 0 || p.score.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.rope.on())
       return "fp8: plain or causal attention only (no softcap, ALiBi, window or RoPE)";
     if (work_tiles(p) >= INT_MAX - 1024) return work_tiles_too_many(p);
     if (p.batch > kMaxGridYZ || p.kv_heads > kMaxGridYZ) return "fp8: batch and kv_heads must be <= 65535 (V's transpose grid)";
@@ -644,7 +644,7 @@ std::string flash_ws_supports(const AttentionParams& p, const DeviceCaps& caps) 
     return {};
   }
   if (p.rope.on()) {
-    if (p.head_dim == 256 || p.softcap > 0 || p.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0)
+    if (p.head_dim == 256 || p.score.softcap > 0 || p.score.alibi || effective_window(p.window, p.seq_q, p.seq_k) > 0)
       return "RoPE at head_dim 64 and 128 without softcap, window or ALiBi (flash_ws_rope_first runs the rest)";
     if (const std::string why = rope_in_q_load_supports(p); !why.empty()) return why;
   }

@@ -6,6 +6,7 @@
 
 #include "kernels/common/kernels.hpp"
 #include "kernels/common/rope.hpp"
+#include "kernels/common/score.hpp"
 
 namespace attnbench {
 
@@ -38,17 +39,13 @@ struct AttentionParams {
   // Query i sits at position p = i + seq_k - seq_q (bottom-right alignment, as FlashAttention
   // >= 2.1: the last query sees the last key), or p = i with top_left (PyTorch's is_causal).
   // It sees key j when j <= p (causal) and when the two are less than `window` apart
-  // (window > 0; on both sides when not causal). With alibi its scores get the bias
-  // -alibi_slopes[h] * |p - j|. Scores s = scale * q·k become softcap * tanh(s / softcap)
-  // (softcap > 0) before bias and masks. A query that sees no key outputs 0.
+  // (window > 0; on both sides when not causal). The score options (ALiBi's bias
+  // -alibi_slopes[h] * |p - j|, soft-capping, the scale) apply before the masks
+  // (kernels/common/score.hpp). A query that sees no key outputs 0.
   bool causal = false;
   bool top_left = false;
   int64_t window = 0;
-  bool alibi = false;
-  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
-  float softcap = 0;
-  float scale = 0;       // softmax scale, 1/sqrt(head_dim) when 0
-  float scale_log2 = 0;  // scale * log2(e): kernels use exp2
+  ScoreParams score;     // score.scale_log2 is scale · log2(e) · descale_q · descale_k
   int64_t q_offset = 0;  // p - i: seq_k - seq_q, or 0 with top_left (finish_attention_params)
   // RoPE: query i rotated at its position p, key j at j, before the scores. The table covers
   // positions [min(0, q_offset), max(seq_k, seq_q + q_offset)).
@@ -56,7 +53,7 @@ struct AttentionParams {
   BlockSparse sparse;
   // dtype fp8_e4m3 (FlashAttention-3's fp8 path): q, k and v hold e4m3 codes whose values are
   // the codes times descale_q, descale_k and descale_v (per tensor); o is bf16. 1 otherwise.
-  // finish_attention_params folds descale_q · descale_k into scale_log2.
+  // finish_attention_params folds descale_q · descale_k into score.scale_log2.
   float descale_q = 1, descale_k = 1, descale_v = 1;
   DType dtype = DType::fp32;
 };
@@ -64,13 +61,12 @@ struct AttentionParams {
 // The output's storage type: the inputs', but bf16 for fp8 inputs.
 inline DType attention_out_dtype(DType t) { return t == DType::fp8_e4m3 ? DType::bf16 : t; }
 
-// Fills the derived fields (strides for the dense layout, scale, scale_log2, q_offset).
+// Fills the derived fields (strides for the dense layout, the score's scales, q_offset).
 inline void finish_attention_params(AttentionParams& p) {
   if (p.q_batch_stride == 0) p.q_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.o_batch_stride == 0) p.o_batch_stride = p.seq_q * p.heads * p.head_dim;
   if (p.kv_batch_stride == 0) p.kv_batch_stride = p.seq_k * p.kv_heads * p.head_dim;
-  if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * p.descale_q * p.descale_k * kLog2e;
+  finish_score(p.score, p.head_dim, p.descale_q, p.descale_k);
   p.q_offset = p.top_left ? 0 : p.seq_k - p.seq_q;
 }
 

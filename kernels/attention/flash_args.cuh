@@ -32,10 +32,8 @@ struct Args {
   // [pos - lo_reach, pos + hi_reach] within [0, seq_k).
   int lo_reach, hi_reach;
   int q_offset;  // query i sits at key position i + q_offset (AttentionParams::q_offset)
-  bool alibi;
-  const float* alibi_slopes;   // [heads]
+  ScoreArgs score;             // in raw score units
   float alibi_scale;           // 1 / scale: the bias is added to raw scores, before the scale
-  float softcap, inv_softcap;  // in raw score units (softcap / scale); 0, 0 = none
   float scale_log2;            // scale * log2(e) (fp8: times descale_q · descale_k)
   float inv_scale_log2;        // 1 / scale_log2: the lazy threshold in raw score units
   RopeTable rope;              // fused RoPE (the ROPE kernels only)
@@ -43,10 +41,10 @@ struct Args {
   float descale_v;             // fp8: the output's factor (last: the other fields keep their offsets)
 };
 
-// Causal, window, ALiBi or soft-capping: the kernel's MASKED path, and the tiles of
+// Causal, window or a score option (ALiBi, soft-capping): the kernel's MASKED path, and the tiles of
 // Tiles::masked (the plain path stays free of their per-score work).
 inline bool is_masked(const AttentionParams& p) {
-  return p.sparse.on() || p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.alibi || p.softcap > 0;
+  return p.sparse.on() || p.causal || effective_window(p.window, p.seq_q, p.seq_k) > 0 || score_has_terms(p.score);
 }
 
 // The kernel arguments of p.
@@ -70,14 +68,11 @@ inline Args make_args(const AttentionParams& p) {
   a.lo_reach = reach.lo;
   a.hi_reach = reach.hi;
   a.q_offset = static_cast<int>(p.q_offset);
-  a.alibi = p.alibi;
-  a.alibi_slopes = p.alibi_slopes;
-  a.alibi_scale = p.alibi ? 1.f / p.scale : 0.f;
-  a.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
-  a.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
-  a.scale_log2 = p.scale_log2;
+  a.score = score_args(p.score, p.score.scale);
+  a.alibi_scale = p.score.alibi ? 1.f / p.score.scale : 0.f;
+  a.scale_log2 = p.score.scale_log2;
   a.descale_v = p.descale_v;
-  a.inv_scale_log2 = 1.f / p.scale_log2;
+  a.inv_scale_log2 = 1.f / p.score.scale_log2;
   a.rope = p.rope;
   a.sparse = p.sparse;
   a.batch_offset = 0;

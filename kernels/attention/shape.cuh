@@ -26,10 +26,9 @@ struct Shape {
   int seq_q, seq_k, head_dim;
   int offset;  // query i sits at key position i + offset (AttentionParams::q_offset)
   int window;  // 0 = none; capped at seq_q + seq_k, a distance no pair reaches
-  bool causal, alibi;
-  const float* slopes;  // [heads] ALiBi slopes (alibi)
+  bool causal;
+  ScoreArgs score;  // in score units (scale · q·k)
   float scale, scale_log2;
-  float softcap;  // 0 = none; in score units (scale · q·k)
 };
 
 inline Shape make_shape(const AttentionParams& p) {
@@ -48,11 +47,9 @@ inline Shape make_shape(const AttentionParams& p) {
   s.offset = static_cast<int>(p.q_offset);
   s.window = static_cast<int>(std::min(p.window, p.seq_q + p.seq_k));
   s.causal = p.causal;
-  s.alibi = p.alibi;
-  s.slopes = p.alibi_slopes;
-  s.scale = p.scale * p.descale_q * p.descale_k;
-  s.scale_log2 = p.scale_log2;
-  s.softcap = p.softcap;
+  s.score = score_args(p.score, 1.f);
+  s.scale = p.score.scale * p.descale_q * p.descale_k;
+  s.scale_log2 = p.score.scale_log2;
   return s;
 }
 
@@ -79,8 +76,7 @@ inline std::string common_reason(const AttentionParams& p) {
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.window < 0) return "window must be >= 0";
-  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
-  if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
+  if (const std::string r = score_reason(p.score); !r.empty()) return r;
   if (p.seq_q >= kMaxSeq || p.seq_k >= kMaxSeq) return "seq_q and seq_k must be < 2^29";
   if (p.heads > INT_MAX || p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
   return {};

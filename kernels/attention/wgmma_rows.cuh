@@ -50,7 +50,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[BC / 2], const Args& a, i
   const int shift = a.q_offset;
   if constexpr (kCap) {  // before the masks, in raw score units
 #pragma unroll
-    for (int i = 0; i < BC / 2; ++i) s[i] = soft_cap_sfu(s[i], a.softcap, a.inv_softcap);
+    for (int i = 0; i < BC / 2; ++i) s[i] = soft_cap_sfu(s[i], a.score.cap, a.score.inv_cap);
   }
   const bool tail = key0 + BC > a.seq_k;
   const bool diag = kCausal && key0 + BC - 1 > q0 + shift;
@@ -66,9 +66,9 @@ __device__ __forceinline__ void mask_scores(float (&s)[BC / 2], const Args& a, i
   }
   // A tile every row sees whole (above the last row's lowest key, below the first row's
   // highest) needs no reach mask.
-  if (kReach && (a.alibi || key0 + BC - 1 > min(q0 + shift + a.hi_reach, a.seq_k - 1) ||
+  if (kReach && (a.score.alibi || key0 + BC - 1 > min(q0 + shift + a.hi_reach, a.seq_k - 1) ||
                  key0 < min(q0 + BR, a.seq_q) - 1 + shift - a.lo_reach)) {
-    const float slope = alibi_slope(a.alibi, a.alibi_slopes, h, a.alibi_scale);  // raw score units
+    const float slope = alibi_slope(a.score.alibi, a.score.slopes, h, a.alibi_scale);  // raw score units
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j)
 #pragma unroll

@@ -103,7 +103,7 @@ struct Work {
 // the last (h >= heads), whose outputs are dropped.
 template <class P>
 __device__ __forceinline__ float head_slope_log2(const P& p, int h) {
-  return alibi_slope(p.alibi && h < p.heads, p.slopes, h, kLog2e);
+  return alibi_slope(p.score.alibi && h < p.heads, p.score.slopes, h, kLog2e);
 }
 
 // Whether the block's query sees `key` (first <= key < end): one unsigned compare.

@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kNaiveThreads)
   }
 
   // The query sits at position ctx - 1: key j is ctx - 1 - j behind it.
-  const float slope = alibi_slope(p.alibi, p.slopes, h, 1.f);
-  const float cap = p.softcap * p.scale;                        // soft-capping in score units (tanhf: exact)
+  const float slope = alibi_slope(p.score.alibi, p.score.slopes, h, 1.f);
+  const float cap = p.score.cap * p.scale;                        // soft-capping in score units (tanhf: exact)
   const int first = kWindow ? window_first(ctx, p.window) : 0;  // with a window, the keys before it are skipped
   float m = -INFINITY;
   for (int j = first + static_cast<int>(threadIdx.x); j < ctx; j += kNaiveThreads) {
@@ -85,7 +85,7 @@ void naive(const DecodeParams& p, const LaunchContext& ctx) {
   const Decode d = make_decode(p);
   with_storage(p.dtype, "decode/naive", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = p.softcap > 0 ? (p.window > 0 ? naive_kernel<T, true, true> : naive_kernel<T, true, false>)
+    const auto kernel = p.score.softcap > 0 ? (p.window > 0 ? naive_kernel<T, true, true> : naive_kernel<T, true, false>)
                                       : (p.window > 0 ? naive_kernel<T, false, true> : naive_kernel<T, false, false>);
     kernel<<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
         d, static_cast<float*>(ctx.workspace), p.max_context);

@@ -50,7 +50,7 @@ namespace {
 // instantiations keep the loop they had without soft-capping.
 template <bool kCap>
 __device__ __forceinline__ float capped(const Decode& p, float s) {
-  if constexpr (kCap) return soft_cap(s, p.softcap, p.inv_softcap);
+  if constexpr (kCap) return soft_cap(s, p.score.cap, p.score.inv_cap);
   return s;
 }
 
@@ -458,7 +458,7 @@ void launch_fused_variant(const DecodeParams& p, const LaunchContext& ctx, const
     using T = decltype(tag);
     with_head_dim_class<64, 128, 256>(p.head_dim, [&](auto d) {
       constexpr int kD = decltype(d)::value;
-      if (p.softcap > 0)
+      if (p.score.softcap > 0)
         launch_class<T, kD, true>(p, ctx, policy);
       else
         launch_class<T, kD, false>(p, ctx, policy);

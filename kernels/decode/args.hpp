@@ -32,9 +32,7 @@ struct Decode {
   int window;      // 0 = none
   int key_align;   // the kernel's key step: blocks start their window on a multiple of it
   float scale, scale_log2;
-  bool alibi;
-  const float* slopes;         // [heads] ALiBi slopes
-  float softcap, inv_softcap;  // soft-capping in raw q·k units (softcap / scale); 0 = none
+  ScoreArgs score;             // in raw q·k units
   RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
   const void* k_new;  // [batch, kv_heads, head_dim]: rows the kernel stores at context - 1 (append_row), or null
   const void* v_new;
@@ -58,12 +56,9 @@ inline Decode make_decode(const DecodeParams& p) {
   d.chunk = static_cast<int>(p.max_context);
   d.window = static_cast<int>(std::min<int64_t>(p.window, kMaxContext));
   d.key_align = 1;
-  d.scale = p.scale;
-  d.scale_log2 = p.scale_log2;
-  d.alibi = p.alibi;
-  d.slopes = p.alibi_slopes;
-  d.softcap = p.softcap > 0 ? p.softcap / p.scale : 0.f;
-  d.inv_softcap = p.softcap > 0 ? p.scale / p.softcap : 0.f;
+  d.scale = p.score.scale;
+  d.scale_log2 = p.score.scale_log2;
+  d.score = score_args(p.score, p.score.scale);
   d.rope = p.rope;
   d.k_new = p.k_new;
   d.v_new = p.v_new;
@@ -85,8 +80,7 @@ inline std::string common_reason(const DecodeParams& p) {
     return "batch, heads, kv_heads and max_context must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.window < 0) return "window must be >= 0";
-  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
-  if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
+  if (const std::string r = score_reason(p.score); !r.empty()) return r;
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.max_context >= kMaxContext) return "max_context must be < 2^30";
   if (p.longest_context < 1 || p.longest_context > p.max_context) return "longest_context must be in [1, max_context]";

@@ -8,12 +8,13 @@
 
 #include "kernels/common/kernels.hpp"
 #include "kernels/common/rope.hpp"
+#include "kernels/common/score.hpp"
 
 namespace attnbench {
 
 // Sequence b attends to cache rows [0, context_lens[b]); its query sits at position
-// context_lens[b] - 1, so ALiBi adds -alibi_slopes[h] * (context_lens[b] - 1 - j) to key j.
-// Scores s = scale * q·k become softcap * tanh(s / softcap) (softcap > 0) before the bias.
+// context_lens[b] - 1, so ALiBi adds -alibi_slopes[h] * (context_lens[b] - 1 - j) to key j
+// (the score options: kernels/common/score.hpp).
 // Query head h reads kv head h / (heads / kv_heads).
 struct DecodeParams {
   const void* q;                // [batch, heads, head_dim]
@@ -28,11 +29,7 @@ struct DecodeParams {
   // window > 0: the query sees only its last `window` keys, context_lens[b] - window to
   // context_lens[b] - 1 (itself included); kernels skip the rest.
   int64_t window = 0;
-  bool alibi = false;
-  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
-  float softcap = 0;
-  float scale = 0;       // 1/sqrt(head_dim)
-  float scale_log2 = 0;  // scale * log2(e)
+  ScoreParams score;
   // RoPE: the query is rotated at its position (context_lens[b] - 1) in the kernel; the cache
   // holds keys rotated when they were stored. The table covers positions [0, max context).
   RopeTable rope;
@@ -51,10 +48,7 @@ struct DecodeParams {
   const void* v_new = nullptr;
 };
 
-inline void finish_decode_params(DecodeParams& p) {
-  if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * kLog2e;
-}
+inline void finish_decode_params(DecodeParams& p) { finish_score(p.score, p.head_dim); }
 
 const std::vector<Variant<DecodeParams>>& decode_variants();
 

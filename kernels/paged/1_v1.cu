@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
   const C* kc = static_cast<const C*>(p.k) + int64_t{kvh} * p.head_stride;
   const C* vc = static_cast<const C*>(p.v) + int64_t{kvh} * p.head_stride;
   const int blk_begin = t0 / kBS, blk_end = (t1 + kBS - 1) / kBS;
-  const float slope = alibi_slope(p.alibi, p.slopes, h, kLog2e);
+  const float slope = alibi_slope(p.score.alibi, p.score.slopes, h, kLog2e);
   const int pos = ctx - 1;
 
   // Q·K: a thread group of kTG lanes per key, each lane a 16-byte chunk (x dims) at a time.
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kVllmThreads) vllm_kernel(const Paged p) {
     }
     dot = allreduce_sum<kTG>(dot);
     if (token < t1) {
-      if (p.softcap > 0.f) dot = p.softcap * tanhf(dot * p.inv_softcap);  // exact, as the rung below the fused one
+      if (p.score.cap > 0.f) dot = p.score.cap * tanhf(dot * p.score.inv_cap);  // exact, as the rung below the fused one
       const float x = fmaf(dot, p.score_log2, slope * static_cast<float>(token - pos));
       if (gl == 0) logits[token - t0] = x;
       qk_max = fmaxf(qk_max, x);

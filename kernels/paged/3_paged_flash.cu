@@ -53,7 +53,7 @@ namespace {
 
 // A loaded code's q·k soft-capped (a uniform branch: off unless the case sets softcap).
 __device__ __forceinline__ float capped(const Paged& p, float s) {
-  return p.softcap > 0.f ? soft_cap(s, p.softcap, p.inv_softcap) : s;
+  return p.score.cap > 0.f ? soft_cap(s, p.score.cap, p.score.inv_cap) : s;
 }
 
 // The block-table entries of a paged_flash block: entry (key >> log2_bs) - first in shared

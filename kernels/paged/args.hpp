@@ -49,9 +49,7 @@ struct Paged {
   int max_parts;     // v2 partitions of the longest context
   float score_log2;  // softmax scale · log2(e) · k_scale
   float v_scale;
-  bool alibi;
-  const float* slopes;         // [heads] ALiBi slopes
-  float softcap, inv_softcap;  // soft-capping in the units of a loaded code's q·k (softcap / (scale · k_scale))
+  ScoreArgs score;   // in the units of a loaded code's q·k (soft-capping: softcap / (scale · k_scale))
   RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
 };
 
@@ -92,12 +90,9 @@ inline Paged make_paged(const PagedParams& p) {
   d.max_parts = 1;
   d.window = static_cast<int>(std::min<int64_t>(p.window, kMaxContext));
   d.key_align = static_cast<int>(p.block_size);
-  d.score_log2 = p.scale_log2 * p.k_scale;
+  d.score_log2 = p.score.scale_log2 * p.k_scale;
   d.v_scale = p.v_scale;
-  d.alibi = p.alibi;
-  d.slopes = p.alibi_slopes;
-  d.softcap = p.softcap > 0 ? p.softcap / (p.scale * p.k_scale) : 0.f;
-  d.inv_softcap = p.softcap > 0 ? p.scale * p.k_scale / p.softcap : 0.f;
+  d.score = score_args(p.score, p.score.scale * p.k_scale);
   d.rope = p.rope;
   return d;
 }
@@ -110,8 +105,7 @@ inline std::string common_reason(const PagedParams& p, const DeviceCaps& caps) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1) return "batch, heads and kv_heads must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.window < 0) return "window must be >= 0";
-  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be a finite number >= 0";
-  if (!(p.scale > 0) || !std::isfinite(p.scale)) return "scale must be a finite number > 0";
+  if (const std::string r = score_reason(p.score); !r.empty()) return r;
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.head_dim % paged_x(p.kv_dtype) != 0)
     return "head_dim must be a multiple of x = " + std::to_string(paged_x(p.kv_dtype)) +

@@ -7,6 +7,7 @@
 
 #include "kernels/common/kernels.hpp"
 #include "kernels/common/rope.hpp"
+#include "kernels/common/score.hpp"
 
 namespace attnbench {
 
@@ -17,7 +18,7 @@ inline int64_t paged_x(DType kv_dtype) { return 16 / static_cast<int64_t>(dtype_
 // Token t of sequence b lives in block block_tables[b][t / block_size] at offset
 // t % block_size. Sequence b attends to tokens [0, context_lens[b]) with its query at
 // position context_lens[b] - 1 (ALiBi bias -alibi_slopes[h] * (context_lens[b] - 1 - t);
-// scores s = scale * q·k become softcap * tanh(s / softcap) first when softcap > 0).
+// the score options: kernels/common/score.hpp).
 // Query head h reads kv head h / (heads / kv_heads).
 // An fp8 cache stores value / scale: kernels multiply what they load by k_scale or
 // v_scale. Table entries past a sequence's last block, and every pool slot no
@@ -36,10 +37,7 @@ struct PagedParams {
   // window > 0: the query sees only its last `window` tokens (itself included); kernels
   // skip the blocks before them.
   int64_t window = 0;
-  bool alibi = false;
-  const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
-  float softcap = 0;
-  float scale = 0, scale_log2 = 0;  // softmax scale 1/sqrt(head_dim), and scale * log2(e)
+  ScoreParams score;
   // RoPE: the query is rotated at its position (context_lens[b] - 1) in the kernel; the cache
   // holds keys rotated when they were stored. The table covers positions [0, max context).
   RopeTable rope;
@@ -49,10 +47,7 @@ struct PagedParams {
   bool launch_early = false;       // as DecodeParams::launch_early
 };
 
-inline void finish_paged_params(PagedParams& p) {
-  if (p.scale == 0) p.scale = 1.0f / __builtin_sqrtf(static_cast<float>(p.head_dim));
-  p.scale_log2 = p.scale * kLog2e;
-}
+inline void finish_paged_params(PagedParams& p) { finish_score(p.score, p.head_dim); }
 
 const std::vector<Variant<PagedParams>>& paged_variants();
 

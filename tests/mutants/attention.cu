@@ -61,7 +61,7 @@ __global__ void attention_kernel(attnbench_attention_params p) {
   }
   if (kBug == Bug::drop_last) end -= 1;
   if (kBug == Bug::kv_tail) end = end / kTileK * kTileK;
-  const float scale = kBug == Bug::scale_d1 ? rsqrtf((float)(d_n + 1)) : p.scale;
+  const float scale = kBug == Bug::scale_d1 ? rsqrtf((float)(d_n + 1)) : p.score.scale;
 
   using Acc = std::conditional_t<kBug == Bug::pv_lowp, T, float>;
   Acc acc[kDims];
@@ -119,7 +119,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_attention_params*)params;
   if (p.dtype == ATTNBENCH_FP8_E4M3) return "mutant suite kernel: fp32, fp16 and bf16 only";
-  if (const char* why = mutant::plain_scores_only(p.alibi, p.softcap, p.window, p.rope)) return why;
+  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
   if (p.sparse_block > 0) return "mutant suite kernel: dense only";
   if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";
   if ((p.seq_q + kWarps - 1) / kWarps > 2147483647 || p.batch > 65535) return "grid too large";

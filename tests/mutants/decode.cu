@@ -50,7 +50,7 @@ __global__ void decode_kernel(attnbench_decode_params p) {
       const int64_t d = lane + 32 * c;
       if (d < d_n) dot += qr[c] * to_float(k[d]);
     }
-    const float score = mutant::warp_sum(dot) * p.scale;
+    const float score = mutant::warp_sum(dot) * p.score.scale;
     const float m_new = fmaxf(m, score), alpha = expf(m - m_new), pj = expf(score - m_new);
     s = s * alpha + pj;
     for (int c = 0; c < kDims; ++c) {
@@ -92,7 +92,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_decode_params*)params;
-  if (const char* why = mutant::plain_scores_only(p.alibi, p.softcap, p.window, p.rope)) return why;
+  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
   if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";
   if (p.batch > 65535) return "batch must be at most 65535 (gridDim.y)";
   return nullptr;

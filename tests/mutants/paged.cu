@@ -55,7 +55,7 @@ __global__ void paged_kernel(attnbench_paged_params p) {
       const int64_t at = kBug == Bug::k_layout ? d * bs + slot : (d / x) * bs * x + slot * x + d % x;
       dot += qr[c] * to_float(k[at]) * k_scale;
     }
-    const float score = mutant::warp_sum(dot) * p.scale;
+    const float score = mutant::warp_sum(dot) * p.score.scale;
     const float m_new = fmaxf(m, score), alpha = expf(m - m_new), pt = expf(score - m_new);
     s = s * alpha + pt;
     for (int c = 0; c < kDims; ++c) {
@@ -100,7 +100,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_paged_params*)params;
-  if (const char* why = mutant::plain_scores_only(p.alibi, p.softcap, p.window, p.rope)) return why;
+  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
   if (p.kv_dtype != p.dtype && p.kv_dtype != ATTNBENCH_FP8_E4M3)
     return "mutant suite kernel: the cache in the queries' dtype, or fp8";
   if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";

@@ -16,7 +16,6 @@ __global__ void decode_kernel(attnbench_decode_params p) {
   const int64_t g = h / (p.heads / p.kv_heads);
   const int context = p.context_lens[b];
   const int first = p.window > 0 && context > p.window ? context - (int)p.window : 0;
-  const float slope = p.alibi ? p.alibi_slopes[h] : 0.f;
   const T* q = (const T*)p.q + (b * p.heads + h) * p.head_dim;
   float qr[kDims];
   for (int i = 0; i < kDims; ++i) {
@@ -33,7 +32,7 @@ __global__ void decode_kernel(attnbench_decode_params p) {
       const int d = threadIdx.x % 32 + 32 * i;
       if (d < p.head_dim) dot += qr[i] * example::to_float(k[d]);
     }
-    const float score = example::finish_score(example::warp_sum(dot), p.scale, p.softcap, slope, context - 1 - j);
+    const float score = example::finish_score(example::warp_sum(dot), p.score, (int)h, context - 1 - j);
     online.add(score, (int)p.head_dim, [&](int d) { return example::to_float(v[d]); });
   }
   online.write(scratch, (int)p.head_dim, (T*)p.o + (b * p.heads + h) * p.head_dim);

@@ -94,11 +94,11 @@ struct Online {
 };
 
 // A score as attnbench defines it: scale * q.k, soft-capped, then ALiBi's bias for a key
-// `distance` positions before the query.
-__device__ inline float finish_score(float dot, float scale, float softcap, float slope, float distance) {
-  float s = dot * scale;
-  if (softcap > 0.f) s = softcap * tanhf(s / softcap);
-  return s - slope * distance;
+// `distance` positions before query head h.
+__device__ inline float finish_score(float dot, const attnbench_score& sc, int h, float distance) {
+  float s = dot * sc.scale;
+  if (sc.softcap > 0.f) s = sc.softcap * tanhf(s / sc.softcap);
+  return sc.alibi ? s - sc.alibi_slopes[h] * distance : s;
 }
 
 // What the decode and paged examples refuse: why not, or null. They keep head_dim / 32 dims

@@ -17,7 +17,6 @@ __global__ void paged_kernel(attnbench_paged_params p) {
   const int64_t x = 16 / sizeof(Cache);  // a key's head dims come in runs of x
   const int context = p.context_lens[b];
   const int first = p.window > 0 && context > p.window ? context - (int)p.window : 0;
-  const float slope = p.alibi ? p.alibi_slopes[h] : 0.f;
   const int32_t* table = p.block_tables + b * p.max_blocks_per_seq;
   const T* q = (const T*)p.q + (b * p.heads + h) * p.head_dim;
   float qr[kDims];
@@ -36,8 +35,7 @@ __global__ void paged_kernel(attnbench_paged_params p) {
       const int d = threadIdx.x % 32 + 32 * i;
       if (d < p.head_dim) dot += qr[i] * example::to_float(k[(d / x) * p.block_size * x + offset * x + d % x]);
     }
-    const float score =
-        example::finish_score(example::warp_sum(dot) * p.k_scale, p.scale, p.softcap, slope, context - 1 - t);
+    const float score = example::finish_score(example::warp_sum(dot) * p.k_scale, p.score, (int)h, context - 1 - t);
     online.add(score, (int)p.head_dim,
                [&](int d) { return example::to_float(v[d * p.block_size + offset]) * p.v_scale; });
   }

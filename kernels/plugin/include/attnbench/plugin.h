@@ -1,4 +1,4 @@
-/* attnbench plugin ABI, version 1.
+/* attnbench plugin ABI, version 2.
  *
  * A plugin is one .cu file (or a shared library built from one) that gives attnbench
  * more variants of its ops. attnbench compiles the file with nvcc, loads it, and runs
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 1
+#define ATTNBENCH_PLUGIN_ABI_VERSION 2
 
 /* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as the paged KV cache's. */
 enum {
@@ -66,10 +66,18 @@ typedef struct attnbench_rope {
   const float* cos_sin;  /* [rows][rotary_dim / 2][2] = (cos, sin) */
 } attnbench_rope;
 
-/* The score options shared by attention, decode and paged. A score s = scale * q.k
- * becomes softcap * tanh(s / softcap) when softcap > 0; then ALiBi adds
+/* The score options shared by attention, decode and paged (their params' `score`). A score
+ * s = scale * q.k becomes softcap * tanh(s / softcap) when softcap > 0; then ALiBi adds
  * -alibi_slopes[h] * |query position - key position| when alibi != 0; then the masks.
- * A query that sees no key outputs zeros. */
+ * A query that sees no key outputs zeros. A new score option is a new field here (and a
+ * new ABI version). */
+typedef struct attnbench_score {
+  int32_t alibi;             /* 0 or 1 */
+  const float* alibi_slopes; /* [heads]; read only when alibi */
+  float scale;               /* the softmax scale (1/sqrt(head_dim) unless the case sets one) */
+  float scale_log2;          /* scale * log2(e), for kernels that use exp2 */
+  float softcap;             /* 0 = none */
+} attnbench_score;
 
 /* softmax: y = softmax(x) along each row. */
 typedef struct attnbench_softmax_params {
@@ -105,11 +113,7 @@ typedef struct attnbench_attention_params {
   int64_t q_offset;   /* seq_k - seq_q (bottom-right causal alignment), or 0 (top-left) */
   int64_t window;     /* 0 = none */
   int32_t causal;     /* 0 or 1 */
-  int32_t alibi;      /* 0 or 1 */
-  const float* alibi_slopes; /* [heads]; read only when alibi */
-  float scale;        /* the softmax scale (1/sqrt(head_dim) unless the case sets one) */
-  float scale_log2;   /* scale * log2(e), for kernels that use exp2 */
-  float softcap;      /* 0 = none */
+  attnbench_score score;
   int32_t dtype;      /* q, k, v and o: fp32, fp16 or bf16 */
   attnbench_rope rope; /* q row i turned at position i + q_offset, k row j at j, before the scores */
   /* Block-sparse attention when sparse_block > 0: query block b (queries b * sparse_block ..)
@@ -134,9 +138,7 @@ typedef struct attnbench_decode_params {
   int64_t batch, heads, kv_heads, head_dim, max_context;
   int64_t longest_context; /* the largest context_lens entry (host value) */
   int64_t window;        /* 0 = none, else only the last `window` keys */
-  int32_t alibi;
-  const float* alibi_slopes;
-  float scale, scale_log2, softcap;
+  attnbench_score score;
   int32_t dtype;
   attnbench_rope rope;
 } attnbench_decode_params;
@@ -158,9 +160,7 @@ typedef struct attnbench_paged_params {
   int64_t longest_context;
   int64_t partition_size; /* the case's v2 partition (tokens), for kernels that split */
   int64_t window;
-  int32_t alibi;
-  const float* alibi_slopes;
-  float scale, scale_log2, softcap;
+  attnbench_score score;
   int32_t dtype, kv_dtype;
   float k_scale, v_scale;
   attnbench_rope rope;

@@ -1,5 +1,7 @@
-// What the attention op shares with the ops built on it (the pipeline's prefill):
-// which keys a query sees, so FLOPs count only unmasked pairs.
+// The key library of the ops with query heads over kv heads (attention, decode, paged, mha,
+// pipeline, model, cache_append, reshape_and_cache): the keys they share, defined once; the
+// checks that finish their [shape]; and the options read from it once for the kernels and the
+// reference alike (RoPE, the score options, block sparsity, which keys a query sees).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -9,6 +11,7 @@
 
 #include "app/op.hpp"
 #include "kernels/common/rope.hpp"
+#include "kernels/common/score.hpp"
 #include "reference/common.hpp"
 
 namespace attnbench {
@@ -72,32 +75,38 @@ class RopeOptions {
 };
 
 // What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
-// given to the kernels' params and the fp64 reference alike: the reference sees the slopes
-// and the scale as the device holds them (fp32).
+// given to the kernels' params (ScoreParams, kernels/common/score.hpp, which the plugin ABI
+// copies as attnbench_score) and the fp64 reference (ref::Score) alike: the reference sees
+// the slopes and the scale as the device holds them (fp32). A new score option is a key in
+// score_keys(), a field here read in the constructor, and one line in each of params() and
+// reference().
 class ScoreOptions {
  public:
   ScoreOptions(const Shape& s, int64_t heads);
   bool alibi() const { return !slopes_.empty(); }
   const std::vector<float>& slopes() const { return slopes_; }  // [heads]; empty = no ALiBi
-  std::vector<double> reference_slopes() const { return {slopes_.begin(), slopes_.end()}; }
   float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
-  double reference_scale() const { return scale_; }
   float softcap() const { return softcap_; }  // 0 = none
-  // The kernels' score fields of AttentionParams, DecodeParams or PagedParams; `slopes` is
-  // the device copy of slopes() (null without ALiBi).
-  template <class Params>
-  void set_params(Params& p, const void* slopes) const {
+  // The kernels' (finish_*_params fills the scale when 0); `slopes` is the device copy of
+  // slopes() (null without ALiBi).
+  ScoreParams params(const void* slopes) const {
+    ScoreParams p;
     p.alibi = alibi();
     p.alibi_slopes = static_cast<const float*>(slopes);
     p.scale = scale_;
     p.softcap = softcap_;
+    return p;
   }
-  // The reference's: ref::AttentionShape or ref::DecodeShape.
+  ref::Score reference() const { return {{slopes_.begin(), slopes_.end()}, scale_, softcap_}; }
+  // The score of AttentionParams, DecodeParams or PagedParams, and of ref::AttentionShape or
+  // ref::DecodeShape.
+  template <class Params>
+  void set_params(Params& p, const void* slopes) const {
+    p.score = params(slopes);
+  }
   template <class RefShape>
   void set_reference(RefShape& s) const {
-    s.alibi_slopes = reference_slopes();
-    s.scale = reference_scale();
-    s.softcap = softcap_;
+    s.score = reference();
   }
 
  private:
