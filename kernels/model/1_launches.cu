@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/layernorm.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/model/model.cuh"
 
@@ -36,7 +37,8 @@ __global__ void embed_kernel(EmbedParams p) {
 }
 
 // One block a row: the residual add in place, then mean and variance over the row (two
-// passes, the deviations' squares summed: no cancellation), then the affine map.
+// passes, the deviations' squares summed: no cancellation), then the affine map, with
+// kernels/common/layernorm.cuh's arithmetic (the fused prologues' too).
 template <class T>
 __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams p) {
   __shared__ float red[kNormThreads / 32];
@@ -52,18 +54,18 @@ __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams
     }
     sum += v;
   }
-  const float mean = block_reduce<false, kNormThreads / 32>(sum, red) / static_cast<float>(p.d);
+  const float mean = layernorm_mean(block_reduce<false, kNormThreads / 32>(sum, red), p.d);
   float squares = 0;
   for (int64_t c = threadIdx.x; c < p.d; c += kNormThreads) {
     const float u = x[c] - mean;  // each thread rereads what it wrote
     squares += u * u;
   }
-  const float rstd = rsqrtf(block_reduce<false, kNormThreads / 32>(squares, red) / static_cast<float>(p.d) + p.eps);
+  const float rstd = layernorm_rstd(block_reduce<false, kNormThreads / 32>(squares, red), p.d, p.eps);
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
   T* h = static_cast<T*>(p.h) + blockIdx.x * p.d;
   for (int64_t c = threadIdx.x; c < p.d; c += kNormThreads)
-    h[c] = from_float<T>((x[c] - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]));
+    h[c] = from_float<T>(layernorm_normalize(x[c], mean, rstd) * to_float(gamma[c]) + to_float(beta[c]));
 }
 
 __global__ void paged_slots_kernel(PagedSlots p) {
