@@ -30,6 +30,7 @@
 
 #include "kernels/common/copy.cuh"
 #include "kernels/common/wgmma.cuh"
+#include "kernels/model/rungs.hpp"
 #include "kernels/model/small_linear.cuh"
 
 namespace attnbench::model_step_impl {
