@@ -90,10 +90,9 @@ __global__ void naive_pv_kernel(const float* __restrict__ p, const T* __restrict
 void launch_scale_and_mask(float* s, const Shape& sh, int64_t ld, const BlockSparse& sparse, cudaStream_t stream) {
   const int blocks = elementwise_blocks(sh.batch_heads * sh.seq_q * ld);
   auto launch = [&](auto kernel) { kernel<<<blocks, kElementwiseThreads, 0, stream>>>(s, sh, ld, sparse); };
-  if (sparse.on())
-    sh.score.cap > 0.f ? launch(scale_and_mask_kernel<true, true>) : launch(scale_and_mask_kernel<false, true>);
-  else
-    sh.score.cap > 0.f ? launch(scale_and_mask_kernel<true, false>) : launch(scale_and_mask_kernel<false, false>);
+  with_bool(sh.score.cap > 0.f, [&](auto cap) {
+    with_bool(sparse.on(), [&](auto sp) { launch(scale_and_mask_kernel<cap, sp>); });
+  });
 }
 
 void naive(const AttentionParams& p, const LaunchContext& ctx) {

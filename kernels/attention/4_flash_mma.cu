@@ -564,9 +564,11 @@ void launch_type(const AttentionParams& p, const LaunchContext& ctx) {
   using Plain = typename Tl::plain;
   using Masked = typename Tl::masked;
   if (p.sparse.on()) return launch_kernel<T, Masked, true, false, true>(p, ctx);
-  if (p.rope.on())
-    return is_masked(p) ? launch_kernel<T, Masked, true, true>(p, ctx) : launch_kernel<T, Plain, false, true>(p, ctx);
-  return is_masked(p) ? launch_kernel<T, Masked, true, false>(p, ctx) : launch_kernel<T, Plain, false, false>(p, ctx);
+  with_bool(is_masked(p), [&](auto masked) {
+    with_bool(p.rope.on(), [&](auto rope) {
+      launch_kernel<T, std::conditional_t<masked, Masked, Plain>, masked, rope>(p, ctx);
+    });
+  });
 }
 
 // The one switch on dtype.

@@ -182,10 +182,12 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx) {
 // The one switch on dtype, causal, soft-capping and the reach masks.
 template <class T>
 void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
+  const bool cap = p.score.softcap > 0;
   if (effective_window(p.window, p.seq_q, p.seq_k) > 0 || p.score.alibi)  // causal is in the reaches
-    return p.score.softcap > 0 ? launch_kernel<T, false, true, true>(p, ctx) : launch_kernel<T, false, false, true>(p, ctx);
-  if (p.score.softcap > 0) return p.causal ? launch_kernel<T, true, true>(p, ctx) : launch_kernel<T, false, true>(p, ctx);
-  return p.causal ? launch_kernel<T, true, false>(p, ctx) : launch_kernel<T, false, false>(p, ctx);
+    return with_bool(cap, [&](auto c) { launch_kernel<T, false, c, true>(p, ctx); });
+  with_bool(p.causal, [&](auto causal) {
+    with_bool(cap, [&](auto c) { launch_kernel<T, causal, c>(p, ctx); });
+  });
 }
 
 }  // namespace

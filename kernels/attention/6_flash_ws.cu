@@ -571,28 +571,21 @@ void launch_kernel(const AttentionParams& p, const LaunchContext& ctx, const voi
 // The one switch on head_dim, causal, soft-capping and the reach masks.
 template <class T, int D>
 void launch_options(const AttentionParams& p, const LaunchContext& ctx) {
+  const bool cap = p.score.softcap > 0;
   if (reaches(p))  // causal is in the reaches
-    return p.score.softcap > 0 ? launch_kernel<T, D, false, true, true>(p, ctx)
-                         : launch_kernel<T, D, false, false, true>(p, ctx);
-  if (p.score.softcap > 0)
-    return p.causal ? launch_kernel<T, D, true, true>(p, ctx) : launch_kernel<T, D, false, true>(p, ctx);
+    return with_bool(cap, [&](auto c) { launch_kernel<T, D, false, c, true>(p, ctx); });
   if constexpr (D != 256)  // RoPE: plain and causal at head_dim 64 and 128 (supports() says so)
-    if (p.rope.on())
-      return p.causal ? launch_kernel<T, D, true, false, false, true>(p, ctx)
-                      : launch_kernel<T, D, false, false, false, true>(p, ctx);
-  return p.causal ? launch_kernel<T, D, true, false>(p, ctx) : launch_kernel<T, D, false, false>(p, ctx);
+    if (!cap && p.rope.on())
+      return with_bool(p.causal, [&](auto causal) { launch_kernel<T, D, causal, false, false, true>(p, ctx); });
+  with_bool(p.causal, [&](auto causal) {
+    with_bool(cap, [&](auto c) { launch_kernel<T, D, causal, c>(p, ctx); });
+  });
 }
 
 template <class T>
 void launch_dtype(const AttentionParams& p, const LaunchContext& ctx) {
-  switch (p.head_dim) {
-    case 64:
-      return launch_options<T, 64>(p, ctx);
-    case 128:
-      return launch_options<T, 128>(p, ctx);
-    default:
-      return launch_options<T, 256>(p, ctx);
-  }
+  with_value<64, 128, 256>(static_cast<int>(p.head_dim), "attention/flash_ws", "head_dim",
+                           [&](auto d) { launch_options<T, d>(p, ctx); });
 }
 
 constexpr bool claimed_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
@@ -611,7 +604,7 @@ void flash_ws(const AttentionParams& p, const LaunchContext& ctx) {
                                                    static_cast<int>(p.seq_k), pad, static_cast<int>(p.kv_heads),
                                                    p.kv_batch_stride);
     check_launch("attention/flash_ws (fp8 V transposed)");
-    return p.causal ? launch_kernel<Fp8, 128, true, false>(p, ctx, vt) : launch_kernel<Fp8, 128, false, false>(p, ctx, vt);
+    return with_bool(p.causal, [&](auto causal) { launch_kernel<Fp8, 128, causal, false>(p, ctx, vt); });
   }
   AttentionParams r = p;
   if (p.rope.on()) {

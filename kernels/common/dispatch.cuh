@@ -1,5 +1,8 @@
 // Host-side dispatch from run-time parameters to kernel instantiations: the storage types of
-// a DType, and the head_dim class a kernel is compiled for.
+// a DType, the head_dim class a kernel is compiled for, a flag, and one of a few values (an
+// enum, a small integer). One idiom everywhere: a visitor f that receives the choice as a type
+// (T{}, or std::integral_constant), so that `decltype(arg)::value` names the instantiation and
+// a choice no kernel is built for throws, saying so, instead of falling through a switch.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,6 +64,27 @@ decltype(auto) with_head_dim_class(int64_t head_dim, F&& f) {
   } else {
     if (head_dim <= kFirst) return f(std::integral_constant<int, kFirst>{});
     return with_head_dim_class<kRest...>(head_dim, std::forward<F>(f));
+  }
+}
+
+// Returns f(std::true_type{}) or f(std::false_type{}): a run-time flag as a template argument.
+template <class F>
+decltype(auto) with_bool(bool flag, F&& f) {
+  if (flag) return f(std::true_type{});
+  return f(std::false_type{});
+}
+
+// Returns f(std::integral_constant<decltype(V), V>{}) for the one of kValues equal to value
+// (integers or enumerators, e.g. GemmLayout::nt, GemmLayout::nn); any other value: "<name>: no
+// kernel for <what> <value>".
+template <auto kFirst, auto... kRest, class V, class F>
+decltype(auto) with_value(V value, const char* name, const char* what, F&& f) {
+  if (value == kFirst) return f(std::integral_constant<decltype(kFirst), kFirst>{});
+  if constexpr (sizeof...(kRest) == 0) {
+    throw std::invalid_argument(std::string(name) + ": no kernel for " + what + " " +
+                                std::to_string(static_cast<long long>(value)));
+  } else {
+    return with_value<kRest...>(value, name, what, std::forward<F>(f));
   }
 }
 

@@ -85,8 +85,9 @@ void naive(const DecodeParams& p, const LaunchContext& ctx) {
   const Decode d = make_decode(p);
   with_storage(p.dtype, "decode/naive", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = p.score.softcap > 0 ? (p.window > 0 ? naive_kernel<T, true, true> : naive_kernel<T, true, false>)
-                                      : (p.window > 0 ? naive_kernel<T, false, true> : naive_kernel<T, false, false>);
+    const auto kernel = with_bool(p.score.softcap > 0, [&](auto cap) {
+      return with_bool(p.window > 0, [&](auto window) { return naive_kernel<T, cap, window>; });
+    });
     kernel<<<static_cast<unsigned>(p.batch * p.heads), kNaiveThreads, 0, ctx.stream>>>(
         d, static_cast<float*>(ctx.workspace), p.max_context);
   });

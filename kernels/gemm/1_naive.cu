@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/gemm/rungs.hpp"
 
@@ -46,12 +47,7 @@ void launch_naive(const GemmParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void gemm_impl::naive(const GemmParams& p, const LaunchContext& ctx) {
-  switch (p.dtype) {
-    case DType::fp32: return launch_naive<float>(p, ctx);
-    case DType::fp16: return launch_naive<__half>(p, ctx);
-    case DType::bf16: return launch_naive<__nv_bfloat16>(p, ctx);
-    default: unsupported_dtype("naive", p.dtype);
-  }
+  with_storage(p.dtype, "gemm/naive", [&](auto t) { launch_naive<decltype(t)>(p, ctx); });
 }
 
 std::string gemm_impl::naive_supports(const GemmParams& p, const DeviceCaps&) {

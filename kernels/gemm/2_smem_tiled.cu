@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/gemm/rungs.hpp"
 
@@ -61,12 +62,7 @@ void launch_smem_tiled(const GemmParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void gemm_impl::smem_tiled(const GemmParams& p, const LaunchContext& ctx) {
-  switch (p.dtype) {
-    case DType::fp32: return launch_smem_tiled<float>(p, ctx);
-    case DType::fp16: return launch_smem_tiled<__half>(p, ctx);
-    case DType::bf16: return launch_smem_tiled<__nv_bfloat16>(p, ctx);
-    default: unsupported_dtype("smem_tiled", p.dtype);
-  }
+  with_storage(p.dtype, "gemm/smem_tiled", [&](auto t) { launch_smem_tiled<decltype(t)>(p, ctx); });
 }
 
 std::string gemm_impl::smem_tiled_supports(const GemmParams& p, const DeviceCaps&) {

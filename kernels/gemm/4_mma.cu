@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/gemm/tiles.cuh"
@@ -261,16 +262,11 @@ void launch_mma(const GemmParams& p, const LaunchContext& ctx, const char* name)
 
 template <class Cfg>
 void launch_mma_config(const GemmParams& p, const LaunchContext& ctx, const char* name) {
-  const bool nt = p.layout == GemmLayout::nt;
-  switch (p.dtype) {
-    case DType::fp16:
-      return nt ? launch_mma<__half, GemmLayout::nt, Cfg>(p, ctx, name)
-                : launch_mma<__half, GemmLayout::nn, Cfg>(p, ctx, name);
-    case DType::bf16:
-      return nt ? launch_mma<__nv_bfloat16, GemmLayout::nt, Cfg>(p, ctx, name)
-                : launch_mma<__nv_bfloat16, GemmLayout::nn, Cfg>(p, ctx, name);
-    default: unsupported_dtype("mma", p.dtype);
-  }
+  with_16bit(p.dtype, name, [&](auto t) {
+    with_value<GemmLayout::nt, GemmLayout::nn>(p.layout, name, "layout", [&](auto layout) {
+      launch_mma<decltype(t), decltype(layout)::value, Cfg>(p, ctx, name);
+    });
+  });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/gemm/tiles.cuh"
@@ -166,16 +167,11 @@ void launch_wgmma(const GemmParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void gemm_impl::wgmma(const GemmParams& p, const LaunchContext& ctx) {
-  const bool nt = p.layout == GemmLayout::nt;
-  switch (p.dtype) {
-    case DType::fp16:
-      return nt ? launch_wgmma<__half, GemmLayout::nt, WgMain>(p, ctx)
-                : launch_wgmma<__half, GemmLayout::nn, WgMain>(p, ctx);
-    case DType::bf16:
-      return nt ? launch_wgmma<__nv_bfloat16, GemmLayout::nt, WgMain>(p, ctx)
-                : launch_wgmma<__nv_bfloat16, GemmLayout::nn, WgMain>(p, ctx);
-    default: unsupported_dtype("wgmma", p.dtype);
-  }
+  with_16bit(p.dtype, "gemm/wgmma", [&](auto t) {
+    with_value<GemmLayout::nt, GemmLayout::nn>(p.layout, "gemm/wgmma", "layout", [&](auto layout) {
+      launch_wgmma<decltype(t), decltype(layout)::value, WgMain>(p, ctx);
+    });
+  });
 }
 
 std::string gemm_impl::wgmma_supports(const GemmParams& p, const DeviceCaps& caps) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/storage.cuh"
@@ -267,15 +268,11 @@ void launch_ws(const GemmParams& p, const LaunchContext& ctx) {
 
 template <int CLUSTER>
 void dispatch(const GemmParams& p, const LaunchContext& ctx) {
-  const bool nt = p.layout == GemmLayout::nt;
-  switch (p.dtype) {
-    case DType::fp16:
-      return nt ? launch_ws<__half, GemmLayout::nt, CLUSTER>(p, ctx) : launch_ws<__half, GemmLayout::nn, CLUSTER>(p, ctx);
-    case DType::bf16:
-      return nt ? launch_ws<__nv_bfloat16, GemmLayout::nt, CLUSTER>(p, ctx)
-                : launch_ws<__nv_bfloat16, GemmLayout::nn, CLUSTER>(p, ctx);
-    default: unsupported_dtype("wgmma_ws", p.dtype);
-  }
+  with_16bit(p.dtype, "gemm/wgmma_ws", [&](auto t) {
+    with_value<GemmLayout::nt, GemmLayout::nn>(p.layout, "gemm/wgmma_ws", "layout", [&](auto layout) {
+      launch_ws<decltype(t), decltype(layout)::value, CLUSTER>(p, ctx);
+    });
+  });
 }
 
 }  // namespace

@@ -679,8 +679,10 @@ void paged_flash(const PagedParams& p, const LaunchContext& ctx) {
       // region of head_dim x 16 bytes, which sm_90 copies whole (see mma_paged_kernel).
       const bool bulk =
           ctx.caps != nullptr && ctx.caps->arch() >= 90 && p.block_size * static_cast<int64_t>(sizeof(C)) == 16;
-      if (p.head_dim <= 64) return bulk ? launch_mma<T, C, 64, true>(p, ctx) : launch_mma<T, C, 64, false>(p, ctx);
-      if (p.head_dim <= 128) return bulk ? launch_mma<T, C, 128, true>(p, ctx) : launch_mma<T, C, 128, false>(p, ctx);
+      if (p.head_dim <= 128)
+        return with_head_dim_class<64, 128>(p.head_dim, [&](auto d) {
+          with_bool(bulk, [&](auto b) { launch_mma<T, C, d, b>(p, ctx); });
+        });
     }
     if (p.heads == p.kv_heads) return launch_simt<T, C, 1>(p, ctx);
     return launch_simt<T, C, 4>(p, ctx);
