@@ -367,6 +367,9 @@ void ModelProblem::prefill(const std::string& a, const std::string& dec, const L
       ctx);
 }
 
+// One decode step's launches, by the row's rung: persistent's one kernel, small_linear's fused
+// projections (fused_step), or launches, the layers over one token a sequence. A paged row's
+// slots for the step are computed first, on the device.
 void ModelProblem::step_launches(const std::string& d, const LaunchContext& ctx) {
   struct Unstage {
     bool& staged;
