@@ -195,6 +195,11 @@ class Problem {
     buffers_.back().make = [make] { return bytes_of(make()); };
     return b;
   }
+  // add_constant as a callable, for the options that upload their own constants
+  // (RopeOptions::upload, ScoreOptions::upload).
+  auto constant_adder() {
+    return [this](std::size_t bytes, auto make) -> DeviceBuffer& { return add_constant(bytes, make); };
+  }
   template <class T>
   DeviceBuffer& add_constant(const std::vector<T>& values) {
     std::vector<uint8_t> bytes = bytes_of(values);

@@ -38,12 +38,12 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     add_output(
         "o", attention_out_dtype(p.dtype),
         {{"batch", batch_, 'b'}, {"seq_q", mask_.seq_q, 'i'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 3);
-    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    scores_.upload(constant_adder());
     // RoPE positions: queries at i + offset (negative before the first key, bottom-right with
     // seq_q > seq_k), keys at j.
     const int64_t offset = mask_.position(0), first = std::min<int64_t>(0, offset);
     rope_ = RopeOptions(s, first, std::max(mask_.seq_k, mask_.seq_q + offset) - first);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    rope_.upload(constant_adder());
     sparse_ = block_sparse(s, heads_, mask_.seq_q, mask_.seq_k, offset, p.verify.seed);
     if (sparse_.block > 0) {
       sparse_live_ = &add_constant(sparse_.live);
@@ -128,8 +128,8 @@ class AttentionProblem : public TableProblem<AttentionParams> {
     p.seq_k = mask_.seq_k;
     p.head_dim = head_dim_;
     mask_.set(p);
-    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    scores_.set_params(p);
+    p.rope = rope_.device();
     if (sparse_.block > 0) {
       p.sparse.block = static_cast<int>(sparse_.block);
       p.sparse.q_blocks = static_cast<int>(sparse_.q_blocks);
@@ -149,9 +149,7 @@ class AttentionProblem : public TableProblem<AttentionParams> {
   std::array<float, 3> descale_;  // fp8: q's, k's and v's
   AttentionMask mask_;
   ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
   RopeOptions rope_;                    // positions [min(0, offset), the last query's or key's]
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   SparseLayout sparse_;
   DeviceBuffer *sparse_live_ = nullptr, *sparse_num_ = nullptr, *sparse_idx_ = nullptr;  // its masks on the device
 };
@@ -219,9 +217,7 @@ OpSpec attention_op() {
   }});
   op.dtypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
   op.finish = [](ShapeCheck& c) {
-    finish_heads(c);
-    finish_scores(c);
-    finish_rope(c);
+    finish_head_keys(c);
     if (!c.given("seq_k")) c.shape.set("seq_k", c.shape.num("seq_q"));
     finish_sparse(c);  // after seq_k
     if (c.dtype != DType::fp8_e4m3)

@@ -39,7 +39,7 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
     add_output("cache_after", p.dtype, caches, 3);
     positions_ = &add_constant(std::vector<int32_t>(shape_.context.begin(), shape_.context.end()));
     shape_.rope = rope_.reference();
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    rope_.upload(constant_adder());
   }
   Work work() const override {
     // The new rows, read once and written once, K and V.
@@ -88,14 +88,13 @@ class CacheAppendProblem : public TableProblem<CacheAppendParams> {
     p.kv_heads = shape_.kv_heads;
     p.head_dim = shape_.head_dim;
     p.max_context = shape_.max_context;
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    p.rope = rope_.device();
     p.dtype = point().dtype;
     return p;
   }
   ref::CacheAppendShape shape_;
   DeviceBuffer* positions_;
   RopeOptions rope_;                    // positions [0, max_context)
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
 };
 
 }  // namespace

@@ -17,35 +17,25 @@ namespace {
 class DecodeProblem : public TableProblem<DecodeParams> {
  public:
   explicit DecodeProblem(const CasePoint& p)
-      : TableProblem(p, decode_variants()),
-        scores_(p.shape, p.shape.num("heads")),
-        rope_(p.shape, 0, p.shape.num("max_context")) {
-    const Shape& s = p.shape;
-    batch_ = s.num("batch");
-    heads_ = s.num("heads");
-    kv_heads_ = s.num("kv_heads");
-    head_dim_ = s.num("head_dim");
-    max_context_ = s.num("max_context");
-    context_ = s.lengths("context");
-    window_ = s.num("window");
-    add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
+      : TableProblem(p, decode_variants()), h_(p.shape, p.shape.num("max_context")) {
+    max_context_ = p.shape.num("max_context");
+    add_input("q", p.dtype, {{"batch", h_.batch}, {"heads", h_.heads}, {"head_dim", h_.head_dim}}, 1.f, true);
     for (const char* name : {"k_cache", "v_cache"})
       add_input(name, p.dtype,
-                {{"batch", batch_}, {"max_context", max_context_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}},
+                {{"batch", h_.batch}, {"max_context", max_context_}, {"kv_heads", h_.kv_heads}, {"head_dim", h_.head_dim}},
                 1.f, true);
-    add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
-    context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
-    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    add_output("o", p.dtype, {{"batch", h_.batch, 'b'}, {"heads", h_.heads, 'h'}, {"head_dim", h_.head_dim, 'd'}}, 2);
+    context_lens_ = &add_constant(std::vector<int32_t>(h_.context.begin(), h_.context.end()));
+    h_.upload(constant_adder());
   }
   // The bytes a decode step must move: each sequence's K and V rows up to its context,
   // q and o. The cache's unused tail is not counted: nothing should read it.
   Work work() const override {
     int64_t rows = 0;  // the keys the queries see
-    for (int64_t c : context_) rows += seen_keys(c, window_);
+    for (int64_t c : h_.context) rows += seen_keys(c, h_.window);
     const double e = dtype_bytes(point().dtype);
-    return {4.0 * heads_ * static_cast<double>(rows) * head_dim_,
-            e * (2.0 * rows * kv_heads_ * head_dim_ + 2.0 * batch_ * heads_ * head_dim_), Bandwidth::read};
+    return {4.0 * h_.heads * static_cast<double>(rows) * h_.head_dim,
+            e * (2.0 * rows * h_.kv_heads * h_.head_dim + 2.0 * h_.batch * h_.heads * h_.head_dim), Bandwidth::read};
   }
   ref::Matrix reference(const ref::Rows& rows) const override { return decode(rows, {}); }
   bool has_faithful() const override { return true; }
@@ -53,17 +43,8 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     return stored(decode(rows, faithful_of()));
   }
   ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
-    ref::DecodeShape d;
-    d.faithful = faithful;
-    d.batch = batch_;
-    d.heads = heads_;
-    d.kv_heads = kv_heads_;
-    d.head_dim = head_dim_;
+    ref::DecodeShape d = h_.reference(faithful);
     d.max_context = max_context_;
-    d.context = context_;
-    d.window = window_;
-    scores_.set_reference(d);
-    d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), input(1).host.data(), input(2).host.data(), rows);
   }
 
@@ -71,10 +52,10 @@ class DecodeProblem : public TableProblem<DecodeParams> {
   // Cache rows past each sequence's context hold NaN: a kernel that reads one fails.
   std::vector<std::pair<int64_t, int64_t>> nan_ranges(size_t index) const override {
     if (index == 0) return {};
-    const int64_t row = kv_heads_ * head_dim_;
+    const int64_t row = h_.kv_heads * h_.head_dim;
     std::vector<std::pair<int64_t, int64_t>> tails;
-    for (int64_t b = 0; b < batch_; ++b)
-      if (context_[b] < max_context_) tails.emplace_back((b * max_context_ + context_[b]) * row, (b + 1) * max_context_ * row);
+    for (int64_t b = 0; b < h_.batch; ++b)
+      if (h_.context[b] < max_context_) tails.emplace_back((b * max_context_ + h_.context[b]) * row, (b + 1) * max_context_ * row);
     return tails;
   }
 
@@ -86,25 +67,14 @@ class DecodeProblem : public TableProblem<DecodeParams> {
     p.v_cache = input(2).device.get();
     p.o = output().device.get();
     p.context_lens = static_cast<const int32_t*>(context_lens_->get());
-    p.batch = batch_;
-    p.heads = heads_;
-    p.kv_heads = kv_heads_;
-    p.head_dim = head_dim_;
+    h_.set_params(p);
     p.max_context = max_context_;
-    p.longest_context = *std::max_element(context_.begin(), context_.end());
-    p.window = window_;
-    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     finish_decode_params(p);
     return p;
   }
-  int64_t batch_, heads_, kv_heads_, head_dim_, max_context_, window_;
-  std::vector<int64_t> context_;
-  ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
-  RopeOptions rope_;                    // positions [0, max_context)
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
+  DecodeHeads h_;  // RoPE positions [0, max_context)
+  int64_t max_context_;
   DeviceBuffer* context_lens_;
 };
 
@@ -146,9 +116,7 @@ OpSpec decode_op() {
       decode_window_key(),
   }, score_keys(), rope_keys()});
   op.finish = [](ShapeCheck& c) {
-    finish_heads(c);
-    finish_scores(c);
-    finish_rope(c);
+    finish_head_keys(c);
     const auto& context = c.shape.lengths("context");
     if (!c.given("max_context")) c.shape.set("max_context", *std::max_element(context.begin(), context.end()));
     const int64_t max_context = c.shape.num("max_context");

@@ -257,4 +257,35 @@ void finish_heads(ShapeCheck& c) {
            "shape.head_dim must be a multiple of 8 and at most 256, got " + std::to_string(s.num("head_dim")));
 }
 
+DecodeHeads::DecodeHeads(const Shape& s, int64_t rope_rows)
+    : batch(s.num("batch")),
+      heads(s.num("heads")),
+      kv_heads(s.num("kv_heads")),
+      head_dim(s.num("head_dim")),
+      window(s.num("window")),
+      context(s.lengths("context")),
+      longest(*std::max_element(context.begin(), context.end())),
+      scores(s, heads),
+      rope(s, 0, rope_rows) {}
+
+ref::DecodeShape DecodeHeads::reference(const ref::Faithful& faithful) const {
+  ref::DecodeShape d;
+  d.faithful = faithful;
+  d.batch = batch;
+  d.heads = heads;
+  d.kv_heads = kv_heads;
+  d.head_dim = head_dim;
+  d.context = context;
+  d.window = window;
+  scores.set_reference(d);
+  d.rope = rope.reference();
+  return d;
+}
+
+void finish_head_keys(ShapeCheck& c) {
+  finish_heads(c);
+  finish_scores(c);
+  finish_rope(c);
+}
+
 }  // namespace attnbench

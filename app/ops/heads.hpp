@@ -9,10 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "app/device.hpp"
 #include "app/op.hpp"
 #include "kernels/common/rope.hpp"
 #include "kernels/common/score.hpp"
-#include "reference/common.hpp"
+#include "reference/decode.hpp"
 
 namespace attnbench {
 
@@ -54,6 +55,8 @@ void finish_heads(ShapeCheck& check);
 void finish_scores(ShapeCheck& check);
 // rotary_dim defaults to head_dim; it must be even and at most head_dim. After finish_heads.
 void finish_rope(ShapeCheck& check);
+// The three above in order: the [shape] of an op with the heads, score and RoPE keys.
+void finish_head_keys(ShapeCheck& check);
 
 // What the RoPE keys ask of one point: the reference's Rope, and the (cos, sin) table the
 // kernels read (fp64 angles, stored in fp32) for the positions [first, first + rows) the
@@ -66,12 +69,19 @@ class RopeOptions {
   const ref::Rope& reference() const { return rope_; }
   std::vector<float> table() const;  // [rows][rotary_dim / 2][cos, sin]
   std::size_t table_bytes() const { return sizeof(float) * static_cast<std::size_t>(rows_ * (rope_.rotary_dim / 2) * 2); }
-  // The kernels' view of a table uploaded from table(); none when off.
+  // Adds the table to the problem's constants when on: `add` is Problem::constant_adder().
+  template <class Add>
+  void upload(Add add) {
+    if (on()) table_ = &add(table_bytes(), [rope = *this] { return rope.table(); });
+  }
+  // The kernels' view of the uploaded table (or of `table`); none when off.
+  RopeTable device() const { return device(table_ ? table_->get() : nullptr); }
   RopeTable device(const void* table) const;
 
  private:
   ref::Rope rope_;
   int64_t first_ = 0, rows_ = 0;
+  DeviceBuffer* table_ = nullptr;  // upload()'s copy on the device
 };
 
 // What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
@@ -83,6 +93,11 @@ class RopeOptions {
 class ScoreOptions {
  public:
   ScoreOptions(const Shape& s, int64_t heads);
+  // Adds the ALiBi slopes to the problem's constants: `add` is Problem::constant_adder().
+  template <class Add>
+  void upload(Add add) {
+    if (alibi()) device_slopes_ = &add(sizeof(float) * slopes_.size(), [s = slopes_] { return s; });
+  }
   bool alibi() const { return !slopes_.empty(); }
   const std::vector<float>& slopes() const { return slopes_; }  // [heads]; empty = no ALiBi
   float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
@@ -98,11 +113,11 @@ class ScoreOptions {
     return p;
   }
   ref::Score reference() const { return {{slopes_.begin(), slopes_.end()}, scale_, softcap_}; }
-  // The score of AttentionParams, DecodeParams or PagedParams, and of ref::AttentionShape or
-  // ref::DecodeShape.
+  // The score of AttentionParams, DecodeParams or PagedParams (with upload()'s slopes), and of
+  // ref::AttentionShape or ref::DecodeShape.
   template <class Params>
-  void set_params(Params& p, const void* slopes) const {
-    p.score = params(slopes);
+  void set_params(Params& p) const {
+    p.score = params(device_slopes_ ? device_slopes_->get() : nullptr);
   }
   template <class RefShape>
   void set_reference(RefShape& s) const {
@@ -112,6 +127,38 @@ class ScoreOptions {
  private:
   std::vector<float> slopes_;
   float scale_ = 0, softcap_ = 0;
+  DeviceBuffer* device_slopes_ = nullptr;  // upload()'s copy
+};
+
+// What the one-query-per-sequence ops (decode, paged) read of a point alike: the heads, each
+// sequence's context and the window, and the score and RoPE options (RoPE positions
+// [0, rope_rows)), given to their kernels' params and their reference in one place each.
+struct DecodeHeads {
+  DecodeHeads(const Shape& s, int64_t rope_rows);
+  int64_t batch, heads, kv_heads, head_dim, window;
+  std::vector<int64_t> context;  // per sequence
+  int64_t longest;               // the longest context
+  ScoreOptions scores;
+  RopeOptions rope;
+  template <class Add>
+  void upload(Add add) {
+    scores.upload(add);
+    rope.upload(add);
+  }
+  // The reference's shape, but for where the cache keeps each sequence (max_context, first).
+  ref::DecodeShape reference(const ref::Faithful& faithful) const;
+  // The fields of DecodeParams or PagedParams these give (batch .. window, score, rope).
+  template <class Params>
+  void set_params(Params& p) const {
+    p.batch = batch;
+    p.heads = heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.longest_context = longest;
+    p.window = window;
+    scores.set_params(p);
+    p.rope = rope.device();
+  }
 };
 
 // Block-sparse: sparse_block (0 = dense, 64 or 128), sparse_local, sparse_global, sparse_random.

@@ -54,9 +54,9 @@ class MhaProblem : public Problem {
     k_ = &add_buffer(kv);
     v_ = &add_buffer(kv);
     o_ = &add_buffer(q);
-    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
+    scores_.upload(constant_adder());
     rope_ = RopeOptions(s, 0, seq_);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    rope_.upload(constant_adder());
   }
 
   static PairedTables<GemmParams, AttentionParams> pairs() {
@@ -175,8 +175,8 @@ class MhaProblem : public Problem {
     p.seq_q = p.seq_k = seq_;
     p.head_dim = head_dim_;
     mask_.set(p);
-    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    scores_.set_params(p);
+    p.rope = rope_.device();
     p.dtype = point().dtype;
     finish_attention_params(p);
     return p;
@@ -188,8 +188,6 @@ class MhaProblem : public Problem {
   RopeOptions rope_;
   mutable ref::Matrix product_;  // the last reference()'s O·Woᵀ, for tolerance_magnitude()
   DeviceBuffer *qkv_, *q_, *k_, *v_, *o_;
-  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
 };
 
 }  // namespace
@@ -216,9 +214,7 @@ OpSpec mha_op() {
                             std::to_string(heads) + "): give head_dim");
       c.shape.set("head_dim", d_model / heads);
     }
-    finish_heads(c);
-    finish_scores(c);
-    finish_rope(c);
+    finish_head_keys(c);
   };
   op.variants = [] { return MhaProblem::pairs().infos(); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<MhaProblem>(p); };

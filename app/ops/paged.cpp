@@ -24,52 +24,48 @@ namespace {
 // needed (lay_out_pool), and writes the cache with reshape_and_cache (quantising to fp8
 // when asked); every token's slot is then checked bit for bit, and every slot no
 // sequence owns holds NaN.
+int64_t longest_context(const Shape& s) {
+  const auto& context = s.lengths("context");
+  return *std::max_element(context.begin(), context.end());
+}
+
 class PagedProblem : public TableProblem<PagedParams> {
  public:
   explicit PagedProblem(const CasePoint& p)
-      : TableProblem(p, paged_variants()), scores_(p.shape, p.shape.num("heads")) {
+      : TableProblem(p, paged_variants()), h_(p.shape, longest_context(p.shape)) {
     const Shape& s = p.shape;
-    batch_ = s.num("batch");
-    heads_ = s.num("heads");
-    kv_heads_ = s.num("kv_heads");
-    head_dim_ = s.num("head_dim");
     block_size_ = s.num("block_size");
     num_blocks_ = s.num("num_blocks");
     partition_size_ = s.num("partition_size");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
-    context_ = s.lengths("context");
-    window_ = s.num("window");
-    longest_ = *std::max_element(context_.begin(), context_.end());
-    for (int64_t c : context_) {
+    for (int64_t c : h_.context) {
       first_.push_back(tokens_);
       tokens_ += c;
       max_blocks_ = std::max(max_blocks_, ceil_div(c, block_size_));
     }
-    add_input("q", p.dtype, {{"batch", batch_}, {"heads", heads_}, {"head_dim", head_dim_}}, 1.f, true);
+    add_input("q", p.dtype, {{"batch", h_.batch}, {"heads", h_.heads}, {"head_dim", h_.head_dim}}, 1.f, true);
     for (const char* name : {"k", "v"})
-      add_input(name, p.dtype, {{"tokens", tokens_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}}, 1.f, true,
+      add_input(name, p.dtype, {{"tokens", tokens_}, {"kv_heads", h_.kv_heads}, {"head_dim", h_.head_dim}}, 1.f, true,
                 "every sequence's tokens, one after another");
-    add_output("o", p.dtype, {{"batch", batch_, 'b'}, {"heads", heads_, 'h'}, {"head_dim", head_dim_, 'd'}}, 2);
+    add_output("o", p.dtype, {{"batch", h_.batch, 'b'}, {"heads", h_.heads, 'h'}, {"head_dim", h_.head_dim, 'd'}}, 2);
     const std::size_t kv = dtype_bytes(kv_dtype_);
     k_cache_ = &add_buffer(kv * cache_elements());
     v_cache_ = &add_buffer(kv * cache_elements());
-    tables_ = &add_buffer(4 * batch_ * max_blocks_);
-    context_lens_ = &add_constant(std::vector<int32_t>(context_.begin(), context_.end()));
+    tables_ = &add_buffer(4 * h_.batch * max_blocks_);
+    context_lens_ = &add_constant(std::vector<int32_t>(h_.context.begin(), h_.context.end()));
     slots_ = &add_buffer(8 * tokens_);
-    if (scores_.alibi()) slopes_ = &add_constant(scores_.slopes());
-    rope_ = RopeOptions(s, 0, longest_);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    h_.upload(constant_adder());
   }
   // The tokens the queries see (all of them without a window) and their table entries.
   Work work() const override {
     const double kv = dtype_bytes(kv_dtype_), e = dtype_bytes(point().dtype);
     double seen = 0, entries = 0;
-    for (int64_t c : context_) {
-      seen += static_cast<double>(seen_keys(c, window_));
-      entries += static_cast<double>(ceil_div(seen_keys(c, window_), block_size_));
+    for (int64_t c : h_.context) {
+      seen += static_cast<double>(seen_keys(c, h_.window));
+      entries += static_cast<double>(ceil_div(seen_keys(c, h_.window), block_size_));
     }
-    return {4.0 * heads_ * seen * head_dim_,
-            kv * 2.0 * seen * kv_heads_ * head_dim_ + e * 2.0 * batch_ * heads_ * head_dim_ + 4.0 * entries,
+    return {4.0 * h_.heads * seen * h_.head_dim,
+            kv * 2.0 * seen * h_.kv_heads * h_.head_dim + e * 2.0 * h_.batch * h_.heads * h_.head_dim + 4.0 * entries,
             Bandwidth::read};
   }
   // The math, whatever the layout: decode over each sequence's tokens as the cache holds
@@ -83,24 +79,15 @@ class PagedProblem : public TableProblem<PagedParams> {
     return stored(decode(rows, faithful_of()));
   }
   ref::Matrix decode(const ref::Rows& rows, const ref::Faithful& faithful) const {
-    ref::DecodeShape d;
-    d.faithful = faithful;
-    d.batch = batch_;
-    d.heads = heads_;
-    d.kv_heads = kv_heads_;
-    d.head_dim = head_dim_;
-    d.max_context = longest_;
-    d.context = context_;
+    ref::DecodeShape d = h_.reference(faithful);
+    d.max_context = h_.longest;
     d.first = first_;
-    d.window = window_;
-    scores_.set_reference(d);
-    d.rope = rope_.reference();
     return ref::decode(d, input(0).host.data(), cached(0).data(), cached(1).data(), rows);
   }
 
  protected:
   void prepare(uint64_t seed, const LaunchContext& ctx) override {
-    const PoolLayout pool = lay_out_pool(seed, context_, block_size_, num_blocks_);
+    const PoolLayout pool = lay_out_pool(seed, h_.context, block_size_, num_blocks_);
     table_ = pool.table;
     tables_->upload(table_.data(), 4 * table_.size());
     slots_->upload(pool.slots.data(), 8 * pool.slots.size());
@@ -117,8 +104,8 @@ class PagedProblem : public TableProblem<PagedParams> {
     ReshapeAndCacheParams w{input(1).device.get(), input(2).device.get(), k_cache_->get(), v_cache_->get(),
                             static_cast<const int64_t*>(slots_->get())};
     w.tokens = tokens_;
-    w.kv_heads = kv_heads_;
-    w.head_dim = head_dim_;
+    w.kv_heads = h_.kv_heads;
+    w.head_dim = h_.head_dim;
     w.block_size = block_size_;
     w.dtype = point().dtype;
     w.kv_dtype = kv_dtype_;
@@ -133,7 +120,7 @@ class PagedProblem : public TableProblem<PagedParams> {
   int64_t cache_elements() const {
     return count_elements(
         "k_cache",
-        {{"num_blocks", num_blocks_}, {"kv_heads", kv_heads_}, {"head_dim", head_dim_}, {"block_size", block_size_}});
+        {{"num_blocks", num_blocks_}, {"kv_heads", h_.kv_heads}, {"head_dim", h_.head_dim}, {"block_size", block_size_}});
   }
 
   // The tokens' values as the cache holds them: the stored codes (times the scale for
@@ -159,7 +146,7 @@ class PagedProblem : public TableProblem<PagedParams> {
   Comparison check_cache_as(const std::vector<int64_t>& slots) {
     const std::size_t e = sizeof(Bits);
     const int64_t x = paged_x(kv_dtype_);
-    const ref::PagedLayout layout{kv_heads_, head_dim_, block_size_, x};
+    const ref::PagedLayout layout{h_.kv_heads, h_.head_dim, block_size_, x};
     const bool fp8 = kv_dtype_ == DType::fp8_e4m3, keep = kv_dtype_ != point().dtype;
     Comparison c;
     for (int which = 0; which < 2; ++which) {
@@ -174,14 +161,14 @@ class PagedProblem : public TableProblem<PagedParams> {
       std::vector<Comparison> parts(static_cast<size_t>((tokens_ + kTokens - 1) / kTokens));
       // About ten operations an element (the threshold is in flops): counted as one, caches of
       // a few thousand tokens were checked on one thread, a third of a second a point.
-      parallel_for(static_cast<int64_t>(parts.size()), 10.0 * static_cast<double>(tokens_) * kv_heads_ * head_dim_,
+      parallel_for(static_cast<int64_t>(parts.size()), 10.0 * static_cast<double>(tokens_) * h_.kv_heads * h_.head_dim,
                    [&](int64_t task) {
                      // Tallies stay local until the end: tasks' Comparisons share cache lines, and
                      // counting into them element by element cost 40 ns an element on 16 cores.
                      int64_t checked = 0, mismatches = 0;
                      double max_abs = 0;
-                     std::vector<float> row(static_cast<size_t>(head_dim_));
-                     std::vector<Bits> want(static_cast<size_t>(head_dim_));
+                     std::vector<float> row(static_cast<size_t>(h_.head_dim));
+                     std::vector<Bits> want(static_cast<size_t>(h_.head_dim));
                      const auto differs = [&](int64_t at, int64_t j) {
                        ++mismatches;
                        const double have = decode_element(kv_dtype_, bytes.get(), at);
@@ -190,22 +177,22 @@ class PagedProblem : public TableProblem<PagedParams> {
                      };
                      for (int64_t t = task * kTokens; t < std::min(tokens_, (task + 1) * kTokens); ++t) {
                        const int64_t block = slots[t] / block_size_, offset = slots[t] % block_size_;
-                       for (int64_t h = 0; h < kv_heads_; ++h) {
-                         const int64_t first = (t * kv_heads_ + h) * head_dim_;
-                         for (int64_t j = 0; j < head_dim_; ++j)
+                       for (int64_t h = 0; h < h_.kv_heads; ++h) {
+                         const int64_t first = (t * h_.kv_heads + h) * h_.head_dim;
+                         for (int64_t j = 0; j < h_.head_dim; ++j)
                            row[j] = fp8 ? tokens[first + j] / scale : tokens[first + j];
                          // Rounds to kv_dtype.
-                         encode_range(kv_dtype_, row.data(), head_dim_, reinterpret_cast<uint8_t*>(want.data()));
+                         encode_range(kv_dtype_, row.data(), h_.head_dim, reinterpret_cast<uint8_t*>(want.data()));
                          if (keep) {
-                           decode_range(kv_dtype_, reinterpret_cast<const uint8_t*>(want.data()), head_dim_,
+                           decode_range(kv_dtype_, reinterpret_cast<const uint8_t*>(want.data()), h_.head_dim,
                                         &stored[first]);
                            if (fp8)
-                             for (int64_t j = 0; j < head_dim_; ++j) stored[first + j] *= scale;
+                             for (int64_t j = 0; j < h_.head_dim; ++j) stored[first + j] *= scale;
                          }
-                         checked += head_dim_;
+                         checked += h_.head_dim;
                          if (which == 0) {
                            // The key's row is head_dim / x runs of x consecutive elements.
-                           for (int64_t j0 = 0; j0 < head_dim_; j0 += x) {
+                           for (int64_t j0 = 0; j0 < h_.head_dim; j0 += x) {
                              const int64_t at = layout.k(block, h, j0, offset);
                              for (int64_t i = 0; i < x; ++i)
                                if (got[at + i] != want[j0 + i]) differs(at + i, j0 + i);
@@ -213,7 +200,7 @@ class PagedProblem : public TableProblem<PagedParams> {
                          } else {
                            // The value's row is head_dim elements a fixed step apart.
                            const int64_t at = layout.v(block, h, 0, offset), step = layout.v(block, h, 1, offset) - at;
-                           for (int64_t j = 0; j < head_dim_; ++j)
+                           for (int64_t j = 0; j < h_.head_dim; ++j)
                              if (got[at + j * step] != want[j]) differs(at + j * step, j);
                          }
                        }
@@ -229,7 +216,7 @@ class PagedProblem : public TableProblem<PagedParams> {
         c.max_abs = std::max(c.max_abs, part.max_abs);
       }
     }
-    c.rows_checked = c.rows_total = 2 * tokens_ * kv_heads_;
+    c.rows_checked = c.rows_total = 2 * tokens_ * h_.kv_heads;
     return c;
   }
 
@@ -241,18 +228,11 @@ class PagedProblem : public TableProblem<PagedParams> {
     p.o = output().device.get();
     p.block_tables = static_cast<const int32_t*>(tables_->get());
     p.context_lens = static_cast<const int32_t*>(context_lens_->get());
-    p.batch = batch_;
-    p.heads = heads_;
-    p.kv_heads = kv_heads_;
-    p.head_dim = head_dim_;
+    h_.set_params(p);
     p.block_size = block_size_;
     p.num_blocks = num_blocks_;
     p.max_blocks_per_seq = max_blocks_;
-    p.longest_context = longest_;
     p.partition_size = partition_size_;
-    p.window = window_;
-    scores_.set_params(p, slopes_ ? slopes_->get() : nullptr);
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
     p.dtype = point().dtype;
     p.kv_dtype = kv_dtype_;
     p.k_scale = k_scale_;
@@ -261,14 +241,10 @@ class PagedProblem : public TableProblem<PagedParams> {
     return p;
   }
 
-  int64_t batch_, heads_, kv_heads_, head_dim_, block_size_, num_blocks_, partition_size_, window_;
+  DecodeHeads h_;  // RoPE positions [0, the longest context)
+  int64_t block_size_, num_blocks_, partition_size_;
   DType kv_dtype_;
-  ScoreOptions scores_;
-  DeviceBuffer* slopes_ = nullptr;      // the ALiBi slopes on the device
-  RopeOptions rope_;                    // positions [0, the longest context)
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
-  std::vector<int64_t> context_;
-  int64_t tokens_ = 0, max_blocks_ = 0, longest_ = 0;
+  int64_t tokens_ = 0, max_blocks_ = 0;
   std::vector<int32_t> table_;
   std::vector<int64_t> first_;  // each sequence's first token
   HostValues stored_[2];        // the K and V tokens as the cache holds them, when not their own dtype
@@ -378,9 +354,7 @@ OpSpec paged_op() {
       decode_window_key(),
   }, score_keys(), rope_keys()});
   op.finish = [](ShapeCheck& c) {
-    finish_heads(c);
-    finish_scores(c);
-    finish_rope(c);
+    finish_head_keys(c);
     finish_paged_pool(c);
     const int64_t partition = c.shape.num("partition_size"), block = c.shape.num("block_size");
     if (partition % block != 0)

@@ -62,7 +62,7 @@ class PipelineProblem : public Problem {
     prompt_positions_ = &add_constant(std::vector<int32_t>(static_cast<size_t>(b), 0));
     step_positions_ = &add_constant(positions);
     step_contexts_ = &add_constant(contexts);
-    if (rope_.on()) rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
+    rope_.upload(constant_adder());
   }
 
   std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
@@ -259,7 +259,7 @@ class PipelineProblem : public Problem {
       p.k = input(1).device.get();
       p.v = input(2).device.get();
       p.kv_batch_stride = 0;
-      p.rope = rope_.device(rope_table_->get());
+      p.rope = rope_.device();
     }
     p.dtype = point().dtype;
     finish_attention_params(p);
@@ -282,7 +282,7 @@ class PipelineProblem : public Problem {
     p.max_context = max_context_;
     p.longest_context = prompt_ + t + 1;
     p.window = window_;
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    p.rope = rope_.device();
     p.dtype = point().dtype;
     // Behind the cache append, which allows it: TBT -6% (bench notes, run 138); behind the
     // step before, when the append is folded in, it still hides the launch.
@@ -307,7 +307,7 @@ class PipelineProblem : public Problem {
     p.kv_heads = kv_heads_;
     p.head_dim = head_dim_;
     p.max_context = max_context_;
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    p.rope = rope_.device();
     p.dtype = point().dtype;
     return p;
   }
@@ -330,7 +330,6 @@ class PipelineProblem : public Problem {
   std::string prefill_, decode_;
   std::vector<float> cache_after_[2];  // K, V: [batch, max_context, kv_heads, head_dim]
   RopeOptions rope_;                    // positions [0, max_context)
-  DeviceBuffer* rope_table_ = nullptr;  // the RoPE table on the device
   DeviceBuffer *k_cache_, *v_cache_, *o_prefill_, *prompt_positions_, *step_positions_, *step_contexts_;
 };
 

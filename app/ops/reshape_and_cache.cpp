@@ -50,8 +50,8 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
       for (int64_t c : context_)
         for (int64_t i = 0; i < c; ++i) positions.push_back(static_cast<int32_t>(i));
       positions_ = &add_constant(positions);
-      rope_table_ = &add_constant(rope_.table_bytes(), [rope = rope_] { return rope.table(); });
     }
+    rope_.upload(constant_adder());
   }
   Work work() const override {
     // The tokens read at dtype and written at kv_dtype, K and V, and the slot mapping.
@@ -121,7 +121,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     p.kv_dtype = kv_dtype_;
     p.k_scale = scale_[0];
     p.v_scale = scale_[1];
-    p.rope = rope_.device(rope_table_ ? rope_table_->get() : nullptr);
+    p.rope = rope_.device();
     p.positions = positions_ ? static_cast<const int32_t*>(positions_->get()) : nullptr;
     return p;
   }
@@ -146,7 +146,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
   float scale_[2] = {1, 1};
   DeviceBuffer* slots_;
   RopeOptions rope_;                                           // positions [0, the longest context)
-  DeviceBuffer *rope_table_ = nullptr, *positions_ = nullptr;  // with RoPE
+  DeviceBuffer* positions_ = nullptr;  // with RoPE
 };
 
 }  // namespace

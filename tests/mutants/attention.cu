@@ -126,7 +126,7 @@ const char* supports(const void* params, const attnbench_device*) {
   return nullptr;
 }
 
-#define MUTANT(name, bug, note) {name, "MUTANT: " note, ATTNBENCH_OP_ATTENTION, supports, nullptr, launch<Bug::bug>}
+constexpr int32_t kOp = ATTNBENCH_OP_ATTENTION;
 
 const attnbench_variant variants[] = {
     {"ctl_attention", "mutant suite control: a warp per query row, 64-key tiles, online softmax in fp32",
@@ -143,7 +143,6 @@ const attnbench_variant variants[] = {
     MUTANT("mut_attn_pv_lowp", pv_lowp, "accumulates P.V in the storage dtype (fp16/bf16) instead of fp32"),
 };
 
-#undef MUTANT
 
 }  // namespace
 

@@ -92,13 +92,10 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_decode_params*)params;
-  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
-  if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";
-  if (p.batch > 65535) return "batch must be at most 65535 (gridDim.y)";
-  return nullptr;
+  return mutant::one_query_refuses(p, kDims);
 }
 
-#define MUTANT(name, bug, note) {name, "MUTANT: " note, ATTNBENCH_OP_DECODE, supports, nullptr, launch<Bug::bug>}
+constexpr int32_t kOp = ATTNBENCH_OP_DECODE;
 
 const attnbench_variant variants[] = {
     {"ctl_decode", "mutant suite control: a block per (sequence, head), 4 warps online over strided keys",
@@ -109,7 +106,6 @@ const attnbench_variant variants[] = {
     MUTANT("mut_decode_no_rescale", no_rescale, "merges the warps' partial sums without rescaling to the common max"),
 };
 
-#undef MUTANT
 
 }  // namespace
 

@@ -72,4 +72,18 @@ inline const char* plain_scores_only(const attnbench_score& score, int64_t windo
   return nullptr;
 }
 
+// What the decode and paged kernels refuse alike (a warp keeps head_dim / 32 dims a lane, the
+// sequences are gridDim.y).
+template <class Params>
+const char* one_query_refuses(const Params& p, int dims_per_lane) {
+  if (const char* why = plain_scores_only(p.score, p.window, p.rope)) return why;
+  if (p.head_dim > 32 * dims_per_lane) return "head_dim must be at most 256";
+  if (p.batch > 65535) return "batch must be at most 65535 (gridDim.y)";
+  return nullptr;
+}
+
 }  // namespace mutant
+
+// One row of a file's variant table: a mutant of kOp (the file's op) with the file's
+// supports() and launch<Bug>.
+#define MUTANT(name, bug, note) {name, "MUTANT: " note, kOp, supports, nullptr, launch<Bug::bug>}

@@ -100,15 +100,12 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_paged_params*)params;
-  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
   if (p.kv_dtype != p.dtype && p.kv_dtype != ATTNBENCH_FP8_E4M3)
     return "mutant suite kernel: the cache in the queries' dtype, or fp8";
-  if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";
-  if (p.batch > 65535) return "batch must be at most 65535 (gridDim.y)";
-  return nullptr;
+  return mutant::one_query_refuses(p, kDims);
 }
 
-#define MUTANT(name, bug, note) {name, "MUTANT: " note, ATTNBENCH_OP_PAGED, supports, nullptr, launch<Bug::bug>}
+constexpr int32_t kOp = ATTNBENCH_OP_PAGED;
 
 const attnbench_variant variants[] = {
     {"ctl_paged", "mutant suite control: a block per (sequence, head), 4 warps online over strided tokens",
@@ -119,7 +116,6 @@ const attnbench_variant variants[] = {
     MUTANT("mut_paged_fp8_noscale", fp8_noscale, "loads the fp8 cache without k_scale / v_scale"),
 };
 
-#undef MUTANT
 
 }  // namespace
 
