@@ -6,8 +6,12 @@
 #   tools/gpu_session.sh all [PEERS_PY]    # everything below in one call (~6 min on an H200)
 #   tools/gpu_session.sh verify            # ctest -L gpu beside `verify all`
 #   tools/gpu_session.sh perf [PEERS_PY]   # perf cases, write flush, block sizes, peers
-#   tools/gpu_session.sh compare OLD_BIN   # perf cases with OLD_BIN, then with build/bin, then
-#                                          # `attnbench compare` of the two (a refactor's proof)
+#   tools/gpu_session.sh compare OLD_BIN [OLD_TREE]
+#                                          # perf cases with OLD_BIN, then with build/bin, then
+#                                          # `attnbench compare` of the two (a refactor's proof);
+#                                          # OLD_TREE: a folder with the old commit's cases/perf
+#                                          # (git archive OLD cases/perf | tar -x -C DIR), for
+#                                          # when cases changed since; PAIRS (env): --pair args
 #   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
@@ -20,6 +24,7 @@
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: compare runs the old binary from another folder
 here=$(pwd)
 src=$(sed -n 's/^# Source directory: //p' build/CTestTestfile.cmake)
 if [ -n "$src" ] && [ "$src" != "$here" ] && [ ! -e "$src" ]; then
@@ -97,9 +102,12 @@ perf() {
 # A refactor's proof: the perf cases timed by the old build, then the new, on one card.
 compare_builds() {
   q=(--set verify.trials=1 --set verify.max_rows=64)
-  "$1" run cases/perf "${q[@]}" -o "$OUT/perf-old.json" > "$OUT/perf-old.txt" 2>&1
+  local old_bin old_tree=${2:-.}
+  old_bin=$(realpath "$1")
+  (cd "$old_tree" && "$old_bin" run cases/perf "${q[@]}" -o "$OUT/perf-old.json") > "$OUT/perf-old.txt" 2>&1
   $bin run cases/perf "${q[@]}" -o "$OUT/perf-new.json" > "$OUT/perf-new.txt" 2>&1
-  $bin compare "$OUT/perf-old.json" "$OUT/perf-new.json" 2>&1 | tee "$OUT/compare.txt"
+  # shellcheck disable=SC2086  # PAIRS is a list of --pair arguments
+  $bin compare "$OUT/perf-old.json" "$OUT/perf-new.json" ${PAIRS:-} 2>&1 | tee "$OUT/compare.txt"
 }
 
 # The soak: compute-sanitizer over the cases that reach every variant at small shapes
@@ -142,7 +150,7 @@ case "${1:-}" in
 all) verify_all; perf core "${2:-tools/peers.py}" ;;
 verify) verify_all ;;
 perf) perf extras "${2:-tools/peers.py}" ;;
-compare) compare_builds "${2:?compare needs the old attnbench binary}" ;;
+compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 *)
   echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
