@@ -76,6 +76,21 @@ attnbench_rope abi_rope(const Table& t) {
   return {t.style, t.rotary_dim, t.first, t.rows, reinterpret_cast<const float*>(t.cos_sin)};
 }
 
+// The fields decode and paged pass alike: tensors, sizes and the longest context.
+template <class Abi, class Params>
+void abi_one_query(Abi& a, const Params& p) {
+  a.q = p.q;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.o = p.o;
+  a.context_lens = p.context_lens;
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.longest_context = p.longest_context;
+}
+
 // The score options and storage type attention, decode and paged share.
 template <class Abi, class Params>
 void abi_score_options(Abi& a, const Params& p) {

@@ -85,17 +85,8 @@ namespace {
 // What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
 attnbench_decode_params decode_abi(const DecodeParams& p) {
   attnbench_decode_params a{};
-  a.q = p.q;
-  a.k_cache = p.k_cache;
-  a.v_cache = p.v_cache;
-  a.o = p.o;
-  a.context_lens = p.context_lens;
-  a.batch = p.batch;
-  a.heads = p.heads;
-  a.kv_heads = p.kv_heads;
-  a.head_dim = p.head_dim;
+  abi_one_query(a, p);
   a.max_context = p.max_context;
-  a.longest_context = p.longest_context;
   abi_score_options(a, p);
   return a;
 }

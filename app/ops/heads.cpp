@@ -270,13 +270,9 @@ DecodeHeads::DecodeHeads(const Shape& s, int64_t rope_rows)
 
 ref::DecodeShape DecodeHeads::reference(const ref::Faithful& faithful) const {
   ref::DecodeShape d;
+  set_sizes(d);
   d.faithful = faithful;
-  d.batch = batch;
-  d.heads = heads;
-  d.kv_heads = kv_heads;
-  d.head_dim = head_dim;
   d.context = context;
-  d.window = window;
   scores.set_reference(d);
   d.rope = rope.reference();
   return d;

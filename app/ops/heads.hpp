@@ -150,14 +150,21 @@ struct DecodeHeads {
   // The fields of DecodeParams or PagedParams these give (batch .. window, score, rope).
   template <class Params>
   void set_params(Params& p) const {
-    p.batch = batch;
-    p.heads = heads;
-    p.kv_heads = kv_heads;
-    p.head_dim = head_dim;
+    set_sizes(p);
     p.longest_context = longest;
-    p.window = window;
     scores.set_params(p);
     p.rope = rope.device();
+  }
+
+ private:
+  // The fields the kernels' params and the reference's shape name alike.
+  template <class T>
+  void set_sizes(T& t) const {
+    t.batch = batch;
+    t.heads = heads;
+    t.kv_heads = kv_heads;
+    t.head_dim = head_dim;
+    t.window = window;
   }
 };
 

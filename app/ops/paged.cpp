@@ -312,20 +312,11 @@ namespace {
 // What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
 attnbench_paged_params paged_abi(const PagedParams& p) {
   attnbench_paged_params a{};
-  a.q = p.q;
-  a.k_cache = p.k_cache;
-  a.v_cache = p.v_cache;
-  a.o = p.o;
+  abi_one_query(a, p);
   a.block_tables = p.block_tables;
-  a.context_lens = p.context_lens;
-  a.batch = p.batch;
-  a.heads = p.heads;
-  a.kv_heads = p.kv_heads;
-  a.head_dim = p.head_dim;
   a.block_size = p.block_size;
   a.num_blocks = p.num_blocks;
   a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.longest_context = p.longest_context;
   a.partition_size = p.partition_size;
   abi_score_options(a, p);
   a.kv_dtype = abi_dtype(p.kv_dtype);

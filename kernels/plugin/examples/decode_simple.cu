@@ -15,13 +15,10 @@ __global__ void decode_kernel(attnbench_decode_params p) {
   const int64_t b = blockIdx.y, h = blockIdx.x;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int context = p.context_lens[b];
-  const int first = p.window > 0 && context > p.window ? context - (int)p.window : 0;
+  const int first = example::first_key(context, p.window);
   const T* q = (const T*)p.q + (b * p.heads + h) * p.head_dim;
   float qr[kDims];
-  for (int i = 0; i < kDims; ++i) {
-    const int d = threadIdx.x % 32 + 32 * i;
-    qr[i] = d < p.head_dim ? example::to_float(q[d]) : 0.f;
-  }
+  example::load_query(q, p.head_dim, qr);
   example::Online<kDims> online;
   for (int j = first + threadIdx.x / 32; j < context; j += kWarps) {
     const int64_t row = ((b * p.max_context + j) * p.kv_heads + g) * p.head_dim;

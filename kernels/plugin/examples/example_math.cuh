@@ -93,6 +93,21 @@ struct Online {
   }
 };
 
+// The first key the query of a sequence of `context` tokens sees: with a window, its last
+// `window` keys only.
+__device__ inline int first_key(int context, int64_t window) {
+  return window > 0 && context > window ? context - (int)window : 0;
+}
+
+// This lane's head dims of a query row, as Online keeps them (l, l + 32, ...), 0 past head_dim.
+template <int kDims, class T>
+__device__ inline void load_query(const T* q, int64_t head_dim, float (&qr)[kDims]) {
+  for (int i = 0; i < kDims; ++i) {
+    const int d = threadIdx.x % 32 + 32 * i;
+    qr[i] = d < head_dim ? to_float(q[d]) : 0.f;
+  }
+}
+
 // A score as attnbench defines it: scale * q.k, soft-capped, then ALiBi's bias for a key
 // `distance` positions before query head h.
 __device__ inline float finish_score(float dot, const attnbench_score& sc, int h, float distance) {

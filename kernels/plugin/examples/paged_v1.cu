@@ -16,14 +16,11 @@ __global__ void paged_kernel(attnbench_paged_params p) {
   const int64_t g = h / (p.heads / p.kv_heads);
   const int64_t x = 16 / sizeof(Cache);  // a key's head dims come in runs of x
   const int context = p.context_lens[b];
-  const int first = p.window > 0 && context > p.window ? context - (int)p.window : 0;
+  const int first = example::first_key(context, p.window);
   const int32_t* table = p.block_tables + b * p.max_blocks_per_seq;
   const T* q = (const T*)p.q + (b * p.heads + h) * p.head_dim;
   float qr[kDims];
-  for (int i = 0; i < kDims; ++i) {
-    const int d = threadIdx.x % 32 + 32 * i;
-    qr[i] = d < p.head_dim ? example::to_float(q[d]) : 0.f;
-  }
+  example::load_query(q, p.head_dim, qr);
   example::Online<kDims> online;
   for (int t = first + threadIdx.x / 32; t < context; t += kWarps) {
     const int64_t block = table[t / p.block_size], offset = t % p.block_size;
