@@ -25,10 +25,10 @@ void check_rows(const char* op, const Rows& rows, int64_t count) {
   }
 }
 
-void softmax_rows(Eigen::Ref<Matrix> s) {
+void softmax_rows(Eigen::Ref<Matrix> s, double sink) {
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
     auto row = s.row(i);
-    const double max = row.maxCoeff();
+    const double max = std::max(row.maxCoeff(), sink);
     if (max == -kInf) {
       row.setZero();
       continue;
@@ -39,7 +39,7 @@ void softmax_rows(Eigen::Ref<Matrix> s) {
     // several times slower on some CPUs. The error is below 2.3e-308 a weight.
     const auto x = row.array() - max;
     row = (x < kExpUnderflow).select(0.0, x.exp()).matrix();
-    row /= row.sum();
+    row /= row.sum() + (sink == -kInf ? 0.0 : std::exp(sink - max));
   }
 }
 
@@ -65,14 +65,15 @@ void round_all(Eigen::Ref<Matrix> m, Faithful::Round round) {
   if (round) m = m.unaryExpr([round](double x) { return static_cast<double>(round(static_cast<float>(x))); });
 }
 
-void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap) {
+void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap,
+                       double sink) {
   if (softcap > 0) s = s.unaryExpr([softcap](double x) { return softcap * std::tanh(x / softcap); });
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
     for (Eigen::Index j = 0; j < s.cols(); ++j) {
       s(i, j) = mask.visible(pos[i], j) ? s(i, j) - mask.slope * std::abs(pos[i] - j) : -kInf;
     }
   }
-  softmax_rows(s);
+  softmax_rows(s, sink);
 }
 
 namespace {
@@ -119,8 +120,9 @@ void faithful_task(const KvTask& t, Matrix& o) {
         continue;
       }
       FloatArray p = row;
-      f.note_score(exp2_weights(p));
-      sums[static_cast<size_t>(i)] = sequential_sum(p);
+      float sink_weight = 0;
+      f.note_score(exp2_weights(p, static_cast<float>(t.score.sink(h.head)), &sink_weight));
+      sums[static_cast<size_t>(i)] = sequential_sum(p) + sink_weight;
       row = p.unaryExpr([&f](float v) { return f.round_p(v); });
     }
     const FloatMatrix oh = s * t.v;
@@ -169,7 +171,7 @@ Matrix run_attention(const std::vector<KvTask>& tasks, size_t rows, int64_t head
       }
       for (size_t h = 0; h < s.size(); ++h) s[h].middleCols(j0, keys).noalias() = q[h] * block.transpose() * t.score.scale;
     }
-    for (size_t h = 0; h < s.size(); ++h) attention_weights(s[h], pos[h], t.heads[h].mask, t.score.softcap);
+    for (size_t h = 0; h < s.size(); ++h) attention_weights(s[h], pos[h], t.heads[h].mask, t.score.softcap, t.score.sink(t.heads[h].head));
     std::vector<Matrix> oh;
     for (const Matrix& sh : s) oh.push_back(Matrix::Zero(sh.rows(), head_dim));
     for (int64_t j0 = 0; j0 < seq_k; j0 += kKeysPerBlock) {

@@ -81,6 +81,12 @@ struct Score {
   std::vector<double> alibi_slopes;  // one per query head; empty = no ALiBi
   double scale = 0;                  // 0 = 1/sqrt(head_dim)
   double softcap = 0;                // 0 = none
+  // Attention sinks (gpt-oss), one logit per query head, in score units (empty = none): one more
+  // logit in every softmax of that head, without a value (softmax_rows).
+  std::vector<double> sinks;
+  double sink(int64_t head) const {
+    return sinks.empty() ? -std::numeric_limits<double>::infinity() : sinks[static_cast<size_t>(head)];
+  }
 };
 
 namespace detail {
@@ -106,7 +112,9 @@ inline FloatView view(const float* p, int64_t rows, int64_t cols, int64_t stride
 
 // softmax(s)ᵢⱼ = exp(sᵢⱼ - maxⱼ sᵢⱼ) / Σⱼ exp(sᵢⱼ - maxⱼ sᵢⱼ), in place, row by row. Subtracting the max keeps exp
 // from overflowing. A row that is all -inf (every key masked) becomes 0 rather than NaN (-inf - -inf is NaN).
-void softmax_rows(Eigen::Ref<Matrix> s);
+// An attention sink (a finite `sink`) is one more logit in every row's softmax that has no value: it joins the max
+// and the denominator, and its own weight is dropped, so a row's weights sum to less than 1.
+void softmax_rows(Eigen::Ref<Matrix> s, double sink = -std::numeric_limits<double>::infinity());
 
 // Which keys a query at key position p sees, and the bias its scores get.
 struct Mask {
@@ -138,17 +146,19 @@ float sequential_sum(const Array& x) {
 
 // exp(x - max x) in place, as fast kernels compute it: exp2 of the scores scaled by log2(e) in
 // fp32 (each product rounded, so the error grows with |x|, not |x - max|). -inf stays 0.
-// Returns max x (-inf when every x is).
+// Returns max x (-inf when every x is). A finite `sink` (an attention sink's logit) joins the max,
+// and its weight exp(sink - max) is what the function returns in *sink_weight.
 template <class Array>
-float exp2_weights(Array& x) {
+float exp2_weights(Array& x, float sink = -std::numeric_limits<float>::infinity(), float* sink_weight = nullptr) {
   constexpr float kLog2e = 1.4426950408889634f;
-  float max = -std::numeric_limits<float>::infinity();
+  const float inf = std::numeric_limits<float>::infinity();
+  float max = sink == -inf ? -inf : sink * kLog2e;
   for (Eigen::Index i = 0; i < x.size(); ++i) {
     x(i) = x(i) * kLog2e;
     max = std::max(max, x(i));
   }
-  for (Eigen::Index i = 0; i < x.size(); ++i)
-    x(i) = x(i) == -std::numeric_limits<float>::infinity() ? 0.f : std::exp2(x(i) - max);
+  for (Eigen::Index i = 0; i < x.size(); ++i) x(i) = x(i) == -inf ? 0.f : std::exp2(x(i) - max);
+  if (sink_weight) *sink_weight = sink == -inf ? 0.f : std::exp2(sink * kLog2e - max);
   return max / kLog2e;
 }
 
@@ -162,7 +172,8 @@ void round_all(Eigen::Ref<Matrix> m, Faithful::Round round);
 // Scores to weights, in place: P = softmax(cap(S) + bias + mask), where cap(s) = softcap·tanh(s / softcap) (none when
 // softcap is 0), bias = -slope·|p - j| and mask = -inf where the key is not visible. Row i of s is the query at key
 // position pos[i]; column j is key j.
-void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap);
+void attention_weights(Eigen::Ref<Matrix> s, const std::vector<int64_t>& pos, const Mask& mask, double softcap,
+                       double sink = -std::numeric_limits<double>::infinity());
 
 // Keys widened to double at a time (K and V are kept in float, the storage they were rounded to).
 constexpr int64_t kKeysPerBlock = 256;

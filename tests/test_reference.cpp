@@ -222,6 +222,30 @@ TEST(Attention, HandComputedSoftcap) {
   expect_near(c.run(), rows_of({{2, 2, 2, 1}, {6 / z, 6 * w1 / z, 6 * w2 / z, 1}}), 1e-7);
 }
 
+TEST(Attention, HandComputedSink) {
+  HandCase c;
+  c.s.score.sinks = {std::log(6.0)};  // one head: a logit of ln 6 joins each softmax, weight 6 against the keys'
+  // q0's keys weigh (1, 1, 1): (v0 + v1 + v2) / (3 + 6); q1's (1, 2, 3): (v0 + 2 v1 + 3 v2) / (6 + 6).
+  expect_near(c.run(), rows_of({{6 / 9.0, 6 / 9.0, 6 / 9.0, 3 / 9.0}, {0.5, 1, 1.5, 0.5}}), 1e-6);
+  c.s.score.sinks = {-1e300};  // a sink that weighs nothing is no sink
+  expect_near(c.run(), rows_of({{2, 2, 2, 1}, {1, 2, 3, 1}}), 1e-6);
+}
+
+// The dtype-faithful reference (fp32, nothing rounded) with sinks agrees with the fp64 one.
+TEST(Attention, FaithfulSinksAgreeWithFp64) {
+  AttentionShape s;
+  s.batch = 2, s.heads = 4, s.kv_heads = 2, s.seq_q = 9, s.seq_k = 40, s.head_dim = 16;
+  s.causal = true;
+  s.score.sinks = {-2.5, 0.0, 1.5, 3.0};
+  const AttentionInputs in(s, 91);
+  const Matrix exact = in.run(s);
+  s.faithful.on = true;
+  expect_near(in.run(s), exact, 1e-5);
+  s.faithful.on = false;
+  s.score.sinks.clear();
+  EXPECT_GT((in.run(s) - exact).cwiseAbs().maxCoeff(), 1e-3);  // and the sinks change the result
+}
+
 TEST(Attention, HandComputedScale) {
   HandCase c;
   c.s.score.scale = 1.0;  // twice the default 1/2: q1's scores (0, 2 ln 2, 2 ln 3), weights (1, 4, 9) / 14
@@ -479,6 +503,7 @@ TEST(Decode, EqualsLastRowOfCausalAttention) {
       in.s.window = window;
       in.s.score.softcap = window ? 0.7 : 0;  // the options together
       in.s.score.scale = window ? 0.3 : 0;
+      if (window) in.s.score.sinks = {0.5, -1.0, 2.0, 0.0};
       const DecodeShape& s = in.s;
       const Matrix o = in.run(all_rows(s.batch * s.heads));
       EXPECT_FALSE(o.hasNaN());

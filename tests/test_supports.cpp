@@ -10,6 +10,7 @@
 #include "kernels/attention/attention.hpp"
 #include "kernels/decode/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
+#include "kernels/paged/paged.hpp"
 
 using namespace attnbench;
 
@@ -304,4 +305,34 @@ TEST(SplitKv, PlansItsWorkspaceForTheChunkItsBlockCountAllows) {
   EXPECT_EQ(split.workspace(p), bytes(96, 5, 64));
   p = decode_step();  // batch 8, 32 heads over 8, d128, longest 1100: 256-key chunks
   EXPECT_EQ(split.workspace(p), bytes(256, 4, 128));
+}
+
+// Attention sinks reach the reference and plugins, not yet a built-in rung: every variant of the
+// three families refuses them by name, and runs the same case without them.
+TEST(Supports, EveryBuiltInRungRefusesSinks) {
+  const float sinks[32] = {};
+  AttentionParams a = prefill();
+  DecodeParams d = decode_step();
+  PagedParams pg{};
+  pg.batch = 8, pg.heads = 32, pg.kv_heads = 8, pg.head_dim = 128, pg.block_size = 16, pg.num_blocks = 600;
+  pg.max_blocks_per_seq = 70, pg.longest_context = 1100, pg.dtype = pg.kv_dtype = DType::bf16;
+  finish_paged_params(pg);
+  auto refuses = [&](const auto& table, auto p) {
+    int runs = 0;  // the variants that take the case without sinks
+    for (const auto& v : table) {
+      const std::string plain = v.supports(p, kHopper);
+      p.score.sinks = sinks;
+      const std::string with = v.supports(p, kHopper);
+      p.score.sinks = nullptr;
+      EXPECT_FALSE(with.empty()) << v.name;
+      if (plain.empty()) {
+        ++runs;
+        EXPECT_NE(with.find("attention sinks"), std::string::npos) << v.name << ": " << with;
+      }
+    }
+    EXPECT_GE(runs, 2);
+  };
+  refuses(attention_variants(), a);
+  refuses(decode_variants(), d);
+  refuses(paged_variants(), pg);
 }

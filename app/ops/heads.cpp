@@ -127,7 +127,15 @@ KeySpec rotary_dim_key() {
                          "head_dim", 2, 256);
 }
 
-std::vector<KeySpec> score_keys() { return {alibi_key(), alibi_slopes_key(), scale_key(), softcap_key()}; }
+KeySpec sinks_key() {
+  return bool_key("sinks",
+                  "attention sinks (gpt-oss): one logit per query head, drawn from U[-3, 3), joins every softmax's "
+                  "denominator without a value");
+}
+
+std::vector<KeySpec> score_keys() {
+  return {alibi_key(), alibi_slopes_key(), scale_key(), softcap_key(), sinks_key()};
+}
 
 std::vector<KeySpec> rope_keys() { return {rope_key(), rope_theta_key(), rotary_dim_key()}; }
 
@@ -234,6 +242,9 @@ void finish_scores(ShapeCheck& c) {
   c.shape.set("alibi", true);
 }
 
+// The sinks' draw: a seed of their own, not the point's.
+constexpr uint64_t kSinkSeed = 0x51'4e4b'0001ull;
+
 ScoreOptions::ScoreOptions(const Shape& s, int64_t heads) {
   const auto& given = s.reals("alibi_slopes");
   if (!given.empty()) {
@@ -243,6 +254,11 @@ ScoreOptions::ScoreOptions(const Shape& s, int64_t heads) {
   }
   if (s.has("scale")) scale_ = static_cast<float>(s.real("scale"));
   softcap_ = static_cast<float>(s.real("softcap"));
+  // The sinks of a point: the same for every seed (a model's learned logits do not change
+  // between batches), varied across heads, their range that of typical scores.
+  if (s.flag("sinks"))
+    for (int64_t h = 0; h < heads; ++h)
+      sinks_.push_back(3.f * random_uniform(kSinkSeed, 0, static_cast<uint64_t>(h)));  // U[-3, 3)
 }
 
 // Shared with the ops whose [shape] has heads over kv_heads (decode, paged, pipeline).

@@ -27,6 +27,7 @@ KeySpec alibi_key();
 KeySpec alibi_slopes_key();
 KeySpec scale_key();
 KeySpec softcap_key();
+KeySpec sinks_key();
 // causal = false | true | "bottom_right" | "top_left"; true means bottom_right. Read it with
 // causal_of / top_left_of.
 KeySpec causal_key();
@@ -38,8 +39,8 @@ inline int64_t seen_keys(int64_t context, int64_t window) { return window > 0 &&
 KeySpec rope_key();
 KeySpec rope_theta_key();
 KeySpec rotary_dim_key();
-// The score keys (alibi, alibi_slopes, scale, softcap) and the RoPE keys (rope, rope_theta,
-// rotary_dim), in that order, as every op with them lists them; and an op's key groups as
+// The score keys (alibi, alibi_slopes, scale, softcap, sinks) and the RoPE keys (rope,
+// rope_theta, rotary_dim), in that order, as every op with them lists them; and an op's key groups as
 // one list.
 std::vector<KeySpec> score_keys();
 std::vector<KeySpec> rope_keys();
@@ -97,11 +98,13 @@ class ScoreOptions {
   template <class Add>
   void upload(Add add) {
     if (alibi()) device_slopes_ = &add(sizeof(float) * slopes_.size(), [s = slopes_] { return s; });
+    if (!sinks_.empty()) device_sinks_ = &add(sizeof(float) * sinks_.size(), [s = sinks_] { return s; });
   }
   bool alibi() const { return !slopes_.empty(); }
   const std::vector<float>& slopes() const { return slopes_; }  // [heads]; empty = no ALiBi
   float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
   float softcap() const { return softcap_; }  // 0 = none
+  const std::vector<float>& sinks() const { return sinks_; }  // [heads]; empty = none
   // The kernels' (finish_*_params fills the scale when 0); `slopes` is the device copy of
   // slopes() (null without ALiBi).
   ScoreParams params(const void* slopes) const {
@@ -110,9 +113,12 @@ class ScoreOptions {
     p.alibi_slopes = static_cast<const float*>(slopes);
     p.scale = scale_;
     p.softcap = softcap_;
+    p.sinks = device_sinks_ ? static_cast<const float*>(device_sinks_->get()) : nullptr;
     return p;
   }
-  ref::Score reference() const { return {{slopes_.begin(), slopes_.end()}, scale_, softcap_}; }
+  ref::Score reference() const {
+    return {{slopes_.begin(), slopes_.end()}, scale_, softcap_, {sinks_.begin(), sinks_.end()}};
+  }
   // The score of AttentionParams, DecodeParams or PagedParams (with upload()'s slopes), and of
   // ref::AttentionShape or ref::DecodeShape.
   template <class Params>
@@ -127,7 +133,8 @@ class ScoreOptions {
  private:
   std::vector<float> slopes_;
   float scale_ = 0, softcap_ = 0;
-  DeviceBuffer* device_slopes_ = nullptr;  // upload()'s copy
+  std::vector<float> sinks_;
+  DeviceBuffer *device_slopes_ = nullptr, *device_sinks_ = nullptr;  // upload()'s copies
 };
 
 // What the one-query-per-sequence ops (decode, paged) read of a point alike: the heads, each

@@ -614,6 +614,7 @@ std::string shape_reason(const AttentionParams& p, const DeviceCaps& caps) {
 }  // namespace
 
 std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps) {
+  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
   if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)

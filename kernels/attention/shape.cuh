@@ -77,6 +77,7 @@ inline std::string common_reason(const AttentionParams& p) {
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.window < 0) return "window must be >= 0";
   if (const std::string r = score_reason(p.score); !r.empty()) return r;
+  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.seq_q >= kMaxSeq || p.seq_k >= kMaxSeq) return "seq_q and seq_k must be < 2^29";
   if (p.heads > INT_MAX || p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
   return {};

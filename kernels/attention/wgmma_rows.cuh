@@ -164,6 +164,7 @@ inline std::string wgmma_prefill_supports(const AttentionParams& p, const Device
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16 && !(fp8 && p.dtype == DType::fp8_e4m3))
     return fp8 ? "fp16, bf16 or fp8_e4m3 only (wgmma's input types)" : "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
+  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";

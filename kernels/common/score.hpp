@@ -14,13 +14,16 @@
 namespace attnbench {
 
 // A score s = scale · q·k becomes softcap · tanh(s / softcap) when softcap > 0; then ALiBi adds
-// -alibi_slopes[h] · |query position - key position| when alibi; then the masks.
+// -alibi_slopes[h] · |query position - key position| when alibi; then the masks. With sinks,
+// head h's softmax has one more logit, sinks[h] (in score units), that joins its max and its
+// denominator but has no value (gpt-oss's attention sinks).
 struct ScoreParams {
   bool alibi = false;
   const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
   float softcap = 0;                    // 0 = none
   float scale = 0;                      // the softmax scale; 0 = 1/sqrt(head_dim) (finish_score)
   float scale_log2 = 0;                 // scale · log2(e) (times an fp8 descale): kernels use exp2
+  const float* sinks = nullptr;         // [heads] sink logits, on the device; null = none
 };
 
 // Fills scale (when 0) and scale_log2; fp8 attention folds its descale_q and descale_k into
@@ -47,6 +50,13 @@ inline ScoreArgs score_args(const ScoreParams& s, float unit) {
 inline std::string score_reason(const ScoreParams& s) {
   if (!(s.softcap >= 0) || !std::isfinite(s.softcap)) return "softcap must be a finite number >= 0";
   if (!(s.scale > 0) || !std::isfinite(s.scale)) return "scale must be a finite number > 0";
+  return {};
+}
+
+// Why a built-in kernel refuses these options ("" = it takes them): no rung implements attention
+// sinks yet (the reference and plugins do: issue 48 brings them to the rungs).
+inline std::string score_unimplemented(const ScoreParams& s) {
+  if (s.sinks) return "attention sinks: no built-in kernel takes them yet (the reference and plugins do)";
   return {};
 }
 

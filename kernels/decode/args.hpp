@@ -81,6 +81,7 @@ inline std::string common_reason(const DecodeParams& p) {
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.window < 0) return "window must be >= 0";
   if (const std::string r = score_reason(p.score); !r.empty()) return r;
+  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.max_context >= kMaxContext) return "max_context must be < 2^30";
   if (p.longest_context < 1 || p.longest_context > p.max_context) return "longest_context must be in [1, max_context]";

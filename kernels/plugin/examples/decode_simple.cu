@@ -49,7 +49,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_decode_params*)params;
-  return example::decode_refusal(p.rope, p.head_dim, p.batch, kDims);
+  return example::decode_refusal(p.score, p.rope, p.head_dim, p.batch, kDims);
 }
 
 const attnbench_variant variants[] = {

@@ -118,7 +118,9 @@ __device__ inline float finish_score(float dot, const attnbench_score& sc, int h
 
 // What the decode and paged examples refuse: why not, or null. They keep head_dim / 32 dims
 // per lane (kDims) and put sequences in gridDim.y.
-inline const char* decode_refusal(const attnbench_rope& rope, int64_t head_dim, int64_t batch, int dims) {
+inline const char* decode_refusal(const attnbench_score& score, const attnbench_rope& rope, int64_t head_dim,
+                                  int64_t batch, int dims) {
+  if (score.sinks) return "the example leaves attention sinks to a later version";
   if (rope.style != 0) return "the example leaves RoPE to attnbench's kernels";
   if (head_dim > 32 * dims) return "head_dim must be at most 32 * kDims";
   if (batch > 65535) return "batch must be at most 65535 (gridDim.y)";

@@ -58,7 +58,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_paged_params*)params;
-  if (const char* why = example::decode_refusal(p.rope, p.head_dim, p.batch, kDims)) return why;
+  if (const char* why = example::decode_refusal(p.score, p.rope, p.head_dim, p.batch, kDims)) return why;
   if (p.kv_dtype == ATTNBENCH_FP8_E4M3 && p.dtype == ATTNBENCH_FP32)
     return "an fp8 cache goes with fp16 or bf16 queries";
   return nullptr;

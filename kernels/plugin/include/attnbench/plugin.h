@@ -1,4 +1,4 @@
-/* attnbench plugin ABI, version 2.
+/* attnbench plugin ABI, version 3.
  *
  * A plugin is one .cu file (or a shared library built from one) that gives attnbench
  * more variants of its ops. attnbench compiles the file with nvcc, loads it, and runs
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 2
+#define ATTNBENCH_PLUGIN_ABI_VERSION 3
 
 /* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as the paged KV cache's. */
 enum {
@@ -77,6 +77,9 @@ typedef struct attnbench_score {
   float scale;               /* the softmax scale (1/sqrt(head_dim) unless the case sets one) */
   float scale_log2;          /* scale * log2(e), for kernels that use exp2 */
   float softcap;             /* 0 = none */
+  /* Attention sinks (gpt-oss): when not NULL, query head h's softmax has one more logit,
+   * sinks[h] (score units), joining its max and denominator but without a value. */
+  const float* sinks;        /* [heads]; NULL = none */
 } attnbench_score;
 
 /* softmax: y = softmax(x) along each row. */
