@@ -95,7 +95,8 @@ void abi_one_query(Abi& a, const Params& p) {
 template <class Abi, class Params>
 void abi_score_options(Abi& a, const Params& p) {
   a.window = p.window;
-  a.score = {p.score.alibi, p.score.alibi_slopes, p.score.scale, p.score.scale_log2, p.score.softcap, p.score.sinks};
+  a.score = {p.score.alibi, p.score.alibi_slopes, p.score.scale, p.score.scale_log2, p.score.softcap, p.score.sinks,
+             p.score.sink_logits};
   a.dtype = abi_dtype(p.dtype);
   a.rope = abi_rope(p.rope);
 }

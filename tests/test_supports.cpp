@@ -5,7 +5,9 @@
 // split_kv sizes its workspace for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/attention/attention.hpp"
 #include "kernels/decode/decode.hpp"
@@ -307,32 +309,39 @@ TEST(SplitKv, PlansItsWorkspaceForTheChunkItsBlockCountAllows) {
   EXPECT_EQ(split.workspace(p), bytes(256, 4, 128));
 }
 
-// Attention sinks reach the reference and plugins, not yet a built-in rung: every variant of the
-// three families refuses them by name, and runs the same case without them.
-TEST(Supports, EveryBuiltInRungRefusesSinks) {
-  const float sinks[32] = {};
+// Attention sinks are in the first rungs (attention naive and cublas, decode naive): those take
+// a case with sinks, every other built-in variant of the three families refuses it by name, and
+// runs the same case without them.
+TEST(Supports, RungsWithoutSinksRefuseThemByName) {
   AttentionParams a = prefill();
+  a.dtype = DType::fp32;  // every attention rung's dtype but the Hopper ones'
   DecodeParams d = decode_step();
   PagedParams pg{};
   pg.batch = 8, pg.heads = 32, pg.kv_heads = 8, pg.head_dim = 128, pg.block_size = 16, pg.num_blocks = 600;
   pg.max_blocks_per_seq = 70, pg.longest_context = 1100, pg.dtype = pg.kv_dtype = DType::bf16;
   finish_paged_params(pg);
-  auto refuses = [&](const auto& table, auto p) {
-    int runs = 0;  // the variants that take the case without sinks
+  auto check = [&](const auto& table, auto p, std::vector<std::string> take) {
+    int refusing = 0;
     for (const auto& v : table) {
       const std::string plain = v.supports(p, kHopper);
-      p.score.sinks = sinks;
+      p.score.sinks = true;  // before allocation: the flag without the logits
       const std::string with = v.supports(p, kHopper);
-      p.score.sinks = nullptr;
-      EXPECT_FALSE(with.empty()) << v.name;
-      if (plain.empty()) {
-        ++runs;
+      p.score.sinks = false;
+      const bool takes = std::find(take.begin(), take.end(), v.name) != take.end();
+      if (takes) {
+        EXPECT_EQ(with, plain) << v.name << " takes sinks";
+      } else if (plain.empty()) {
+        ++refusing;
         EXPECT_NE(with.find("attention sinks"), std::string::npos) << v.name << ": " << with;
+      } else {
+        EXPECT_FALSE(with.empty()) << v.name;
       }
     }
-    EXPECT_GE(runs, 2);
+    return refusing;
   };
-  refuses(attention_variants(), a);
-  refuses(decode_variants(), d);
-  refuses(paged_variants(), pg);
+  EXPECT_GE(check(attention_variants(), a, {"naive", "cublas"}), 1);  // flash_fp32 at fp32
+  a.dtype = DType::bf16;
+  EXPECT_GE(check(attention_variants(), a, {"naive", "cublas"}), 3);  // flash_mma, flash_wgmma, flash_ws
+  EXPECT_GE(check(decode_variants(), d, {"naive"}), 2);
+  EXPECT_GE(check(paged_variants(), pg, {}), 2);
 }

@@ -113,7 +113,8 @@ class ScoreOptions {
     p.alibi_slopes = static_cast<const float*>(slopes);
     p.scale = scale_;
     p.softcap = softcap_;
-    p.sinks = device_sinks_ ? static_cast<const float*>(device_sinks_->get()) : nullptr;
+    p.sinks = !sinks_.empty();
+    p.sink_logits = device_sinks_ ? static_cast<const float*>(device_sinks_->get()) : nullptr;
     return p;
   }
   ref::Score reference() const {

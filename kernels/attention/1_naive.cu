@@ -42,7 +42,8 @@ __global__ void naive_scores_kernel(const T* __restrict__ q, const T* __restrict
 }
 
 // s: [batch·heads, seq_q, ld] fp32, in place: cap(s·scale) - slope(h)·|pos - j| where query i
-// (at key position pos) sees key j, -inf where it does not and in the padding j >= seq_k;
+// (at key position pos) sees key j, -inf where it does not and in the padding j >= seq_k, but
+// for column seq_k with attention sinks: the head's sink (unfused.hpp);
 // cap(x) = softcap·tanh(x / softcap) (tanhf: the rungs below the fused ones stay exact).
 // The softmax then turns -inf into 0, and a row of only -inf into zeros.
 // kCap: soft-capping, kSparse: the block-sparse mask, each its own instantiation so that the
@@ -60,7 +61,7 @@ __global__ void scale_and_mask_kernel(float* __restrict__ s, const Shape sh, int
   if constexpr (kCap) x = sh.score.cap * tanhf(x / sh.score.cap);
   bool sees = j < sh.seq_k && visible(sh, pos, j);
   if constexpr (kSparse) sees = sees && block_live(sparse, h, pos - sh.offset, j);
-  s[idx] = sees ? x - bias : -INFINITY;
+  s[idx] = sees ? x - bias : j == sh.seq_k && sh.sinks ? sh.sinks[h] : -INFINITY;
 }
 
 // o = P V. p: [batch·heads, seq_q, ld] fp32; v: [batch, seq_k, kv_heads, head_dim];

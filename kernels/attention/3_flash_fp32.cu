@@ -417,6 +417,7 @@ template <class Cfg>
 std::string flash_fp32_config_reason(const AttentionParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);
   if (!r.empty()) return r;
+  if (const std::string why = score_unimplemented(p.score); !why.empty()) return why;
   if (p.dtype != DType::fp32) return "fp32 only (fp16/bf16: flash_mma)";
   if (caps.arch() < 80) return "needs sm_80+ (cp.async)";
   if (caps.smem_per_block_optin < static_cast<std::size_t>(Cfg::kSmemBytes))

@@ -29,6 +29,7 @@ struct Shape {
   bool causal;
   ScoreArgs score;  // in score units (scale · q·k)
   float scale, scale_log2;
+  const float* sinks;  // [heads] attention sinks in score units, or null (the unfused rungs' last column of S)
 };
 
 inline Shape make_shape(const AttentionParams& p) {
@@ -50,6 +51,7 @@ inline Shape make_shape(const AttentionParams& p) {
   s.score = score_args(p.score, 1.f);
   s.scale = p.score.scale * p.descale_q * p.descale_k;
   s.scale_log2 = p.score.scale_log2;
+  s.sinks = p.score.sinks ? p.score.sink_logits : nullptr;
   return s;
 }
 
@@ -77,7 +79,6 @@ inline std::string common_reason(const AttentionParams& p) {
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.window < 0) return "window must be >= 0";
   if (const std::string r = score_reason(p.score); !r.empty()) return r;
-  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.seq_q >= kMaxSeq || p.seq_k >= kMaxSeq) return "seq_q and seq_k must be < 2^29";
   if (p.heads > INT_MAX || p.batch * p.heads > INT_MAX) return "batch * heads must be < 2^31";
   return {};

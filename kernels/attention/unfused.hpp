@@ -19,7 +19,9 @@ namespace attnbench::attention_impl {
 // (cublas) six arrays of batch·heads pointers. cublas pads rows to ld = seq_k rounded up
 // to 8, so that every matrix row and every per-head matrix starts 32-byte aligned (16 in
 // the 16-bit copy of P) for its tensor-core kernels; the padding columns are -inf in S,
-// hence 0 in P, and the GEMMs never read them. naive keeps ld = seq_k.
+// hence 0 in P, and the GEMMs never read them. naive keeps ld = seq_k. With attention sinks
+// column seq_k holds the head's sink: the softmax over ld columns takes it into every row's
+// max and denominator, and P·V, which reads seq_k columns, drops its weight.
 struct UnfusedLayout {
   int64_t ld;                // elements per row of S and P
   std::size_t matrix_bytes;  // one of S, P; a multiple of 256
@@ -29,7 +31,8 @@ struct UnfusedLayout {
 
 inline UnfusedLayout unfused_layout(const AttentionParams& p, bool for_cublas) {
   UnfusedLayout w;
-  w.ld = for_cublas ? ceil_div(p.seq_k, 8) * 8 : p.seq_k;
+  const int64_t cols = p.seq_k + (p.score.sinks ? 1 : 0);
+  w.ld = for_cublas ? ceil_div(cols, 8) * 8 : cols;
   w.matrix_bytes = round_up_256(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * w.ld) * sizeof(float));
   w.pointer_bytes = for_cublas ? round_up_256(6 * static_cast<std::size_t>(p.batch * p.heads) * sizeof(void*)) : 0;
   return w;

@@ -15,15 +15,17 @@ namespace attnbench {
 
 // A score s = scale · q·k becomes softcap · tanh(s / softcap) when softcap > 0; then ALiBi adds
 // -alibi_slopes[h] · |query position - key position| when alibi; then the masks. With sinks,
-// head h's softmax has one more logit, sinks[h] (in score units), that joins its max and its
-// denominator but has no value (gpt-oss's attention sinks).
+// head h's softmax has one more logit, sink_logits[h] (in score units), that joins its max and
+// its denominator but has no value (gpt-oss's attention sinks). The flags say what is on before
+// the device arrays exist (supports() is asked before allocation).
 struct ScoreParams {
   bool alibi = false;
   const float* alibi_slopes = nullptr;  // [heads], on the device; read only with alibi
   float softcap = 0;                    // 0 = none
   float scale = 0;                      // the softmax scale; 0 = 1/sqrt(head_dim) (finish_score)
   float scale_log2 = 0;                 // scale · log2(e) (times an fp8 descale): kernels use exp2
-  const float* sinks = nullptr;         // [heads] sink logits, on the device; null = none
+  bool sinks = false;
+  const float* sink_logits = nullptr;   // [heads], on the device; read only with sinks
 };
 
 // Fills scale (when 0) and scale_log2; fp8 attention folds its descale_q and descale_k into
@@ -53,10 +55,11 @@ inline std::string score_reason(const ScoreParams& s) {
   return {};
 }
 
-// Why a built-in kernel refuses these options ("" = it takes them): no rung implements attention
-// sinks yet (the reference and plugins do: issue 48 brings them to the rungs).
+// Why a rung that does not take every option refuses these ("" = it can run them): attention
+// sinks are in attention's naive and cublas rungs and decode's naive so far (issue 48 brings
+// them to the rest); the fused rungs' checks call this.
 inline std::string score_unimplemented(const ScoreParams& s) {
-  if (s.sinks) return "attention sinks: no built-in kernel takes them yet (the reference and plugins do)";
+  if (s.sinks) return "attention sinks: this rung does not take them yet (attention naive and cublas, decode naive do)";
   return {};
 }
 

@@ -62,6 +62,8 @@ __global__ void __launch_bounds__(kNaiveThreads)
     m = fmaxf(m, x);
   }
   m = block_reduce<true, kNaiveThreads / 32>(m, red);  // finite: ctx >= 1
+  const float sink = p.sinks ? p.sinks[h] : -INFINITY;  // an attention sink joins the max and the sum
+  m = fmaxf(m, sink);
 
   float l = 0.f;
   for (int j = first + static_cast<int>(threadIdx.x); j < ctx; j += kNaiveThreads) {
@@ -70,6 +72,7 @@ __global__ void __launch_bounds__(kNaiveThreads)
     l += e;
   }
   l = block_reduce<false, kNaiveThreads / 32>(l, red);  // its barriers also publish every p_j to the block
+  l += expf(sink - m);                                   // 0 without a sink
 
   T* o = static_cast<T*>(p.o) + int64_t{bh} * p.head_dim;
   for (int d = threadIdx.x; d < p.head_dim; d += kNaiveThreads) {

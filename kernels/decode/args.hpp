@@ -36,6 +36,7 @@ struct Decode {
   RopeTable rope;              // the query is rotated at its position (context - 1) as it is loaded
   const void* k_new;  // [batch, kv_heads, head_dim]: rows the kernel stores at context - 1 (append_row), or null
   const void* v_new;
+  const float* sinks;  // [heads] attention sinks in score units, or null (1_naive.cu only)
 };
 
 inline Decode make_decode(const DecodeParams& p) {
@@ -62,6 +63,7 @@ inline Decode make_decode(const DecodeParams& p) {
   d.rope = p.rope;
   d.k_new = p.k_new;
   d.v_new = p.v_new;
+  d.sinks = p.score.sinks ? p.score.sink_logits : nullptr;
   return d;
 }
 
@@ -81,7 +83,6 @@ inline std::string common_reason(const DecodeParams& p) {
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.window < 0) return "window must be >= 0";
   if (const std::string r = score_reason(p.score); !r.empty()) return r;
-  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.max_context >= kMaxContext) return "max_context must be < 2^30";
   if (p.longest_context < 1 || p.longest_context > p.max_context) return "longest_context must be in [1, max_context]";

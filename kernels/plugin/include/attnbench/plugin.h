@@ -77,9 +77,10 @@ typedef struct attnbench_score {
   float scale;               /* the softmax scale (1/sqrt(head_dim) unless the case sets one) */
   float scale_log2;          /* scale * log2(e), for kernels that use exp2 */
   float softcap;             /* 0 = none */
-  /* Attention sinks (gpt-oss): when not NULL, query head h's softmax has one more logit,
-   * sinks[h] (score units), joining its max and denominator but without a value. */
-  const float* sinks;        /* [heads]; NULL = none */
+  /* Attention sinks (gpt-oss): when sinks != 0, query head h's softmax has one more logit,
+   * sink_logits[h] (score units), joining its max and denominator but without a value. */
+  int32_t sinks;             /* 0 or 1 */
+  const float* sink_logits;  /* [heads]; read only when sinks */
 } attnbench_score;
 
 /* softmax: y = softmax(x) along each row. */
