@@ -10,3 +10,4 @@
 #include "reference/cache_append.hpp"
 #include "reference/reshape_and_cache.hpp"
 #include "reference/mha.hpp"
+#include "reference/ragged.hpp"

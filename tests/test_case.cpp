@@ -10,6 +10,7 @@
 
 #include "app/case.hpp"
 #include "app/checked.hpp"
+#include "app/ops/batch_mix.hpp"
 
 namespace attnbench {
 namespace {
@@ -1025,6 +1026,39 @@ TEST_F(CasePaths, Errors) {
   // Never guessed between: the names to type instead.
   expect_has(error_of_paths("e"), {"ambiguous", "2 case files have it; type one/e or two/e"});
   expect_has(error_of_paths((root_ / "empty").string()), {(root_ / "empty").string().c_str(), "no .toml case files"});
+}
+
+// vLLM's batch grammar, as its attention benchmarks write batches (the ragged op's case format).
+TEST(BatchMix, ReadsVllmsSegments) {
+  using S = BatchSequence;
+  EXPECT_EQ(parse_batch_mix("q2k"), (std::vector<S>{{2048, 2048}}));
+  EXPECT_EQ(parse_batch_mix("8s1k"), std::vector<S>(8, S{1, 1024}));
+  const std::vector<S> mix = parse_batch_mix("2q2k_32q1s1k");
+  ASSERT_EQ(mix.size(), 34u);
+  EXPECT_EQ(mix.front(), (S{2048, 2048}));
+  EXPECT_EQ(mix.back(), (S{1, 1024}));
+  EXPECT_EQ(parse_batch_mix("spec4s1k_q64s8k_s77"), (std::vector<S>{{4, 1024}, {64, 8192}, {1, 77}}));
+  EXPECT_EQ(parse_batch_mix("3q5s18"), std::vector<S>(3, S{5, 18}));
+}
+
+TEST(BatchMix, SaysWhereItStops) {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_batch_mix(text);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("").find("an empty batch"), std::string::npos);
+  EXPECT_NE(error_of("2x1k").find("expected q, s or spec at character 2"), std::string::npos);
+  EXPECT_NE(error_of("q5s3").find("not 5 over 3"), std::string::npos);
+  EXPECT_NE(error_of("q2k__s1k").find("at character 5"), std::string::npos);
+  EXPECT_NE(error_of("0q1").find("a count of at least 1"), std::string::npos);
+  EXPECT_NE(error_of("spec4").find("s<keys> after spec<tokens>"), std::string::npos);
+  EXPECT_NE(error_of("q0").find("a length from 1 to 2^30"), std::string::npos);
+  EXPECT_NE(error_of("q2k s1k").find("'_' between segments"), std::string::npos);
+  EXPECT_NE(error_of("99999999999q1").find("below 2^30"), std::string::npos);
 }
 
 }  // namespace

@@ -914,5 +914,70 @@ TEST(Mha, RowsOutOfRangeAndBadHeadsAreRefused) {
   EXPECT_THROW(mha(s, x.data(), w.data(), b.data(), wo.data(), bo.data(), {0}), std::invalid_argument);
 }
 
+// A ragged batch (serving engines' mixed batches) is, sequence by sequence, causal attention of its query_len
+// queries over its context_len keys aligned bottom-right: vLLM's test batch (q, kv) = (1, 1328), (5, 18),
+// (129, 463), scaled down, under GQA with every score option and a window.
+TEST(Ragged, EachSequenceIsBottomRightCausalAttention) {
+  RaggedShape s;
+  s.heads = 6, s.kv_heads = 2, s.head_dim = 16;
+  s.query_len = {1, 5, 29};
+  s.context_len = {133, 18, 63};
+  s.window = 40;
+  s.score.softcap = 20;
+  s.score.alibi_slopes = alibi_slopes(6);
+  s.score.sinks = {0.5, -1, 2, 0, -3, 1};
+  const std::vector<float> q = random_values(s.queries() * s.heads * s.head_dim, 70),
+                           k = random_values(s.keys() * s.kv_heads * s.head_dim, 71),
+                           v = random_values(s.keys() * s.kv_heads * s.head_dim, 72);
+  const Matrix o = ragged(s, q.data(), k.data(), v.data(), all_rows(s.queries() * s.heads));
+  EXPECT_FALSE(o.hasNaN());
+  int64_t q0 = 0, k0 = 0;
+  for (size_t b = 0; b < s.query_len.size(); ++b) {
+    AttentionShape a;
+    a.heads = s.heads, a.kv_heads = s.kv_heads, a.seq_q = s.query_len[b], a.seq_k = s.context_len[b];
+    a.head_dim = s.head_dim;
+    a.causal = true;
+    a.window = s.window;
+    a.score = s.score;
+    const Matrix want = attention(a, q.data() + q0 * s.heads * s.head_dim, k.data() + k0 * s.kv_heads * s.head_dim,
+                                  v.data() + k0 * s.kv_heads * s.head_dim, all_rows(a.seq_q * a.heads));
+    expect_near(o.middleRows(q0 * s.heads, a.seq_q * a.heads), want, 0);
+    q0 += s.query_len[b];
+    k0 += s.context_len[b];
+  }
+  // Rows asked out of order and a subset give the same values (to the last bits: a row's products are summed
+  // in another grouping when its task holds other rows).
+  const Rows some = {static_cast<int64_t>(o.rows()) - 1, 0, 7 * s.heads + 3};
+  const Matrix part = ragged(s, q.data(), k.data(), v.data(), some);
+  for (size_t n = 0; n < some.size(); ++n) expect_near(part.row(n), o.row(some[n]), 1e-13);
+}
+
+// Every query_len 1 is decode over a cache holding the sequences one after another.
+TEST(Ragged, AllDecodesIsDecode) {
+  RaggedShape s;
+  s.heads = 4, s.kv_heads = 1, s.head_dim = 8;
+  s.query_len = {1, 1, 1};
+  s.context_len = {9, 1, 30};
+  s.score.scale = 0.4;
+  const std::vector<float> q = random_values(s.queries() * s.heads * s.head_dim, 80),
+                           k = random_values(s.keys() * s.kv_heads * s.head_dim, 81),
+                           v = random_values(s.keys() * s.kv_heads * s.head_dim, 82);
+  DecodeShape d;
+  d.batch = 3, d.heads = s.heads, d.kv_heads = s.kv_heads, d.head_dim = s.head_dim, d.max_context = 30;
+  d.context = s.context_len;
+  d.first = {0, 9, 10};
+  d.score = s.score;
+  const Rows all = all_rows(s.queries() * s.heads);
+  expect_near(ragged(s, q.data(), k.data(), v.data(), all), decode(d, q.data(), k.data(), v.data(), all), 0);
+}
+
+TEST(Ragged, RefusesMoreQueriesThanKeys) {
+  RaggedShape s;
+  s.query_len = {4};
+  s.context_len = {3};
+  const std::vector<float> x(64, 0.f);
+  EXPECT_THROW(ragged(s, x.data(), x.data(), x.data(), {0}), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace attnbench::ref
