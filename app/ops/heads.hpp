@@ -85,7 +85,7 @@ class RopeOptions {
   DeviceBuffer* table_ = nullptr;  // upload()'s copy on the device
 };
 
-// What the score keys (alibi, alibi_slopes, scale, softcap) ask of one point, read once and
+// What the score keys (alibi, alibi_slopes, scale, softcap, sinks) ask of one point, read once and
 // given to the kernels' params (ScoreParams, kernels/common/score.hpp, which the plugin ABI
 // copies as attnbench_score) and the fp64 reference (ref::Score) alike: the reference sees
 // the slopes and the scale as the device holds them (fp32). A new score option is a key in
@@ -101,16 +101,12 @@ class ScoreOptions {
     if (!sinks_.empty()) device_sinks_ = &add(sizeof(float) * sinks_.size(), [s = sinks_] { return s; });
   }
   bool alibi() const { return !slopes_.empty(); }
-  const std::vector<float>& slopes() const { return slopes_; }  // [heads]; empty = no ALiBi
-  float scale() const { return scale_; }  // 0 = not given: 1/sqrt(head_dim), each side its own
-  float softcap() const { return softcap_; }  // 0 = none
-  const std::vector<float>& sinks() const { return sinks_; }  // [heads]; empty = none
-  // The kernels' (finish_*_params fills the scale when 0); `slopes` is the device copy of
-  // slopes() (null without ALiBi).
-  ScoreParams params(const void* slopes) const {
+  // The kernels' (finish_*_params fills the scale when 0), with upload()'s device copies (null
+  // before allocation: the flags say what is on).
+  ScoreParams params() const {
     ScoreParams p;
     p.alibi = alibi();
-    p.alibi_slopes = static_cast<const float*>(slopes);
+    p.alibi_slopes = device_slopes_ ? static_cast<const float*>(device_slopes_->get()) : nullptr;
     p.scale = scale_;
     p.softcap = softcap_;
     p.sinks = !sinks_.empty();
@@ -120,11 +116,11 @@ class ScoreOptions {
   ref::Score reference() const {
     return {{slopes_.begin(), slopes_.end()}, scale_, softcap_, {sinks_.begin(), sinks_.end()}};
   }
-  // The score of AttentionParams, DecodeParams or PagedParams (with upload()'s slopes), and of
-  // ref::AttentionShape or ref::DecodeShape.
+  // The score of AttentionParams, DecodeParams or PagedParams, and of ref::AttentionShape or
+  // ref::DecodeShape.
   template <class Params>
   void set_params(Params& p) const {
-    p.score = params(device_slopes_ ? device_slopes_->get() : nullptr);
+    p.score = params();
   }
   template <class RefShape>
   void set_reference(RefShape& s) const {
