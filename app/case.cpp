@@ -322,13 +322,24 @@ bool is_shape_key(const std::string& name) {
   return false;
 }
 
-// A key whose one value is a list (context, alibi_slopes): only a list of lists sweeps it.
-bool is_list_key(const std::string& name) {
+// How deep a key's one value nests lists: 0 for a scalar, 1 for a list (context,
+// alibi_slopes), 2 for a list of pairs (sequences). Only a list one level deeper sweeps it.
+// (Any op's key of that name: the deepest.)
+int list_depth(const std::string& name) {
+  int depth = 0;
   for (const OpSpec& op : ops())
-    if (const KeySpec* k = op.key(name);
-        k && (k->type == KeyType::lengths || k->type == KeyType::numbers || k->type == KeyType::integers))
-      return true;
-  return false;
+    if (const KeySpec* k = op.key(name)) {
+      if (k->type == KeyType::pairs) depth = std::max(depth, 2);
+      if (k->type == KeyType::lengths || k->type == KeyType::numbers || k->type == KeyType::integers)
+        depth = std::max(depth, 1);
+    }
+  return depth;
+}
+
+// How deep a value nests lists, through its first elements: 3 is 0, [] and [1, 2] are 1, [[1, 2]] is 2.
+int nesting(const toml::node& n) {
+  const auto* list = n.as_array();
+  return list ? 1 + (list->empty() ? 0 : nesting((*list)[0])) : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -426,6 +437,21 @@ class PointReader : public ShapeCheck {
         std::vector<int64_t> values;
         for (size_t i = 0; i < list->size(); ++i)
           values.push_back(read_int(ctx_, Item{it.name + "[" + std::to_string(i) + "]", &(*list)[i]}, key.min, key.max));
+        shape.set(key.name, values);
+        break;
+      }
+      case KeyType::pairs: {
+        const auto* list = it.node->as_array();
+        if (!list) wrong_type(ctx_, it, "a list of [a, b] pairs of integers");
+        IntPairs values;
+        for (size_t i = 0; i < list->size(); ++i) {
+          const Item entry{it.name + "[" + std::to_string(i) + "]", &(*list)[i]};
+          const auto* pair = entry.node->as_array();
+          if (!pair || pair->size() != 2)
+            ctx_.fail(entry.at(), entry.name + " must be a pair [a, b] of integers, got " + show(*entry.node));
+          values.emplace_back(read_int(ctx_, Item{entry.name + "[0]", &(*pair)[0]}, key.min, key.max),
+                              read_int(ctx_, Item{entry.name + "[1]", &(*pair)[1]}, key.min, key.max));
+        }
         shape.set(key.name, values);
         break;
       }
@@ -999,7 +1025,8 @@ class Override {
   }
 
   // A list on a shape key (or dtype) means "run each": that is a sweep. For context a
-  // list of ints is one length per sequence; only a list of lists is a sweep.
+  // list of ints is one length per sequence; only a list of lists is a sweep (for
+  // sequences, a list of pairs is one batch; only a list of lists of pairs is a sweep).
   void retarget_to_sweep() {
     const auto* list = leaf_->as_array();
     const bool range = leaf_->is_string() && looks_like_range(leaf_->as_string()->get());
@@ -1007,7 +1034,7 @@ class Override {
     const bool shape_key = path_.size() == 2 && path_[0] == "shape" && is_shape_key(std::string(path_[1].str()));
     const bool dtype = path_.size() == 1 && path_[0] == "dtype";
     if (!shape_key && !dtype) return;
-    if (list && is_list_key(std::string(path_.back().str())) && (list->empty() || !(*list)[0].is_array())) return;
+    if (list && nesting(*leaf_) <= list_depth(std::string(path_.back().str()))) return;
     path_ = {toml::key("sweep", path_[0].source()), path_.back()};
   }
 

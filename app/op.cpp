@@ -89,6 +89,13 @@ KeySpec integers_key(std::string name, std::string meaning, int64_t min, int64_t
   return k;
 }
 
+KeySpec pairs_key(std::string name, std::string meaning, int64_t min, int64_t max) {
+  KeySpec k = int_key(std::move(name), std::move(meaning), std::nullopt, min, max);
+  k.type = KeyType::pairs;
+  k.fallback = IntPairs();
+  return k;
+}
+
 KeySpec path_key(std::string name, std::string meaning) {
   KeySpec k;
   k.name = std::move(name);

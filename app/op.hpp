@@ -32,6 +32,7 @@ enum class KeyType {
   number,   // a finite real in [low, high]; integers are accepted
   numbers,  // a list of such reals (its length is the op's finish() to check)
   integers, // a list of integers in [min, max] (its length is the op's finish() to check)
+  pairs,    // a list of [a, b] pairs of integers in [min, max] (a ragged batch's sequences)
   path,     // a file's path: relative ones are taken from the case file's folder
   text,     // one line of text
 };
@@ -70,6 +71,9 @@ KeySpec numbers_key(std::string name, std::string meaning, double low, double hi
 KeySpec variant_key(std::string name, std::string meaning, std::string variant_of);
 // Optional lists of integers (an empty list is the default, read as "not given").
 KeySpec integers_key(std::string name, std::string meaning, int64_t min, int64_t max = kMaxIndex);
+// Optional lists of [a, b] integer pairs, each in [min, max] (an empty list is the default,
+// read as "not given"); how a and b relate is the op's finish() to check.
+KeySpec pairs_key(std::string name, std::string meaning, int64_t min, int64_t max = kMaxIndex);
 // Optional top-level keys; "" is the default, read as "not given".
 KeySpec path_key(std::string name, std::string meaning);
 KeySpec text_key(std::string name, std::string meaning);

@@ -7,14 +7,17 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 namespace attnbench {
 
 // integer, boolean, word (a choice or a variant name), one integer per sequence, a real
-// number, or a list of them (one per head).
-using ShapeValue = std::variant<int64_t, bool, std::string, std::vector<int64_t>, double, std::vector<double>>;
+// number, or a list of them (one per head), or a list of integer pairs (a ragged batch's
+// [query_len, context_len] per sequence).
+using IntPairs = std::vector<std::pair<int64_t, int64_t>>;
+using ShapeValue = std::variant<int64_t, bool, std::string, std::vector<int64_t>, double, std::vector<double>, IntPairs>;
 
 class Shape {
  public:
@@ -26,6 +29,7 @@ class Shape {
   const std::vector<int64_t>& lengths(const std::string& key) const { return get<std::vector<int64_t>>(key); }
   double real(const std::string& key) const { return get<double>(key); }
   const std::vector<double>& reals(const std::string& key) const { return get<std::vector<double>>(key); }
+  const IntPairs& pairs(const std::string& key) const { return get<IntPairs>(key); }
 
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   void set(const std::string& key, ShapeValue v) { values_[key] = std::move(v); }
