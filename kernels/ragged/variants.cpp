@@ -1,0 +1,24 @@
+// The ragged ladder, baseline first: a serving engine's mixed batch (ragged.hpp) of chunked
+// prefills, speculative verifications and decodes over one paged KV cache in the flash layout.
+// q/o fp32, fp16 or bf16; the cache in q's dtype or fp8 e4m3 with per-tensor scales. One rung
+// per file: 1_naive.cu so far; issue 48 lists the rest (the engine's two launches, a
+// single-launch varlen kernel with a work list, a Hopper rung with split-KV).
+#include <vector>
+
+#include "kernels/ragged/ragged.hpp"
+#include "kernels/ragged/rungs.hpp"
+
+namespace attnbench {
+
+const std::vector<Variant<RaggedParams>>& ragged_variants() {
+  using namespace ragged_impl;
+  static const std::vector<Variant<RaggedParams>> table = with_added_variants<RaggedParams>({
+      {"naive",
+       "one block per (query token, head), fp32: the keys through the block table twice (max, then exp and P V "
+       "in chunks), every option",
+       naive, naive_supports, nullptr},
+  });
+  return table;
+}
+
+}  // namespace attnbench
