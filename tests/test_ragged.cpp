@@ -1,0 +1,277 @@
+// The ragged op's CPU side (issue 48): the [shape]'s batch as pairs or vLLM's grammar and the
+// messages of a bad one, the paged cache's flash layout written and read back through the
+// block table, the rows verification always checks, and the work it counts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "app/case.hpp"
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/ops/paged.hpp"
+#include "app/ops/ragged.hpp"
+#include "app/problem.hpp"
+#include "app/verify.hpp"
+
+using namespace attnbench;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kHead = "op = \"ragged\"\ndtype = \"bf16\"\n[shape]\nheads = 8\nkv_heads = 2\nhead_dim = 64\n";
+
+Case parse(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return parse_case(text, "cases/t.toml", sets);
+}
+
+// The one-line message parse() throws.
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    parse(text, sets);
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "expected an InputError for:\n" << text;
+  return "";
+}
+
+void expect_has(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+}
+
+const IntPairs kVllm = {{1, 1328}, {5, 18}, {129, 463}};  // vLLM's test_triton_unified_attention batch
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The pairs key type the batch is written in
+
+TEST(RaggedKeys, SequencesAreAListOfPairs) {
+  const Case c = parse(kHead + "sequences = [[1, 1328], [5, 18], [129, 463]]\n");
+  ASSERT_EQ(c.points.size(), 1u);
+  EXPECT_EQ(ragged_sequences(c.points[0].shape), kVllm);
+}
+
+TEST(RaggedKeys, APairIsTwoIntegersOfAtLeastOne) {
+  expect_has(error_of(kHead + "sequences = [[1, 2], [3]]\n"),
+             {"cases/t.toml:7:", "shape.sequences[1] must be a pair [a, b] of integers, got [3]"});
+  expect_has(error_of(kHead + "sequences = [[1, 2], 3]\n"), {"shape.sequences[1] must be a pair [a, b]"});
+  expect_has(error_of(kHead + "sequences = [[0, 2]]\n"), {"shape.sequences[0][0] must be at least 1, got 0"});
+  expect_has(error_of(kHead + "sequences = [[1, \"x\"]]\n"), {"shape.sequences[0][1] must be an integer"});
+  expect_has(error_of(kHead + "sequences = 5\n"), {"shape.sequences must be a list of [a, b] pairs of integers"});
+}
+
+// A list of pairs is one batch; only a list of such lists sweeps, in [sweep] and on --set alike.
+TEST(RaggedKeys, OnlyAListOfBatchesSweeps) {
+  EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n", {"shape.sequences=[[1, 4], [2, 9]]"}).points.size(), 1u);
+  const Case set = parse(kHead + "sequences = [[1, 8]]\n", {"shape.sequences=[[[1, 4]], [[2, 9], [1, 1]]]"});
+  ASSERT_EQ(set.points.size(), 2u);
+  EXPECT_EQ(ragged_sequences(set.points[1].shape), (IntPairs{{2, 9}, {1, 1}}));
+  const Case swept = parse(kHead + "[sweep]\nsequences = [[[1, 4]], [[2, 9], [1, 1]], [[3, 3]]]\n");
+  ASSERT_EQ(swept.points.size(), 3u);
+  EXPECT_EQ(ragged_sequences(swept.points[2].shape), (IntPairs{{3, 3}}));
+  EXPECT_EQ(swept.points[1].label, "sequences=[[2,9],[1,1]]");
+}
+
+// ---------------------------------------------------------------------------
+// The op's keys and their messages
+
+TEST(RaggedKeys, MixBecomesTheSequences) {
+  const Case c = parse(kHead + "mix = \"2q2k_3s1k_spec4s100\"\n");
+  IntPairs want = {{2048, 2048}, {2048, 2048}, {1, 1024}, {1, 1024}, {1, 1024}, {4, 100}};
+  EXPECT_EQ(ragged_sequences(c.points[0].shape), want);
+  // A mix sweeps as any word does.
+  const Case swept = parse(kHead + "[sweep]\nmix = [\"s8\", \"q3s9_s2\"]\n");
+  ASSERT_EQ(swept.points.size(), 2u);
+  EXPECT_EQ(ragged_sequences(swept.points[1].shape), (IntPairs{{3, 9}, {1, 2}}));
+}
+
+TEST(RaggedKeys, ExactlyOneOfMixAndSequences) {
+  expect_has(error_of(kHead + "mix = \"s8\"\nsequences = [[1, 8]]\n"),
+             {"cases/t.toml:8:", "shape.mix and shape.sequences both name the batch: give one of them"});
+  expect_has(error_of(kHead), {"the batch is missing: give shape.mix", "or shape.sequences"});
+}
+
+TEST(RaggedKeys, BadBatchesSayWhy) {
+  expect_has(error_of(kHead + "sequences = [[1, 8], [9, 8]]\n"),
+             {"cases/t.toml:7:", "shape.sequences[1] = [9, 8]: query_len 9 exceeds context_len 8"});
+  expect_has(error_of(kHead + "mix = \"2q2k_x\"\n"),
+             {"cases/t.toml:7:", "shape.mix: batch \"2q2k_x\": expected", "at character 6"});
+  expect_has(error_of(kHead + "mix = \"q9s8\"\n"), {"shape.mix: ", "at most as many new tokens as keys"});
+  expect_has(error_of(kHead + "sequences = []\n"), {"shape.sequences is empty"});
+}
+
+TEST(RaggedKeys, BlockSizesAndPool) {
+  for (int64_t bs : {1, 16, 24, 32, 64, 100}) {
+    const Case c = parse(kHead + "sequences = [[1, 1328], [5, 18], [129, 463]]\nblock_size = " + std::to_string(bs) + "\n");
+    const int64_t needed = ceil_div(1328, bs) + ceil_div(18, bs) + ceil_div(463, bs);
+    EXPECT_EQ(c.points[0].shape.num("num_blocks"), needed + needed / 4 + 1) << bs;
+  }
+  expect_has(error_of(kHead + "sequences = [[1, 8]]\nblock_size = 0\n"), {"shape.block_size must be at least 1, got 0"});
+  expect_has(error_of(kHead + "sequences = [[1, 8]]\nblock_size = -16\n"), {"shape.block_size must be at least 1"});
+  expect_has(error_of(kHead + "sequences = [[1, 8], [2, 20]]\nblock_size = 4\nnum_blocks = 7\n"),
+             {"shape.num_blocks (7) is too small: the sequences need 7 blocks of 4 tokens, plus one spare"});
+  EXPECT_EQ(parse(kHead + "sequences = [[1, 8], [2, 20]]\nblock_size = 4\nnum_blocks = 8\n").points.size(), 1u);
+}
+
+TEST(RaggedKeys, HeadsAndOptions) {
+  for (int64_t d : {64, 80, 96, 128, 256})
+    EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n", {"shape.head_dim=" + std::to_string(d)}).points.size(), 1u) << d;
+  expect_has(error_of(kHead + "sequences = [[1, 8]]\n", {"shape.head_dim=100"}), {"multiple of 8 and at most 256"});
+  expect_has(error_of(kHead + "sequences = [[1, 8]]\n", {"shape.kv_heads=3"}), {"must be a multiple of kv_heads (3)"});
+  const Case c = parse(kHead + "sequences = [[1, 8]]\nkv_dtype = \"fp8_e4m3\"\nsinks = true\nsoftcap = 50\nalibi = true\n"
+                               "window = 3\nrope = \"neox\"\n");
+  EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
+  EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
+  // Every variant of the ladder takes every option (skip reasons are "").
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
+}
+
+// ---------------------------------------------------------------------------
+// The flash layout, written and read back
+
+namespace {
+
+std::vector<float> draw(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(gen);
+  return v;
+}
+
+}  // namespace
+
+// Every token comes back from its slot through the block table as the cache holds it; every
+// slot no token owns is NaN; and the gather follows the table, not the order tokens were written.
+TEST(RaggedLayout, GatherThroughTheTableGivesBackTheTokens) {
+  const std::vector<int64_t> context = {1, 17, 5, 40, 24};
+  const int64_t kv_heads = 2, head_dim = 8, width = kv_heads * head_dim;
+  int64_t tokens = 0;
+  for (int64_t c : context) tokens += c;
+  for (int64_t bs : {1, 3, 16, 24}) {
+    for (DType kv : {DType::fp32, DType::bf16, DType::fp8_e4m3}) {
+      int64_t needed = 0;
+      for (int64_t c : context) needed += ceil_div(c, bs);
+      const int64_t num_blocks = needed + needed / 4 + 1;
+      const PoolLayout layout = lay_out_pool(7, context, bs, num_blocks);
+      std::vector<float> values = draw(tokens * width, 3);
+      for (float& x : values) x = round_to(DType::bf16, x);  // the dtype's values, as inputs are
+      const float scale = kv == DType::fp8_e4m3 ? fp8_scale(values.data(), tokens * width) : 1.f;
+      const std::vector<uint8_t> pool = flash_pool(values.data(), layout.slots, kv_heads, head_dim, num_blocks * bs, kv, scale);
+      ASSERT_EQ(pool.size(), static_cast<size_t>(num_blocks * bs * width) * dtype_bytes(kv));
+      const std::vector<float> got = gather_flash_pool(pool.data(), layout, context, bs, kv_heads, head_dim, kv, scale);
+      ASSERT_EQ(got.size(), values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        const float want = kv == DType::fp8_e4m3 ? round_to(kv, values[i] / scale) * scale : values[i];
+        ASSERT_EQ(got[i], want) << "block_size " << bs << " " << dtype_name(kv) << " element " << i;
+      }
+      // The slots no token owns: NaN, the spare block and each sequence's last block's tail alike.
+      std::set<int64_t> owned(layout.slots.begin(), layout.slots.end());
+      ASSERT_EQ(owned.size(), static_cast<size_t>(tokens));  // no two tokens share a slot
+      std::vector<float> slot(static_cast<size_t>(width));
+      int64_t nan_slots = 0;
+      for (int64_t s = 0; s < num_blocks * bs; ++s) {
+        decode_range(kv, pool.data() + s * width * dtype_bytes(kv), width, slot.data());
+        const bool all_nan = std::all_of(slot.begin(), slot.end(), [](float x) { return std::isnan(x); });
+        const bool none_nan = std::none_of(slot.begin(), slot.end(), [](float x) { return std::isnan(x); });
+        ASSERT_TRUE(owned.count(s) ? none_nan : all_nan) << "slot " << s << " block_size " << bs;
+        nan_slots += all_nan;
+      }
+      EXPECT_EQ(nan_slots, num_blocks * bs - tokens);
+    }
+  }
+}
+
+TEST(RaggedLayout, AWrongTableGathersOtherKeys) {
+  const std::vector<int64_t> context = {5, 9};
+  const int64_t bs = 4, num_blocks = 8;
+  PoolLayout layout = lay_out_pool(1, context, bs, num_blocks);
+  const std::vector<float> values = draw(14 * 8, 5);
+  const std::vector<uint8_t> pool = flash_pool(values.data(), layout.slots, 1, 8, num_blocks * bs, DType::fp32, 1.f);
+  EXPECT_EQ(gather_flash_pool(pool.data(), layout, context, bs, 1, 8, DType::fp32, 1.f), values);
+  std::swap(layout.table[0], layout.table[static_cast<size_t>(layout.max_blocks)]);  // first blocks of sequences 0 and 1
+  EXPECT_NE(gather_flash_pool(pool.data(), layout, context, bs, 1, 8, DType::fp32, 1.f), values);
+}
+
+// The reference over the contexts gathered from the pool is the reference over the logical K/V.
+TEST(RaggedLayout, ReferenceReadsTheLogicalKv) {
+  const std::vector<int64_t> context = {7, 30, 3};
+  ref::RaggedShape s;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  s.query_len = {1, 6, 3};
+  s.context_len = context;
+  const int64_t width = s.kv_heads * s.head_dim, bs = 5, num_blocks = 12;
+  const std::vector<float> q = draw(s.queries() * s.heads * s.head_dim, 1), k = draw(s.keys() * width, 2),
+                           v = draw(s.keys() * width, 3);
+  const PoolLayout layout = lay_out_pool(11, context, bs, num_blocks);
+  const auto kp = flash_pool(k.data(), layout.slots, s.kv_heads, s.head_dim, num_blocks * bs, DType::fp32, 1.f);
+  const auto vp = flash_pool(v.data(), layout.slots, s.kv_heads, s.head_dim, num_blocks * bs, DType::fp32, 1.f);
+  const auto kg = gather_flash_pool(kp.data(), layout, context, bs, s.kv_heads, s.head_dim, DType::fp32, 1.f);
+  const auto vg = gather_flash_pool(vp.data(), layout, context, bs, s.kv_heads, s.head_dim, DType::fp32, 1.f);
+  ref::Rows rows(static_cast<size_t>(s.queries() * s.heads));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  const ref::Matrix want = ref::ragged(s, q.data(), k.data(), v.data(), rows);
+  const ref::Matrix got = ref::ragged(s, q.data(), kg.data(), vg.data(), rows);
+  EXPECT_EQ((want - got).cwiseAbs().maxCoeff(), 0.0);
+  EXPECT_TRUE(want.allFinite());
+}
+
+// ---------------------------------------------------------------------------
+// Verification's forced rows and the work counted
+
+TEST(RaggedVerify, ForcedRowsAreEverySequencesFirstAndLastToken) {
+  const Case c = parse(kHead + "sequences = [[1, 1328], [5, 18], [129, 463]]\n");
+  const auto rows = make_problem(c.points[0])->must_check_rows();
+  // Tokens: 0 (decode), 1..5, 6..134; rows t·8 + h for heads 0 and 7.
+  const ref::Rows want = {0, 7, 8, 15, 40, 47, 48, 55, 1072, 1079};
+  EXPECT_EQ(rows, want);
+}
+
+// Every case of the op keeps all its forced rows within its [verify] max_rows: a case too
+// large for it would check only the first sequences.
+TEST(RaggedVerify, EveryCaseChecksEverySequence) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(std::string(ATTNBENCH_SOURCE_DIR) + "/cases"))
+    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  int64_t points = 0;
+  for (const std::string& f : files) {
+    const Case c = load_case(f, {});
+    if (c.op != "ragged") continue;
+    for (const CasePoint& p : c.points) {
+      const auto problem = make_problem(p);
+      const ref::Rows must = problem->must_check_rows();
+      const IntPairs& seqs = ragged_sequences(p.shape);
+      EXPECT_GE(must.size(), seqs.size()) << f << " " << p.label;
+      const ref::Rows sampled = sample_rows(problem->output_rows(), p.verify.max_rows, p.verify.seed, must);
+      EXPECT_TRUE(std::includes(sampled.begin(), sampled.end(), must.begin(), must.end()))
+          << f << " [" << p.label << "]: max_rows " << p.verify.max_rows << " drops forced rows (" << must.size() << ")";
+      ++points;
+    }
+  }
+  EXPECT_GT(points, 20);
+}
+
+TEST(RaggedWork, CountsTheCausalPairsAndTheKvRead) {
+  const std::string head = "op = \"ragged\"\ndtype = \"fp16\"\n[shape]\nheads = 2\nkv_heads = 1\nhead_dim = 8\n"
+                           "sequences = [[1, 4], [3, 3]]\nblock_size = 2\n";
+  const Work w = make_problem(parse(head).points[0])->work();
+  // Sequence 0: one query at position 3, 4 keys; sequence 1: positions 0, 1, 2, 1 + 2 + 3 keys.
+  EXPECT_DOUBLE_EQ(w.flops, 4.0 * 2 * 8 * 10);
+  // q and o (4 tokens x 2 heads x 8, fp16), K and V of 7 keys (1 kv head x 8), 2 + 2 table entries.
+  EXPECT_DOUBLE_EQ(w.bytes, 2.0 * 2 * 4 * 2 * 8 + 2.0 * 2 * 7 * 8 + 4.0 * 4);
+  const Work win = make_problem(parse(head + "window = 2\n").points[0])->work();
+  // Sequence 0 sees keys 2, 3 (block 1 only); sequence 1 sees 1 + 2 + 2 keys, all 3 read.
+  EXPECT_DOUBLE_EQ(win.flops, 4.0 * 2 * 8 * 7);
+  EXPECT_DOUBLE_EQ(win.bytes, 2.0 * 2 * 4 * 2 * 8 + 2.0 * 2 * 5 * 8 + 4.0 * 3);
+}
