@@ -3,10 +3,13 @@
 // the attention, then the output projection and its bias. Variants are pairs
 // "GEMM+attention" of the gemm and attention ops' variants, verified as one chain against
 // the fp64 reference of the whole layer, which stores its activations (QKV, q, k, v, the
-// attention's output) in the dtype where the chain does. The bias epilogues between them
-// (qkv_split, add_bias) are kernels of their own, kernels/common/epilogue.cu, the file the
-// model's launch-by-launch chain takes its own from; mha has no kernels of its own, so its
-// ladder is the two tables' (no fused-epilogue rung yet).
+// attention's output) in the dtype where the chain does.
+//
+// Variants are "GEMM+ATTENTION+STEP": the gemm op's variant for both projections, the attention
+// op's for the attention, and a step of mha's fusion ladder (kernels/mha/) for what joins them:
+// `launches`, the QKV bias and split and the output bias as kernels of their own, or `epilogue`,
+// both in the projections' epilogues (GEMM variants that have one). Each value is checked
+// against the fp64 layer, whichever step rounded it.
 #include <algorithm>
 #include <functional>
 #include <cmath>
@@ -17,7 +20,7 @@
 #include "app/problem.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/gemm/gemm.hpp"
-#include "kernels/common/epilogue.hpp"
+#include "kernels/mha/mha.hpp"
 
 namespace attnbench {
 namespace {
@@ -63,15 +66,38 @@ class MhaProblem : public Problem {
     return {gemm_variants(), "projections", attention_variants(), "attention"};
   }
 
-  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
-    return pairs().choices(gemm_why(caps), attention_why(caps));
+  // Every GEMM+ATTENTION pair on each step of the fusion ladder, ladder order within a pair.
+  static std::vector<VariantInfo> infos() {
+    std::vector<VariantInfo> out;
+    for (const VariantInfo& v : pairs().infos())
+      for (const MhaStep& step : mha_steps()) out.push_back({v.name + "+" + step.name, v.note + ", " + step.name});
+    return out;
   }
 
-  // The last GEMM and the last attention variant that support the point (with the baseline
-  // pair in `run`).
+  std::vector<VariantChoice> variants(const DeviceCaps& caps) const override {
+    std::vector<std::vector<VariantChoice>> by_step;
+    for (const MhaStep& step : mha_steps()) by_step.push_back(pairs().choices(gemm_why(caps, step), attention_why(caps)));
+    std::vector<VariantChoice> out;
+    for (size_t i = 0; i < by_step[0].size(); ++i)
+      for (size_t k = 0; k < by_step.size(); ++k) {
+        VariantChoice v = by_step[k][i];
+        v.name += std::string("+") + mha_steps()[k].name;
+        v.note += std::string(", ") + mha_steps()[k].name;
+        out.push_back(std::move(v));
+      }
+    return out;
+  }
+
+  // The last GEMM and the last attention variant that support the point launch by launch (with
+  // the baseline row in `run`), on the highest step that GEMM takes.
   std::vector<std::string> default_variants(const DeviceCaps& caps) const override {
-    const auto [g, a] = pairs().fastest(gemm_why(caps), attention_why(caps));
-    return {g + "+" + a};
+    const auto [g, a] = pairs().fastest(gemm_why(caps, mha_steps().front()), attention_why(caps));
+    std::string best;
+    for (const MhaStep& step : mha_steps()) {
+      const Variant<GemmParams>* v = find_variant(gemm_variants(), g);
+      if (v && gemm_why(caps, step)(*v).empty()) best = step.name;
+    }
+    return {g + "+" + a + "+" + best};
   }
 
   // Both projections' and the attention's FLOPs; every tensor read or written once.
@@ -116,25 +142,15 @@ class MhaProblem : public Problem {
   const ref::Matrix* tolerance_magnitude() const override { return &product_; }
 
   std::size_t workspace(const std::string& v) const override {
-    const auto [g, a] = split_pair(v);
-    return std::max({variant_workspace(gemm_variants(), g, qkv_gemm()), variant_workspace(gemm_variants(), g, out_gemm()),
-                     variant_workspace(attention_variants(), a, attention_params())});
+    const Row r = row(v);
+    return std::max({variant_workspace(gemm_variants(), r.gemm, r.step->qkv_gemm(r.params)),
+                     variant_workspace(gemm_variants(), r.gemm, r.step->out_gemm(r.params)),
+                     variant_workspace(attention_variants(), r.attention, r.params.attn)});
   }
 
   void launch(const std::string& v, const LaunchContext& ctx) override {
-    const auto [g, a] = split_pair(v);
-    const cudaStream_t s = ctx.stream;
-    launch_variant(gemm_variants(), g, qkv_gemm(), ctx);
-    QkvSplit split{qkv_->get(), input(2).device.get(), q_->get(), k_->get(), v_->get()};
-    split.tokens = batch_ * seq_;
-    split.heads = heads_;
-    split.kv_heads = kv_heads_;
-    split.head_dim = head_dim_;
-    split.dtype = point().dtype;
-    qkv_split(split, s);
-    launch_variant(attention_variants(), a, attention_params(), ctx);
-    launch_variant(gemm_variants(), g, out_gemm(), ctx);
-    add_bias(output().device.get(), input(4).device.get(), batch_ * seq_, d_model_, point().dtype, s);
+    const Row r = row(v);
+    r.step->launch(r.params, ctx);
   }
 
   void poison_output(cudaStream_t stream) override {
@@ -145,23 +161,56 @@ class MhaProblem : public Problem {
   }
 
  private:
-  // Why a GEMM variant cannot run either projection, or an attention variant the attention.
-  std::function<std::string(const Variant<GemmParams>&)> gemm_why(const DeviceCaps& caps) const {
-    return [this, &caps](const Variant<GemmParams>& g) {
-      const std::string why = g.supports(qkv_gemm(), caps);
-      return why.empty() ? g.supports(out_gemm(), caps) : why;
+  // A row's parts: GEMM+ATTENTION+STEP, and the parameters its step launches with.
+  struct Row {
+    std::string gemm, attention;
+    const MhaStep* step;
+    MhaParams params;
+  };
+  Row row(const std::string& v) const {
+    const auto [g, rest] = split_pair(v);
+    const auto [a, s] = split_pair(rest);
+    Row r{g, a, find_step(s), chain()};
+    r.params.gemm = find_variant(gemm_variants(), g);
+    r.params.attention = find_variant(attention_variants(), a);
+    if (!r.step || !r.params.gemm || !r.params.attention) throw std::logic_error("no mha variant named '" + v + "'");
+    return r;
+  }
+  static const MhaStep* find_step(const std::string& name) {
+    for (const MhaStep& s : mha_steps())
+      if (name == s.name) return &s;
+    return nullptr;
+  }
+  // The layer's tensors (no variants yet).
+  MhaParams chain() const {
+    MhaParams m;
+    m.x = input(0).device.get();
+    m.w_qkv = input(1).device.get();
+    m.b_qkv = input(2).device.get();
+    m.w_o = input(3).device.get();
+    m.b_o = input(4).device.get();
+    m.qkv = qkv_->get();
+    m.q = q_->get();
+    m.k = k_->get();
+    m.v = v_->get();
+    m.y = output().device.get();
+    m.attn = attention_params();
+    m.tokens = batch_ * seq_;
+    m.d_model = d_model_;
+    m.dtype = point().dtype;
+    return m;
+  }
+  // Why a GEMM variant cannot run either projection as `step` launches it, or an attention
+  // variant the attention.
+  std::function<std::string(const Variant<GemmParams>&)> gemm_why(const DeviceCaps& caps, const MhaStep& step) const {
+    return [this, &caps, &step](const Variant<GemmParams>& g) {
+      const MhaParams m = chain();
+      const std::string why = g.supports(step.qkv_gemm(m), caps);
+      return why.empty() ? g.supports(step.out_gemm(m), caps) : why;
     };
   }
   std::function<std::string(const Variant<AttentionParams>&)> attention_why(const DeviceCaps& caps) const {
     return [this, &caps](const Variant<AttentionParams>& a) { return a.supports(attention_params(), caps); };
-  }
-  GemmParams qkv_gemm() const {
-    return {input(0).device.get(), input(1).device.get(), qkv_->get(), 1, batch_ * seq_,
-            (heads_ + 2 * kv_heads_) * head_dim_, d_model_, GemmLayout::nt, point().dtype};
-  }
-  GemmParams out_gemm() const {
-    return {o_->get(), input(3).device.get(), output().device.get(), 1, batch_ * seq_, d_model_, heads_ * head_dim_,
-            GemmLayout::nt, point().dtype};
   }
   AttentionParams attention_params() const {
     AttentionParams p;
@@ -216,7 +265,7 @@ OpSpec mha_op() {
     }
     finish_head_keys(c);
   };
-  op.variants = [] { return MhaProblem::pairs().infos(); };
+  op.variants = [] { return MhaProblem::infos(); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<MhaProblem>(p); };
   return op;
 }

@@ -16,6 +16,11 @@
 //     copies half of the stage's B tile and multicasts it into both, so the L2 serves 32 KB a
 //     stage per block instead of 48 KB. A block frees a stage only when the consumers of both
 //     have read it, since its peer's next copy writes into both.
+//   - The fused projection's epilogue (GemmParams::bias, split_n; mha's epilogue step), an
+//     instantiation of its own: the bias is added to the accumulators before they are rounded,
+//     and with a column split each 64-column box is stored into every part it overlaps, at its
+//     column within that part: a box that straddles two parts is stored twice, and TMA drops
+//     the columns outside each part's tensor (a negative coordinate included).
 // C = A·Bᵀ (nt) or A·B (nn), batched, any M; K % 8 == 0 and N % 8 == 0: TMA's global strides
 // are multiples of 16 bytes. Reads past an edge come back as zeros, writes past it are dropped.
 #include <cuda_bf16.h>
@@ -58,6 +63,19 @@ struct Bars {
   uint64_t full[STAGES], empty[STAGES];
 };
 
+// The plain epilogue: the accumulators rounded and stored to C.
+struct NoEpilogue {
+  static constexpr bool kOn = false;
+};
+// The fused projection's: bias [N] (or null) added, columns [0, n_c) stored to C (tc), the next
+// n_c1 to tc1, the rest to tc2. Without a split n_c = N.
+struct Epilogue {
+  static constexpr bool kOn = true;
+  CUtensorMap tc1, tc2;
+  const void* bias;
+  int n_c, n_c1;
+};
+
 // Work unit u of the persistent order: CLUSTER vertically adjacent tiles (one per block of a
 // cluster) of batch entry z, the units in grouped order within a batch entry.
 struct Unit {
@@ -71,11 +89,11 @@ __device__ __forceinline__ Unit unit_at(int u, int units_m, int tiles_n, uint32_
   return {z, (t.x * CLUSTER + static_cast<int>(rank)) * BM, t.y * BN};
 }
 
-template <class T, GemmLayout L, int CLUSTER>
+template <class T, GemmLayout L, int CLUSTER, class Epi>
 __global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_constant__ CUtensorMap ta,
                                                               const __grid_constant__ CUtensorMap tb,
                                                               const __grid_constant__ CUtensorMap tc, int M, int N,
-                                                              int K, int units) {
+                                                              int K, int units, const __grid_constant__ Epi epi) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   constexpr bool kNT = L == GemmLayout::nt;
   extern __shared__ unsigned char smem_raw[];
@@ -187,6 +205,22 @@ __global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_const
       // (rows 0-7, chunk j), (rows 8-15, j), (rows 0-7, j + 1), (rows 8-15, j + 1), lane l
       // addressing row l % 8 of matrix l / 8.
       const int st_row = 16 * (warp % 4) + 8 * ((lane / 8) % 2) + lane % 8, st_chunk = lane / 16;
+      if constexpr (Epi::kOn) {
+        if (epi.bias) {  // d[4j + e]'s column: 8j + 2 (lane % 4) + e % 2; N is even, so a pair is in or out
+          const T* bias = static_cast<const T*>(epi.bias);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            const int col = w.n0 + 8 * j + 2 * (lane % 4);
+            if (col < N) {
+              const float b0 = to_float(bias[col]), b1 = to_float(bias[col + 1]);
+              d[4 * j] += b0;
+              d[4 * j + 1] += b1;
+              d[4 * j + 2] += b0;
+              d[4 * j + 3] += b1;
+            }
+          }
+        }
+      }
 #pragma unroll
       for (int j = 0; j < BN / 8; j += 2) {
         const int chunk = j + st_chunk;  // 16-byte chunk of the 256 columns
@@ -197,7 +231,17 @@ __global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_const
       fence_proxy_async_shared();  // the stmatrix writes -> the TMA unit's reads
       named_bar_sync(1 + cw, 128);
       if (leader) {
-        for (int b = 0; b < BN / 64; ++b) tma_store_3d(tc, w.n0 + 64 * b, w.m0 + cw * 64, w.z, cbuf + b * 8192);
+        for (int b = 0; b < BN / 64; ++b) {
+          const int col = w.n0 + 64 * b, row = w.m0 + cw * 64;
+          if constexpr (Epi::kOn) {
+            const int end_c1 = epi.n_c + epi.n_c1;
+            if (col < epi.n_c) tma_store_3d(tc, col, row, w.z, cbuf + b * 8192);
+            if (col + 64 > epi.n_c && col < end_c1) tma_store_3d(epi.tc1, col - epi.n_c, row, w.z, cbuf + b * 8192);
+            if (col + 64 > end_c1 && end_c1 < N) tma_store_3d(epi.tc2, col - end_c1, row, w.z, cbuf + b * 8192);
+          } else {
+            tma_store_3d(tc, col, row, w.z, cbuf + b * 8192);
+          }
+        }
         bulk_commit();
       }
     }
@@ -233,16 +277,28 @@ int resident_clusters(cudaLaunchConfig_t cfg, Kernel kernel, int sm_count, int c
   return n;
 }
 
-template <class T, GemmLayout L, int CLUSTER>
+template <class T, GemmLayout L, int CLUSTER, class Epi>
 void launch_ws(const GemmParams& p, const LaunchContext& ctx) {
-  const auto kernel = wgmma_ws_kernel<T, L, CLUSTER>;
+  const auto kernel = wgmma_ws_kernel<T, L, CLUSTER, Epi>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   check_cuda(opt_in, "gemm/wgmma_ws");
   const bool nt = L == GemmLayout::nt;
   const CUtensorMap ta = map_of<T>(p.a, p.batch, p.m, p.k, BM);
   const CUtensorMap tb = nt ? map_of<T>(p.b, p.batch, p.n, p.k, BN / CLUSTER) : map_of<T>(p.b, p.batch, p.k, p.n, 64);
-  const CUtensorMap tc = map_of<T>(p.c, p.batch, p.m, p.n, 64);
+  // With a column split, C's map covers its own columns only (c1's and c2's are epi's).
+  const int64_t n_c = p.split_n[0] > 0 ? p.split_n[0] : p.n;
+  const CUtensorMap tc = map_of<T>(p.c, p.batch, p.m, n_c, 64);
+  Epi epi{};
+  if constexpr (Epi::kOn) {
+    epi.bias = p.biased ? p.bias : nullptr;
+    epi.n_c = static_cast<int>(n_c);
+    epi.n_c1 = static_cast<int>(p.split_n[1]);
+    const int64_t n_c2 = p.n - n_c - p.split_n[1];
+    // A part with no columns still needs a valid map: it is never stored to.
+    epi.tc1 = p.split_n[1] > 0 ? map_of<T>(p.c1, p.batch, p.m, p.split_n[1], 64) : tc;
+    epi.tc2 = n_c2 > 0 ? map_of<T>(p.c2, p.batch, p.m, n_c2, 64) : tc;
+  }
   const int64_t units = ceil_div(p.m, int64_t{BM} * CLUSTER) * ceil_div(p.n, BN) * p.batch;
 
   cudaLaunchConfig_t cfg{};
@@ -261,7 +317,7 @@ void launch_ws(const GemmParams& p, const LaunchContext& ctx) {
   static const int resident = resident_clusters(cfg, kernel, ctx.caps->sm_count, CLUSTER);
   cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(resident, units) * CLUSTER));
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, ta, tb, tc, static_cast<int>(p.m),
-                                static_cast<int>(p.n), static_cast<int>(p.k), static_cast<int>(units)),
+                                static_cast<int>(p.n), static_cast<int>(p.k), static_cast<int>(units), epi),
              "gemm/wgmma_ws");
   check_launch("gemm/wgmma_ws");
 }
@@ -270,7 +326,10 @@ template <int CLUSTER>
 void dispatch(const GemmParams& p, const LaunchContext& ctx) {
   with_16bit(p.dtype, "gemm/wgmma_ws", [&](auto t) {
     with_value<GemmLayout::nt, GemmLayout::nn>(p.layout, "gemm/wgmma_ws", "layout", [&](auto layout) {
-      launch_ws<decltype(t), decltype(layout)::value, CLUSTER>(p, ctx);
+      if (has_epilogue(p))
+        launch_ws<decltype(t), decltype(layout)::value, CLUSTER, Epilogue>(p, ctx);
+      else
+        launch_ws<decltype(t), decltype(layout)::value, CLUSTER, NoEpilogue>(p, ctx);
     });
   });
 }
@@ -281,7 +340,7 @@ void gemm_impl::wgmma_ws(const GemmParams& p, const LaunchContext& ctx) { dispat
 void gemm_impl::wgmma_ws_1cta(const GemmParams& p, const LaunchContext& ctx) { dispatch<1>(p, ctx); }
 
 std::string gemm_impl::wgmma_ws_supports(const GemmParams& p, const DeviceCaps& caps) {
-  std::string r = common_reason(p);
+  std::string r = common_reason(p, true);
   if (!r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma, TMA and clusters; the binary's sm_90a build)";
@@ -291,6 +350,8 @@ std::string gemm_impl::wgmma_ws_supports(const GemmParams& p, const DeviceCaps& 
   if (p.n % 8 != 0) return "n % 8 != 0 (TMA's row strides of C, and nn's B, are multiples of 16 bytes)";
   if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b)) || (p.c && !aligned16(p.c)))
     return "A, B and C must be 16-byte aligned (TMA)";
+  if (p.split_n[0] % 8 != 0 || p.split_n[1] % 8 != 0 || (p.c1 && !aligned16(p.c1)) || (p.c2 && !aligned16(p.c2)))
+    return "a column split needs parts of a multiple of 8 columns, 16-byte aligned (TMA)";
   if (ceil_div(p.m, int64_t{BM}) * ceil_div(p.n, BN) * p.batch > INT_MAX) return "more than 2^31 tiles";
   return {};
 }
