@@ -104,12 +104,36 @@ class Problem {
     (void)rows;
     return {};
   }
+  // Where an op's variants round at different places, the path a variant's output follows
+  // (mha: `launches` rounds the QKV product and then its sum with the bias, `epilogue` rounds
+  // once): each path has its reference and faithful reference, and a variant is checked
+  // against its own path's.
+  // An ill-conditioned point (logits of hundreds, a softmax that is nearly an argmax) turns one
+  // rounding more or less into a different winning key, which a bound scaled from another
+  // path's error would call a bug. "" = the op's one path.
+  virtual std::string rounding_path(const std::string& variant) const {
+    (void)variant;
+    return "";
+  }
+  // reference() along `path` (rounding_path()'s), for an op whose reference stores its
+  // activations where the variant does (mha); by default the op's one reference.
+  virtual ref::Matrix reference(const ref::Rows& rows, const std::string& path) const {
+    (void)path;
+    return reference(rows);
+  }
+  // faithful() along `path`; by default the op's one path.
+  virtual ref::Matrix faithful(const ref::Rows& rows, const std::string& path) const {
+    (void)path;
+    return faithful(rows);
+  }
   // The trial's scaled bound (app/verify.hpp) from the reference of `rows` and the faithful
-  // one, which it runs first: faithful() records the largest |row max| of the scores it took
-  // softmaxes of, the bound's score floor. (Read as a second argument beside faithful(), the
-  // order was the compiler's: GCC read the score first, and the floor was never applied.)
-  Bound faithful_bound(const ref::Matrix& ref, const ref::Rows& rows, const BoundRule& rule) const {
-    const ref::Matrix f = faithful(rows);
+  // one along `path`, which it runs first: faithful() records the largest |row max| of the
+  // scores it took softmaxes of, the bound's score floor. (Read as a second argument beside
+  // faithful(), the order was the compiler's: GCC read the score first, and the floor was never
+  // applied.)
+  Bound faithful_bound(const ref::Matrix& ref, const ref::Rows& rows, const BoundRule& rule,
+                       const std::string& path = "") const {
+    const ref::Matrix f = faithful(rows, path);
     return scaled_bound(ref, f, output_tensor().dtype, rule, faithful_score_ ? faithful_score_->load() : 0.0);
   }
   // Per checked element of the last reference(), a magnitude the relative tolerance applies

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <set>
 #include <fnmatch.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -169,9 +170,15 @@ struct Runner::PointRun {
   // The last trial's checked rows and reference: the inputs stay on the device, so the
   // timed launches' output is verified against them too.
   ref::Rows last_rows;
-  ref::Matrix last_want;
-  std::optional<Bound> last_bound;
+  std::map<std::string, ref::Matrix> last_wants;  // by rounding path (Problem::rounding_path)
+  std::map<std::string, Bound> last_bounds;
 };
+
+// The scaled bound of `variant`'s rounding path, or null (an op without a faithful reference).
+static const Bound* bound_of(const std::map<std::string, Bound>& bounds, const Problem& problem, const std::string& variant) {
+  const auto it = bounds.find(problem.rounding_path(variant));
+  return it == bounds.end() ? nullptr : &it->second;
+}
 
 // One verification trial: the rows it checks, and the fp64 reference on them, computed on
 // the host while the variants run on the device.
@@ -180,14 +187,22 @@ struct Runner::Trial {
   uint64_t seed;
   const ref::Rows check_rows;
   double reference_own_ms = 0;
-  std::optional<Bound> bound;
-  std::future<ref::Matrix> pending;
-  std::optional<ref::Matrix> want;
+  // By rounding path (Problem::rounding_path), one for each the runnable variants follow: the
+  // reference, and the scaled bound where the op has a faithful reference.
+  std::map<std::string, ref::Matrix> wants;
+  std::map<std::string, Bound> bounds;
+  std::future<void> pending;
+  bool ready = false;
   std::vector<std::pair<size_t, Problem::Readback>> outputs;  // (row, its output), to judge
-  // The reference, waited for when first asked for.
-  const ref::Matrix& reference() {
-    if (!want) want = pending.get();
-    return *want;
+  // Waits for the references the first time it is asked.
+  void wait() {
+    if (!ready) pending.get();
+    ready = true;
+  }
+  // The reference of `variant`'s rounding path, waited for when first asked for.
+  const ref::Matrix& reference(const Problem& problem, const std::string& variant) {
+    wait();
+    return wants.at(problem.rounding_path(variant));
   }
 };
 
@@ -308,21 +323,27 @@ void Runner::verify_trial(PointRun& run, int t, bool last) {
   // The fp64 reference runs on the host while the variants run on the device; each
   // variant's output is read back as it finishes and judged once the reference is there.
   // A dump writes each variant's output with the reference beside it, so it waits first.
-  // The faithful reference, where the op has one, runs in the same task and sets the trial's bound.
-  trial.pending = std::async(std::launch::async, [&problem, &trial, &rule = run.rule] {
+  // The faithful reference, where the op has one, runs in the same task and sets the trial's
+  // bound. Both are computed for each rounding path the runnable variants follow (one, but for
+  // mha's two steps).
+  std::set<std::string> paths;
+  for (size_t i : run.runnable) paths.insert(problem.rounding_path(run.rows[i].variant));
+  if (paths.empty()) paths.insert("");
+  trial.pending = std::async(std::launch::async, [&problem, &trial, &rule = run.rule, paths] {
     const auto r0 = std::chrono::steady_clock::now();
-    ref::Matrix m = problem.reference(trial.check_rows);
-    if (problem.has_faithful()) trial.bound = problem.faithful_bound(m, trial.check_rows, rule);
+    for (const std::string& path : paths) {
+      const ref::Matrix& m = trial.wants[path] = problem.reference(trial.check_rows, path);
+      if (problem.has_faithful()) trial.bounds[path] = problem.faithful_bound(m, trial.check_rows, rule, path);
+    }
     trial.reference_own_ms = ms_since(r0);
-    return m;
   });
-  if (run.dump) trial.reference();
+  if (run.dump) trial.wait();
   for (size_t i : run.runnable) verify_launch(run, trial, i);
   judge_outputs(run, trial);
   if (last) {
     run.last_rows = trial.check_rows;
-    run.last_want = std::move(*trial.want);
-    run.last_bound = trial.bound;
+    run.last_wants = std::move(trial.wants);
+    run.last_bounds = trial.bounds;
   }
 }
 
@@ -389,9 +410,10 @@ void Runner::verify_launch(PointRun& run, Trial& trial, size_t i) {
   trial.outputs.emplace_back(i, run.problem->read_back(trial.check_rows));
   r.verify_time.check_ms += ms_since(v0);
   if (run.dump) {
-    const Comparison cmp = run.problem->judge(trial.outputs.back().second, trial.check_rows, trial.reference(), r.tol,
-                                              trial.bound ? &*trial.bound : nullptr);
-    run.dump->add(*run.problem, trial.seed, trial.check_rows, trial.reference(), r.variant, cmp, r.tol, r.command);
+    const ref::Matrix& want = trial.reference(*run.problem, r.variant);
+    const Comparison cmp = run.problem->judge(trial.outputs.back().second, trial.check_rows, want, r.tol,
+                                              bound_of(trial.bounds, *run.problem, r.variant));
+    run.dump->add(*run.problem, trial.seed, trial.check_rows, want, r.variant, cmp, r.tol, r.command);
   }
 }
 
@@ -399,13 +421,14 @@ void Runner::verify_launch(PointRun& run, Trial& trial, size_t i) {
 void Runner::judge_outputs(PointRun& run, Trial& trial) {
   progress("trial " + std::to_string(trial.t + 1) + ": waiting for the reference");
   const auto w0 = std::chrono::steady_clock::now();
-  trial.reference();
+  trial.wait();
   run.reference_wait_ms += ms_since(w0);
   run.reference_ms += trial.reference_own_ms;
   for (const auto& [i, output] : trial.outputs) {
     ResultRow& r = run.rows[i];
     const Comparison cmp =
-        run.problem->judge(output, trial.check_rows, *trial.want, r.tol, trial.bound ? &*trial.bound : nullptr);
+        run.problem->judge(output, trial.check_rows, trial.reference(*run.problem, r.variant), r.tol,
+                           bound_of(trial.bounds, *run.problem, r.variant));
     if (r.cmp)
       r.cmp->merge(cmp);
     else
@@ -510,7 +533,8 @@ void Runner::check_footprint(PointRun& run) {
 void Runner::check_again(PointRun& run, ResultRow& r, const std::string& which) {
   gpu_.synchronize();
   const Comparison after =
-      run.problem->check(run.last_rows, run.last_want, r.tol, run.last_bound ? &*run.last_bound : nullptr);
+      run.problem->check(run.last_rows, run.last_wants.at(run.problem->rounding_path(r.variant)), r.tol,
+                         bound_of(run.last_bounds, *run.problem, r.variant));
   if (after.passed() || r.status != Status::verified) return;
   r.status = Status::failed;
   r.reason = "verified, but the output of its " + which + " is wrong: " +

@@ -39,14 +39,16 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
       const Matrix xt = view(x + (b * s.seq + t0) * s.d_model, n, s.d_model, s.d_model).cast<double>();
       qkv.middleRows(t0, n) = product_of(xt, wqkv);
     });
-    // q, k, v as the split stores them: the product stored, its bias added and stored again
-    // (without a storage type, rounded once to float: 2^-24, far inside every tolerance).
+    // q, k, v as the split stores them: the product stored, its bias added and stored again, or
+    // with fused_bias the sum stored once (without a storage type, rounded once to float: 2^-24,
+    // far inside every tolerance).
     std::vector<float> q(static_cast<size_t>(s.seq * hd)), k(static_cast<size_t>(s.seq * kvd)),
         v(static_cast<size_t>(s.seq * kvd));
     for (int64_t t = 0; t < s.seq; ++t)
       for (int64_t c = 0; c < width; ++c) {
-        const float value = s.store ? s.store(s.store(static_cast<float>(qkv(t, c))) + bqkv[c])
-                                    : static_cast<float>(qkv(t, c) + bqkv[c]);
+        const float value = !s.store       ? static_cast<float>(qkv(t, c) + bqkv[c])
+                            : s.fused_bias ? s.store(static_cast<float>(qkv(t, c) + bqkv[c]))
+                                           : s.store(s.store(static_cast<float>(qkv(t, c))) + bqkv[c]);
         if (c < hd)
           q[static_cast<size_t>(t * hd + c)] = value;
         else if (c < hd + kvd)
@@ -67,8 +69,9 @@ Matrix mha(const MhaShape& s, const float* x, const float* w_qkv, const float* b
         concat.segment(h * a.head_dim, a.head_dim) = o.row(static_cast<int64_t>(i) * a.heads + h);
       if (s.store) concat = concat.unaryExpr(store);
       Eigen::RowVectorXd p = product_of(concat, wo);
-      // The chain stores the product before adding the bias: the faithful reference rounds it there.
-      if (fp32 && s.store) p = p.unaryExpr(store);
+      // The chain stores the product before adding the bias: the faithful reference rounds it
+      // there (not with fused_bias: the epilogue adds the bias to the fp32 product).
+      if (fp32 && s.store && !s.fused_bias) p = p.unaryExpr(store);
       y.row(static_cast<int64_t>(mine[i])) = p + bo.cast<double>().transpose();
       if (product) product->row(static_cast<int64_t>(mine[i])) = p;
     }

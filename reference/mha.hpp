@@ -16,6 +16,10 @@ struct MhaShape {
   // chain stores them, so that the check measures the kernels' own error and not the
   // roundings the layer is defined with. Null: float.
   std::function<float(float)> store;
+  // Where the biases join (the variant's rounding path): false, after the product was stored
+  // (mha's launches: QKV stored, then q, k, v = store(QKV + b); y = store(p) + bo); true, in the
+  // projections' epilogues before their one rounding (q, k, v = store(product + b); y = p + bo).
+  bool fused_bias = false;
 };
 
 // For every token: [q | k | v] = x Wqkvᵀ + bqkv, split by columns into the query heads, then

@@ -270,6 +270,41 @@ TEST(ModelPairs, DecodeStepRungsAreRows) {
   }
 }
 
+// mha's fusion ladder: each pair on both steps, launches first; the epilogue step run by the GEMM
+// rungs that have an epilogue and refused, with the GEMM's reason, by the rest; the default the
+// fastest pair on the highest step its GEMM takes; each step checked along its own rounding.
+TEST(MhaSteps, EpilogueStepIsARowOfTheGemmsThatHaveOne) {
+  const std::string mha = "op = \"mha\"\ndtype = \"bf16\"\n[shape]\nbatch = 2\nseq = 64\nd_model = 256\nheads = 4\n";
+  const auto skip = [&](const std::string& extra, const std::string& name) {
+    for (const VariantChoice& v : make_problem(point(mha + extra))->variants(assumed_caps()))
+      if (v.name == name) return v.skip;
+    ADD_FAILURE() << "no variant " << name;
+    return std::string("?");
+  };
+  EXPECT_EQ(skip("", "wgmma_ws+flash_ws+epilogue"), "");
+  EXPECT_EQ(skip("", "naive+flash_mma+epilogue"), "");
+  EXPECT_EQ(skip("", "cublas+flash_ws+launches"), "");
+  EXPECT_EQ(skip("", "cublas+flash_ws+epilogue"),
+            "projections: no fused epilogue (bias, column split): naive and wgmma_ws have one");
+  // head_dim 40 over 4 heads: q is 160 columns, not whole 64-column boxes.
+  EXPECT_EQ(skip("head_dim = 40\n", "wgmma_ws+flash_mma+epilogue"),
+            "projections: a column split needs parts of a multiple of 64 columns (the TMA stores' boxes), 16-byte "
+            "aligned");
+  EXPECT_EQ(skip("head_dim = 40\n", "naive+flash_mma+epilogue"), "");
+  const auto problem = make_problem(point(mha));
+  EXPECT_EQ(problem->default_variants(assumed_caps()).at(0), "wgmma_ws+flash_ws+epilogue");
+  EXPECT_EQ(make_problem(point(mha + "head_dim = 40\n"))->default_variants(assumed_caps()).at(0),
+            "wgmma_ws+flash_mma+launches");
+  std::vector<std::string> names;
+  for (const VariantChoice& v : problem->variants(assumed_caps())) names.push_back(v.name);
+  const auto at = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+  EXPECT_EQ(at("cublas+naive+launches"), 0);
+  EXPECT_EQ(at("cublas+naive+epilogue"), 1);
+  EXPECT_EQ(problem->rounding_path("wgmma_ws+flash_ws+epilogue"), "epilogue");
+  EXPECT_EQ(problem->rounding_path("cublas+naive+launches"), "launches");
+  EXPECT_THROW(point("kernels = [\"cublas+flash_ws\"]\n" + mha), InputError);  // the pairs of before issue 51
+}
+
 // The decode step as one kernel pairs with every prefill, and says what it cannot hold.
 TEST(ModelPairs, PersistentStepPairsWithEveryPrefill) {
   const std::string model =

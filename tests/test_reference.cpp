@@ -844,8 +844,9 @@ namespace {
 
 // mha against the layer written out with loops: projection, split, causal GQA attention with
 // the softmax spelled out, output projection, with the storage roundings where the chain
-// stores (`store`; none: only q, k, v pass through float on the reference's side).
-void check_mha_by_hand(const std::function<float(float)>& store) {
+// stores (`store`; none: only q, k, v pass through float on the reference's side), the biases
+// joining after the stored product or, with fused_bias, before the one rounding.
+void check_mha_by_hand(const std::function<float(float)>& store, bool fused_bias = false) {
   const int64_t B = 2, S = 5, D = 8, H = 2, G = 1, hd = 4, W = (H + 2 * G) * hd;
   const std::vector<float> x = random_values(B * S * D, 1), wqkv = random_values(W * D, 2), bqkv = random_values(W, 3),
                            wo = random_values(D * H * hd, 4), bo = random_values(D, 5);
@@ -859,6 +860,7 @@ void check_mha_by_hand(const std::function<float(float)>& store) {
   s.attention.head_dim = hd;
   s.attention.causal = true;
   s.store = store;
+  s.fused_bias = fused_bias;
   const Rows rows = {0, 4, 5, 9, 7};
   const Matrix got = mha(s, x.data(), wqkv.data(), bqkv.data(), wo.data(), bo.data(), rows);
   Matrix want(static_cast<int64_t>(rows.size()), D);
@@ -867,7 +869,7 @@ void check_mha_by_hand(const std::function<float(float)>& store) {
     auto proj = [&](int64_t token, int64_t c) {  // column c of [q | k | v] for a token of sequence b, as stored
       double acc = 0;
       for (int64_t i = 0; i < D; ++i) acc += double{x[(b * S + token) * D + i]} * wqkv[c * D + i];
-      return st(st(acc) + bqkv[c]);
+      return fused_bias ? st(acc + bqkv[c]) : st(st(acc) + bqkv[c]);
     };
     std::vector<double> o(H * hd, 0.0);
     for (int64_t h = 0; h < H; ++h) {
@@ -898,6 +900,26 @@ TEST(Mha, LoopsByHandCausalGqa) { check_mha_by_hand(nullptr); }
 // Storage rounded to quarters: coarse enough that a rounding left out or added is seen.
 TEST(Mha, LoopsByHandWithStorageRounding) {
   check_mha_by_hand([](float v) { return std::round(v * 4) / 4; });
+}
+
+// The epilogue step's path: q, k, v rounded once, after the bias; and it is another layer at
+// this coarse rounding, so a reference that ignored fused_bias would fail the first test.
+TEST(Mha, LoopsByHandWithTheBiasBeforeTheRounding) {
+  const auto quarters = [](float v) { return std::round(v * 4) / 4; };
+  check_mha_by_hand(quarters, true);
+  MhaShape s;
+  s.batch = 1;
+  s.seq = 4;
+  s.d_model = 8;
+  s.attention.heads = s.attention.kv_heads = 2;
+  s.attention.head_dim = 4;
+  s.store = quarters;
+  const std::vector<float> x = random_values(32, 1), w = random_values(24 * 8, 2), b = random_values(24, 3),
+                           wo = random_values(64, 4), bo = random_values(8, 5);
+  const Matrix launches = mha(s, x.data(), w.data(), b.data(), wo.data(), bo.data(), {0, 1, 2, 3});
+  s.fused_bias = true;
+  const Matrix epilogue = mha(s, x.data(), w.data(), b.data(), wo.data(), bo.data(), {0, 1, 2, 3});
+  EXPECT_GT((launches - epilogue).cwiseAbs().maxCoeff(), 1e-3);
 }
 
 TEST(Mha, RowsOutOfRangeAndBadHeadsAreRefused) {

@@ -110,14 +110,26 @@ class MhaProblem : public Problem {
     return {flops, bytes, Bandwidth::copy};
   }
 
-  ref::Matrix reference(const ref::Rows& rows) const override { return layer(rows, {}); }
-  bool has_faithful() const override { return true; }
-  ref::Matrix faithful(const ref::Rows& rows) const override {
-    return stored(layer(rows, faithful_of()));
+  // The references store the activations where the row's step does (its rounding path): the
+  // launches step rounds the QKV product and then its sum with the bias, the epilogue step the
+  // sum only. At logits of hundreds (cases/mha/distributions) a softmax is nearly an argmax,
+  // and one rounding more or less of q or k picks another key: each step is checked against
+  // the layer rounded as it rounds.
+  std::string rounding_path(const std::string& v) const override { return split_pair(split_pair(v).second).second; }
+  ref::Matrix reference(const ref::Rows& rows) const override { return layer(rows, {}, false); }
+  ref::Matrix reference(const ref::Rows& rows, const std::string& path) const override {
+    return layer(rows, {}, fused(path));
   }
-  // The fp64 reference of the layer (faithful off), or its dtype-faithful form; the fp64 one
-  // keeps O·Woᵀ for tolerance_magnitude().
-  ref::Matrix layer(const ref::Rows& rows, const ref::Faithful& faithful) const {
+  bool has_faithful() const override { return true; }
+  ref::Matrix faithful(const ref::Rows& rows) const override { return stored(layer(rows, faithful_of(), false)); }
+  ref::Matrix faithful(const ref::Rows& rows, const std::string& path) const override {
+    return stored(layer(rows, faithful_of(), fused(path)));
+  }
+  static bool fused(const std::string& path) { return path == "epilogue"; }
+  // The fp64 reference of the layer (faithful off), or its dtype-faithful form, with the biases
+  // joining before or after the projections' rounding; the fp64 one keeps O·Woᵀ for
+  // tolerance_magnitude().
+  ref::Matrix layer(const ref::Rows& rows, const ref::Faithful& faithful, bool fused_bias) const {
     ref::MhaShape m;
     m.batch = batch_;
     m.seq = seq_;
@@ -132,6 +144,7 @@ class MhaProblem : public Problem {
     a.faithful = faithful;
     const DType t = point().dtype;
     m.store = [t](float x) { return round_to(t, x); };
+    m.fused_bias = fused_bias;
     return ref::mha(m, input(0).host.data(), input(1).host.data(), input(2).host.data(), input(3).host.data(),
                     input(4).host.data(), rows, faithful.on ? nullptr : &product_);
   }

@@ -18,9 +18,11 @@
 //     have read it, since its peer's next copy writes into both.
 //   - The fused projection's epilogue (GemmParams::bias, split_n; mha's epilogue step), an
 //     instantiation of its own: the bias is added to the accumulators before they are rounded,
-//     and with a column split each 64-column box is stored into every part it overlaps, at its
-//     column within that part: a box that straddles two parts is stored twice, and TMA drops
-//     the columns outside each part's tensor (a negative coordinate included).
+//     and with a column split each 64-column box is stored into the part it lies in, at its
+//     column there. The parts are multiples of 64 columns (heads · head_dim for head_dim 64,
+//     128, 256, and 80 or 96 at head counts that make them so): a box that straddled two
+//     parts would need a store at a negative column of the second, which the H100 stopped
+//     with an illegal instruction (bench notes, run 267).
 // C = A·Bᵀ (nt) or A·B (nn), batched, any M; K % 8 == 0 and N % 8 == 0: TMA's global strides
 // are multiples of 16 bytes. Reads past an edge come back as zeros, writes past it are dropped.
 #include <cuda_bf16.h>
@@ -235,9 +237,12 @@ __global__ __launch_bounds__(THREADS, 1) void wgmma_ws_kernel(const __grid_const
           const int col = w.n0 + 64 * b, row = w.m0 + cw * 64;
           if constexpr (Epi::kOn) {
             const int end_c1 = epi.n_c + epi.n_c1;
-            if (col < epi.n_c) tma_store_3d(tc, col, row, w.z, cbuf + b * 8192);
-            if (col + 64 > epi.n_c && col < end_c1) tma_store_3d(epi.tc1, col - epi.n_c, row, w.z, cbuf + b * 8192);
-            if (col + 64 > end_c1 && end_c1 < N) tma_store_3d(epi.tc2, col - end_c1, row, w.z, cbuf + b * 8192);
+            if (col < epi.n_c)
+              tma_store_3d(tc, col, row, w.z, cbuf + b * 8192);
+            else if (col < end_c1)
+              tma_store_3d(epi.tc1, col - epi.n_c, row, w.z, cbuf + b * 8192);
+            else if (col < N)
+              tma_store_3d(epi.tc2, col - end_c1, row, w.z, cbuf + b * 8192);
           } else {
             tma_store_3d(tc, col, row, w.z, cbuf + b * 8192);
           }
@@ -350,8 +355,8 @@ std::string gemm_impl::wgmma_ws_supports(const GemmParams& p, const DeviceCaps& 
   if (p.n % 8 != 0) return "n % 8 != 0 (TMA's row strides of C, and nn's B, are multiples of 16 bytes)";
   if ((p.a && !aligned16(p.a)) || (p.b && !aligned16(p.b)) || (p.c && !aligned16(p.c)))
     return "A, B and C must be 16-byte aligned (TMA)";
-  if (p.split_n[0] % 8 != 0 || p.split_n[1] % 8 != 0 || (p.c1 && !aligned16(p.c1)) || (p.c2 && !aligned16(p.c2)))
-    return "a column split needs parts of a multiple of 8 columns, 16-byte aligned (TMA)";
+  if (p.split_n[0] % 64 != 0 || p.split_n[1] % 64 != 0 || (p.c1 && !aligned16(p.c1)) || (p.c2 && !aligned16(p.c2)))
+    return "a column split needs parts of a multiple of 64 columns (the TMA stores' boxes), 16-byte aligned";
   if (ceil_div(p.m, int64_t{BM}) * ceil_div(p.n, BN) * p.batch > INT_MAX) return "more than 2^31 tiles";
   return {};
 }
