@@ -31,6 +31,7 @@ attention.cu    attention-tail.toml      verify   6       ctl_attention mut_attn
 attention.cu    attention-large.toml     verify   2       ctl_attention mut_attn_no_max
 attention.cu    attention-scale.toml     verify   4       ctl_attention mut_attn_scale_d1
 attention.cu    attention-lowp.toml      verify   2       ctl_attention mut_attn_pv_lowp
+attention.cu    attention-sinks.toml     verify   4       ctl_attention mut_attn_sink_ignored mut_attn_sink_head0
 decode.cu       decode-varlen.toml       verify   3       ctl_decode mut_decode_len0 mut_decode_seq0 mut_decode_drop_last mut_decode_no_rescale
 paged.cu        paged-blocks.toml        verify   2       ctl_paged mut_paged_logical_block mut_paged_table0 mut_paged_k_layout
 paged.cu        paged-fp8.toml           verify   2       ctl_paged mut_paged_fp8_noscale mut_paged_logical_block mut_paged_table0 mut_paged_k_layout

@@ -17,6 +17,8 @@
 #include "app/ops/ragged.hpp"
 #include "app/problem.hpp"
 #include "app/verify.hpp"
+#include "kernels/ragged/ragged.hpp"
+#include "kernels/ragged/rungs.hpp"
 
 using namespace attnbench;
 
@@ -274,4 +276,146 @@ TEST(RaggedWork, CountsTheCausalPairsAndTheKvRead) {
   // Sequence 0 sees keys 2, 3 (block 1 only); sequence 1 sees 1 + 2 + 2 keys, all 3 read.
   EXPECT_DOUBLE_EQ(win.flops, 4.0 * 2 * 8 * 7);
   EXPECT_DOUBLE_EQ(win.bytes, 2.0 * 2 * 4 * 2 * 8 + 2.0 * 2 * 5 * 8 + 4.0 * 3);
+}
+
+// ---------------------------------------------------------------------------
+// Rung 2, separate: the batch split by kind onto the dense tables
+
+namespace {
+
+const DeviceCaps kHopper = [] {
+  DeviceCaps c;
+  c.sm_count = 132;
+  c.cc_major = 9;
+  c.smem_per_block_optin = 227 * 1024;
+  return c;
+}();
+
+// A batch's RaggedParams as the op fills them before its tensors exist (no device pointers),
+// with the lengths on the host.
+struct Batch {
+  std::vector<int32_t> cu = {0}, context;
+  RaggedParams p;
+  Batch(const IntPairs& seqs, DType dtype, DType kv_dtype, int64_t head_dim = 128) {
+    int64_t blocks = 0;
+    for (const auto& [q, c] : seqs) {
+      cu.push_back(static_cast<int32_t>(cu.back() + q));
+      context.push_back(static_cast<int32_t>(c));
+      p.longest_context = std::max(p.longest_context, c);
+      p.longest_query = std::max(p.longest_query, q);
+      blocks += ceil_div(c, 16);
+    }
+    p.batch = static_cast<int64_t>(seqs.size());
+    p.total_queries = cu.back();
+    p.heads = 8;
+    p.kv_heads = 2;
+    p.head_dim = head_dim;
+    p.block_size = 16;
+    p.max_blocks_per_seq = ceil_div(p.longest_context, 16);
+    p.num_blocks = blocks + 1;
+    p.dtype = dtype;
+    p.kv_dtype = kv_dtype;
+    if (kv_dtype == DType::fp8_e4m3) p.k_scale = 0.25f, p.v_scale = 3.f;
+    finish_ragged_params(p);
+  }
+  Batch(const Batch&) = delete;
+  RaggedParams params() const {
+    RaggedParams r = p;
+    r.host_cu_seqlens_q = cu.data();
+    r.host_context_lens = context.data();
+    return r;
+  }
+};
+
+const Variant<RaggedParams>& separate_variant() {
+  const Variant<RaggedParams>* v = find_variant(ragged_variants(), "separate");
+  EXPECT_NE(v, nullptr);
+  return *v;
+}
+
+const IntPairs kScattered = {{1, 1328}, {5, 18}, {129, 463}, {4, 4}, {1, 1}};  // cases/ragged/options.toml's
+
+}  // namespace
+
+// Every option the op takes reaches a dense kernel that takes it: the plain batch, each dtype
+// and cache type, a window, ALiBi, softcap, sinks and RoPE all run.
+TEST(RaggedSeparate, AcceptsThePlainOptions) {
+  const float2 table[1] = {};
+  for (const IntPairs& seqs : {kVllm, kScattered, IntPairs{{1, 9}, {1, 4096}}, IntPairs{{7, 7}}}) {
+    for (DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+      for (DType kv : {dtype, DType::fp8_e4m3}) {
+        const Batch b(seqs, dtype, kv);
+        for (int option = 0; option < 6; ++option) {
+          RaggedParams p = b.params();
+          if (option == 1) p.window = 64;
+          if (option == 2) p.score.alibi = true;
+          if (option == 3) p.score.softcap = 50;
+          if (option == 4) p.score.sinks = true;
+          if (option == 5) p.rope = {RopeTable::neox, 128, 0, static_cast<int>(p.longest_context), table};
+          EXPECT_EQ(separate_variant().supports(p, kHopper), "")
+              << dtype_name(dtype) << " cache " << dtype_name(kv) << " option " << option << " batch of "
+              << seqs.size();
+          EXPECT_GT(separate_variant().workspace(p), 0u);
+        }
+      }
+    }
+  }
+}
+
+// One gather, ONE decode launch for all decodes (and a scatter of their outputs when they are not
+// consecutive in the batch), one dense attention launch per other sequence: the tables' fastest.
+TEST(RaggedSeparate, LaunchesTheFastestDenseVariants) {
+  const Batch vllm(kVllm, DType::bf16, DType::bf16);
+  EXPECT_EQ(ragged_impl::separate_launches(vllm.params(), kHopper),
+            (std::vector<std::string>{"gather", "decode/split_kv", "attention/flash_ws", "attention/flash_ws"}));
+  const Batch scattered(kScattered, DType::bf16, DType::fp8_e4m3);
+  EXPECT_EQ(ragged_impl::separate_launches(scattered.params(), kHopper),
+            (std::vector<std::string>{"gather", "decode/split_kv", "scatter", "attention/flash_ws", "attention/flash_ws",
+                                      "attention/flash_ws"}));
+  const Batch d80(kVllm, DType::fp16, DType::fp16, 80);  // flash_ws takes head_dim 64, 128 and 256
+  EXPECT_EQ(ragged_impl::separate_launches(d80.params(), kHopper),
+            (std::vector<std::string>{"gather", "decode/split_kv", "attention/flash_mma", "attention/flash_mma"}));
+  const Batch fp32(IntPairs{{3, 40}}, DType::fp32, DType::fp32);
+  EXPECT_EQ(ragged_impl::separate_launches(fp32.params(), kHopper), (std::vector<std::string>{"gather", "attention/flash_fp32"}));
+}
+
+// The workspace holds the gathered contexts (the decodes' at the longest decode's stride) and,
+// with RoPE, the turned queries.
+TEST(RaggedSeparate, WorkspaceHoldsTheGatheredContexts) {
+  const Batch b({{1, 100}, {1, 1328}, {5, 18}, {129, 463}}, DType::bf16, DType::bf16);
+  const std::size_t row = 2 * 128 * 2;  // a key's kv heads, bf16
+  const std::size_t gathered = 2 * (18 + 463) * row + 2 * 2 * 1328 * row;
+  RaggedParams p = b.params();
+  const std::size_t plain = separate_variant().workspace(p);
+  EXPECT_GE(plain, gathered);
+  const float2 table[1] = {};
+  p.rope = {RopeTable::gptj, 64, 0, static_cast<int>(p.longest_context), table};
+  EXPECT_EQ(separate_variant().workspace(p) - plain, round_up_256(static_cast<std::size_t>(136 * 8 * 128 * 2)));
+}
+
+// What it refuses, and why: the op's own checks, lengths it cannot plan without, and a part no
+// dense kernel runs, in the dense table's words.
+TEST(RaggedSeparate, SaysWhyItRefuses) {
+  const Batch b(kVllm, DType::bf16, DType::bf16);
+  RaggedParams p = b.params();
+  p.host_context_lens = nullptr;
+  expect_has(separate_variant().supports(p, kHopper), {"on the host"});
+  EXPECT_EQ(separate_variant().workspace(p), 0u);
+  EXPECT_TRUE(ragged_impl::separate_launches(p, kHopper).empty());
+
+  const Batch d60(kVllm, DType::bf16, DType::bf16, 60);
+  expect_has(separate_variant().supports(d60.params(), kHopper), {"head_dim must be a multiple of 8"});
+
+  p = b.params();
+  p.kv_dtype = DType::fp16;  // the op's own check, rung 1's words
+  expect_has(separate_variant().supports(p, kHopper), {"kv_dtype fp16 must be the query's dtype or fp8_e4m3"});
+
+  // A decode over 2^30 keys: every decode variant refuses it; the reason is the baseline's.
+  const Batch huge(IntPairs{{1, int64_t{1} << 30}}, DType::bf16, DType::bf16);
+  RaggedParams h = huge.params();
+  h.block_size = int64_t{1} << 20;
+  h.max_blocks_per_seq = 1024;
+  h.num_blocks = 1025;
+  expect_has(separate_variant().supports(h, kHopper),
+             {"the decodes (1 of them): no dense decode variant runs them", "naive: max_context must be < 2^30"});
 }

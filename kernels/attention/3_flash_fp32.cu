@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
   for (int r = 0; r < RM; ++r) {
     float sum = l[r];
-    sum = allreduce_xor<2, 8, 16>(sum, SumOp{});
+    sum = plus_sink(allreduce_xor<2, 8, 16>(sum, SumOp{}), m[r], sink_log2(s.score.sinks, h));
     inv_l[r] = sum > 0.f ? 1.f / sum : 0.f;
   }
   store_o(inv_l);
@@ -417,7 +417,6 @@ template <class Cfg>
 std::string flash_fp32_config_reason(const AttentionParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);
   if (!r.empty()) return r;
-  if (const std::string why = score_unimplemented(p.score); !why.empty()) return why;
   if (p.dtype != DType::fp32) return "fp32 only (fp16/bf16: flash_mma)";
   if (caps.arch() < 80) return "needs sm_80+ (cp.async)";
   if (caps.smem_per_block_optin < static_cast<std::size_t>(Cfg::kSmemBytes))

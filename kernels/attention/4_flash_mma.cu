@@ -491,9 +491,10 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_fwd_kerne
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       float l = row_l[mt][hh];
-      l = allreduce_sum<4, XorOrder::low_first>(l);
+      l = plus_sink(allreduce_sum<4, XorOrder::low_first>(l), row_m[mt][hh], sink_log2(a.score.sinks, h));
       // l >= 1 once a row has seen a key (the score that set its m contributes exp2(0));
-      // l = 0 means it saw none, and its O (all zeros) stays 0.
+      // l = 0 means it saw none, and its O (all zeros) stays 0 (with a sink too: l is then the
+      // sink's weight relative to row_m = 0).
       const float inv_l = l > 0.f ? __fdividef(1.f, l) : 0.f;
       const int r = warp * WM + mt * 16 + hh * 8 + g;
 #pragma unroll
@@ -614,7 +615,6 @@ std::string shape_reason(const AttentionParams& p, const DeviceCaps& caps) {
 }  // namespace
 
 std::string flash_mma_supports(const AttentionParams& p, const DeviceCaps& caps) {
-  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
   if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)

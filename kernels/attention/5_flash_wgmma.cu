@@ -165,7 +165,7 @@ __global__ __launch_bounds__(THREADS, 1) void flash_wgmma_kernel(const Args a) {
   }
   cp_async_wait<0>();
 
-  store_rows<T, D>(acc, l, o, a.q_row_stride, row, a.seq_q, t4);
+  store_rows<T, D>(acc, l, m, sink_log2(a.score.sinks, h), o, a.q_row_stride, row, a.seq_q, t4);
 #else
   __trap();  // built without sm_90a: supports() refuses other cards
 #endif

@@ -446,10 +446,11 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
     }
     using TO = std::conditional_t<kFp8, __nv_bfloat16, T>;  // fp8 writes bf16
     TO* out = static_cast<TO*>(a.o) + int64_t{b} * a.o_batch_stride + int64_t{h} * D;
+    const float sink = sink_log2(a.score.sinks, h);
     if constexpr (kFp8)
-      store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4, a.descale_v);
+      store_rows<TO, D>(o, l, m, sink, out, a.q_row_stride, row, a.seq_q, t4, a.descale_v);
     else
-      store_rows<TO, D>(o, l, out, a.q_row_stride, row, a.seq_q, t4);
+      store_rows<TO, D>(o, l, m, sink, out, a.q_row_stride, row, a.seq_q, t4);
   }
   if (issued && wg == 0) named_bar_sync(SCHED_BAR, TURN_THREADS);  // the last consumer's last hand-over
 #else

@@ -140,13 +140,14 @@ __device__ __forceinline__ bool lazy_row_max(const float (&s)[BC / 2], float sca
 }
 
 // O / l into rows row and row + 8 of out (a row_stride apart), the rows below seq_q; a row
-// that saw no key has l = 0 and outputs 0.
+// that saw no key has l = 0 and outputs 0. sink: the head's sink in exp2 units, joining l
+// relative to the row's m (-inf: none; plus_sink).
 template <class T, int D>
-__device__ __forceinline__ void store_rows(const float (&o)[D / 2], float (&l)[2], T* out, int64_t row_stride, int row,
-                                           int seq_q, int t4, float vscale = 1.f) {
+__device__ __forceinline__ void store_rows(const float (&o)[D / 2], float (&l)[2], const float (&m)[2], float sink,
+                                           T* out, int64_t row_stride, int row, int seq_q, int t4, float vscale = 1.f) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] = allreduce_sum<4, XorOrder::low_first>(l[r]);
+    l[r] = plus_sink(allreduce_sum<4, XorOrder::low_first>(l[r]), m[r], sink);
     const int i = row + 8 * r;
     if (i >= seq_q) continue;
     const float inv = l[r] > 0.f ? vscale / l[r] : 0.f;
@@ -164,7 +165,6 @@ inline std::string wgmma_prefill_supports(const AttentionParams& p, const Device
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16 && !(fp8 && p.dtype == DType::fp8_e4m3))
     return fp8 ? "fp16, bf16 or fp8_e4m3 only (wgmma's input types)" : "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
-  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.sparse.on()) return "no block-sparse mask (flash_mma has it)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";

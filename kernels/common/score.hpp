@@ -43,9 +43,11 @@ struct ScoreArgs {
   bool alibi;
   const float* slopes;  // [heads] ALiBi slopes
   float cap, inv_cap;   // soft-capping in raw score units (softcap / unit) and its inverse; 0, 0 = none
+  const float* sinks;   // [heads] sink logits in score units (not raw: no unit), or null (plus_sink)
 };
 inline ScoreArgs score_args(const ScoreParams& s, float unit) {
-  return {s.alibi, s.alibi_slopes, s.softcap > 0 ? s.softcap / unit : 0.f, s.softcap > 0 ? unit / s.softcap : 0.f};
+  return {s.alibi, s.alibi_slopes, s.softcap > 0 ? s.softcap / unit : 0.f, s.softcap > 0 ? unit / s.softcap : 0.f,
+          s.sinks ? s.sink_logits : nullptr};
 }
 
 // Why no kernel can take these options ("" = every kernel can); after finish_score.
@@ -55,11 +57,10 @@ inline std::string score_reason(const ScoreParams& s) {
   return {};
 }
 
-// Why a rung that does not take every option refuses these ("" = it can run them): attention
-// sinks are in attention's naive and cublas rungs and decode's naive so far (issue 48 brings
-// them to the rest); the fused rungs' checks call this.
+// Why a rung that does not take every option refuses these ("" = it can run them): paged's v1
+// and v2, vLLM's kernels as they were before sinks, leave attention sinks to paged_flash.
 inline std::string score_unimplemented(const ScoreParams& s) {
-  if (s.sinks) return "attention sinks: this rung does not take them yet (attention naive and cublas, decode naive do)";
+  if (s.sinks) return "attention sinks: vLLM's v1/v2 as they were have none (paged_flash takes them)";
   return {};
 }
 

@@ -18,6 +18,17 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// Attention sinks (gpt-oss): the head's sink logit joins its softmax's denominator, without a
+// value. l: a row's sum of exp2(x - m) over its keys, m the max it is relative to (exp2 units);
+// sink_log2: the head's sink logit times log2(e) (sink_log2()), -inf without sinks. A row that
+// saw no key (m = -inf, or 0 with l = 0 in the kernels that keep it finite) gets l = +inf or
+// the sink's weight alone, and o = 0: the sink takes everything. Added once per row, where the
+// row's o is divided by l (or the splits' combine, which adds it to the merged l).
+__device__ __forceinline__ float sink_log2(const float* sinks, int h) { return sinks ? sinks[h] * kLog2e : -INFINITY; }
+__device__ __forceinline__ float plus_sink(float l, float m, float sink_log2) {
+  return sink_log2 == -INFINITY ? l : l + exp2_approx(sink_log2 - m);
+}
+
 // Merges partial (m2, l2) into (m, l), each l a sum of exp(x - m) over its part (natural
 // units). The sum with the smaller max is scaled by exp(m_lo - m_hi) <= 1, so no term ever
 // exceeds 1 and nothing overflows in any merge order. An empty partial (m_lo = -inf, l_lo = 0)

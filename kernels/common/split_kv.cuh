@@ -189,7 +189,9 @@ __device__ __forceinline__ void merge_and_store(const Partials<kSlices, kHeads, 
       for (int e = 0; e < 8; ++e) acc[e] = fmaf(wgt, x[e], acc[e]);
     }
     const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
-    // l >= 1 with one split: the key at the max contributes exp2(0).
+    // l >= 1 with one split: the key at the max contributes exp2(0). The sink joins it here with
+    // one split, in the combine with several.
+    if (p.splits == 1) l = plus_sink(l, mx, sink_log2(p.score.sinks, w.h0 + n));
     if constexpr (kVScale) {
       const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
 #pragma unroll
@@ -322,6 +324,7 @@ __global__ void __launch_bounds__(kCombineMaxThreads) combine_kernel(const P p) 
     }
   }
   if (lane == 0) {
+    l = plus_sink(l, m, sink_log2(p.score.sinks, bh % p.heads));
     const float inv_l = 1.f / l;  // l >= 1: the split holding the max contributes exp2(0)
     const float out[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
     store_n<T, 4>(static_cast<T*>(p.o) + int64_t{bh} * p.head_dim + 4 * col, out);

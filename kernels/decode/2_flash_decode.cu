@@ -477,7 +477,6 @@ bool fused_appends(const DecodeParams& p) {
 std::string fused_supports(const DecodeParams& p, const DeviceCaps& caps) {
   std::string r = common_reason(p);
   if (!r.empty()) return r;
-  if (const std::string why = score_unimplemented(p.score); !why.empty()) return why;
   // Zero caps (a device not chosen yet) are not refused.
   if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+ (mma.sync with bf16)";
   for (const void* ptr : {p.q, p.k_cache, p.v_cache, static_cast<const void*>(p.o), p.k_new, p.v_new})

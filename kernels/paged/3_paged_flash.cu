@@ -592,7 +592,9 @@ __global__ void __launch_bounds__(SimtCfg<T, C, kG>::kThreads, SimtCfg<T, C, kG>
     for (int i = 0; i < Cfg::kWarps; ++i) l += red[i][n];
     const int64_t bh = int64_t{w.b} * p.heads + w.h0 + n;
     const int64_t row = bh * p.splits + w.split;
-    // l >= 1: the key at the max contributes exp2(0).
+    // l >= 1: the key at the max contributes exp2(0). The sink joins it here with one split,
+    // in the combine with several.
+    if (p.splits == 1) l = plus_sink(l, m[n], sink_log2(p.score.sinks, w.h0 + n));
     const float f = p.splits == 1 ? p.v_scale / l : p.v_scale;
 #pragma unroll
     for (int j = 0; j < Cfg::kDims; ++j) {

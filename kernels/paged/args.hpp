@@ -106,7 +106,6 @@ inline std::string common_reason(const PagedParams& p, const DeviceCaps& caps) {
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
   if (p.window < 0) return "window must be >= 0";
   if (const std::string r = score_reason(p.score); !r.empty()) return r;
-  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   if (p.head_dim < 8 || p.head_dim > 256 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8, at most 256";
   if (p.head_dim % paged_x(p.kv_dtype) != 0)
     return "head_dim must be a multiple of x = " + std::to_string(paged_x(p.kv_dtype)) +

@@ -26,6 +26,7 @@ inline std::string vllm_reason(const PagedParams& p, const DeviceCaps& caps) {
   if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) return "block_size must be 8, 16 or 32 (vLLM's)";
   if (p.batch > 65535) return "batch must be <= 65535 (gridDim.y)";
   if (p.window > 0) return "no sliding window (vLLM's v1/v2 read every token; paged_flash skips the blocks before it)";
+  if (const std::string r = score_unimplemented(p.score); !r.empty()) return r;
   return {};
 }
 

@@ -35,6 +35,10 @@ struct RaggedParams {
   const int32_t* cu_seqlens_q = nullptr;  // [batch + 1], on the device: 0, then each sequence's end in q
   const int32_t* context_lens = nullptr;  // [batch], on the device: query_len[b] <= context_lens[b]
   const int32_t* block_tables = nullptr;  // [batch, max_blocks_per_seq], on the device
+  // cu_seqlens_q and context_lens on the host as well, as a serving engine's scheduler has them:
+  // a rung that launches per sequence (2_separate.cu) plans from them; null = not given.
+  const int32_t* host_cu_seqlens_q = nullptr;  // [batch + 1]
+  const int32_t* host_context_lens = nullptr;  // [batch]
   int64_t batch = 1, total_queries = 1, heads = 1, kv_heads = 1, head_dim = 64;
   int64_t block_size = 16, num_blocks = 1, max_blocks_per_seq = 1;
   int64_t longest_context = 1;  // the largest context_lens entry, known on the host

@@ -1,7 +1,9 @@
 // The ragged ladder's launchers and supports, one set per rung file, for the variant table
 // (variants.cpp).
 #pragma once
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "kernels/ragged/ragged.hpp"
 
@@ -9,5 +11,12 @@ namespace attnbench::ragged_impl {
 
 void naive(const RaggedParams& p, const LaunchContext& ctx);  // 1_naive.cu
 std::string naive_supports(const RaggedParams& p, const DeviceCaps& caps);
+void separate(const RaggedParams& p, const LaunchContext& ctx);  // 2_separate.cu
+std::string separate_supports(const RaggedParams& p, const DeviceCaps& caps);
+std::size_t separate_workspace(const RaggedParams& p);
+// What separate launches for p on caps, in order: "gather", "decode/<variant>", "scatter" (for
+// decodes not consecutive in the batch), "attention/<variant>" per other sequence; {} when it
+// cannot run p. For the tests and for reading a row.
+std::vector<std::string> separate_launches(const RaggedParams& p, const DeviceCaps& caps);
 
 }  // namespace attnbench::ragged_impl

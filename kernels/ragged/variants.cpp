@@ -1,8 +1,9 @@
 // The ragged ladder, baseline first: a serving engine's mixed batch (ragged.hpp) of chunked
 // prefills, speculative verifications and decodes over one paged KV cache in the flash layout.
 // q/o fp32, fp16 or bf16; the cache in q's dtype or fp8 e4m3 with per-tensor scales. One rung
-// per file: 1_naive.cu so far; issue 48 lists the rest (the engine's two launches, a
-// single-launch varlen kernel with a work list, a Hopper rung with split-KV).
+// per file: 1_naive.cu, 2_separate.cu (the batch split by kind onto the dense attention and
+// decode tables); issue 48 lists the rest (a single-launch varlen kernel with a work list, a
+// Hopper rung with split-KV).
 #include <vector>
 
 #include "kernels/ragged/ragged.hpp"
@@ -17,6 +18,10 @@ const std::vector<Variant<RaggedParams>>& ragged_variants() {
        "one block per (query token, head), fp32: the keys through the block table twice (max, then exp and P V "
        "in chunks), every option",
        naive, naive_supports, nullptr},
+      {"separate",
+       "the engine's simple way: the contexts gathered into dense K/V, then one launch of the fastest dense decode "
+       "variant for all decodes and one of the fastest dense attention variant per other sequence",
+       separate, separate_supports, separate_workspace},
   });
   return table;
 }

@@ -6,8 +6,9 @@
 // 64 with an online softmax in fp32. Each lane scores keys j0 + lane and j0 + 32 + lane of
 // the tile (the query row in shared memory), the warp takes the tile's max and sum, and the
 // lanes then add the tile's P.V for the head dims they own (lane, lane + 32, ...). GQA and
-// both causal alignments through q_offset; no window, ALiBi, soft-capping, RoPE, sparsity or
-// fp8 (refused: those points are skipped).
+// both causal alignments through q_offset, attention sinks (the head's sink joins l at the
+// end, relative to the row's max); no window, ALiBi, soft-capping, RoPE, sparsity or fp8
+// (refused: those points are skipped).
 //   attnbench verify tests/mutants/cases/attention-causal-br.toml --plugin tests/mutants/attention.cu
 #include "mutant_math.cuh"
 
@@ -28,6 +29,8 @@ enum class Bug {
   no_max,         // exp(s) without the running max: overflows on large logits
   drop_last,      // drops the last key the query sees
   pv_lowp,        // accumulates P.V in the storage dtype (fp16/bf16) instead of fp32
+  sink_ignored,   // leaves the attention sink out of the denominator
+  sink_head0,     // every head takes head 0's sink
 };
 
 constexpr int kWarps = 4, kTileK = 64, kDims = 8;  // head_dim <= 256
@@ -97,6 +100,9 @@ __global__ void attention_kernel(attnbench_attention_params p) {
     __syncwarp();
     m = m_new;
   }
+  // The sink joins the denominator relative to the row's max (m = -inf for a query that sees no
+  // key: l becomes inf, and the sink takes all the weight).
+  if (p.score.sinks && kBug != Bug::sink_ignored) l += expf(p.score.sink_logits[kBug == Bug::sink_head0 ? 0 : h] - m);
   // A query that sees no key outputs zeros.
   T* o = (T*)p.o + b * p.o_batch_stride + (i * p.heads + h) * d_n;
   for (int c = 0; c < kDims; ++c) {
@@ -119,7 +125,7 @@ cudaError_t launch(const void* params, void*, cudaStream_t stream) {
 const char* supports(const void* params, const attnbench_device*) {
   const auto& p = *(const attnbench_attention_params*)params;
   if (p.dtype == ATTNBENCH_FP8_E4M3) return "mutant suite kernel: fp32, fp16 and bf16 only";
-  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope)) return why;
+  if (const char* why = mutant::plain_scores_only(p.score, p.window, p.rope, true)) return why;
   if (p.sparse_block > 0) return "mutant suite kernel: dense only";
   if (p.head_dim > 32 * kDims) return "head_dim must be at most 256";
   if ((p.seq_q + kWarps - 1) / kWarps > 2147483647 || p.batch > 65535) return "grid too large";
@@ -141,6 +147,8 @@ const attnbench_variant variants[] = {
     MUTANT("mut_attn_no_max", no_max, "exp(score) without the running max (overflows on large logits)"),
     MUTANT("mut_attn_drop_last", drop_last, "drops the last key each query sees"),
     MUTANT("mut_attn_pv_lowp", pv_lowp, "accumulates P.V in the storage dtype (fp16/bf16) instead of fp32"),
+    MUTANT("mut_attn_sink_ignored", sink_ignored, "leaves the attention sink out of the softmax's denominator"),
+    MUTANT("mut_attn_sink_head0", sink_head0, "every query head takes head 0's attention sink"),
 };
 
 

@@ -64,9 +64,10 @@ __device__ inline float warp_max(float v) {
 }
 
 // The score options the mutant kernels leave to attnbench's own: why not, or null.
-inline const char* plain_scores_only(const attnbench_score& score, int64_t window, const attnbench_rope& rope) {
+inline const char* plain_scores_only(const attnbench_score& score, int64_t window, const attnbench_rope& rope,
+                                     bool takes_sinks = false) {
   if (score.alibi) return "mutant suite kernel: no ALiBi";
-  if (score.sinks) return "mutant suite kernel: no attention sinks";
+  if (score.sinks && !takes_sinks) return "mutant suite kernel: no attention sinks";
   if (score.softcap > 0.f) return "mutant suite kernel: no soft-capping";
   if (window > 0) return "mutant suite kernel: no window";
   if (rope.style != 0) return "mutant suite kernel: no RoPE";
