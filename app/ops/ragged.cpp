@@ -80,12 +80,11 @@ class RaggedProblem : public TableProblem<RaggedParams> {
     num_blocks_ = s.num("num_blocks");
     window_ = s.num("window");
     kv_dtype_ = dtype_from_name(s.word("kv_dtype"));
-    std::vector<int32_t> cu = {0}, context;
     for (const auto& [q, c] : ragged_sequences(s)) {
       query_len_.push_back(q);
       context_len_.push_back(c);
-      cu.push_back(static_cast<int32_t>(cu.back() + q));
-      context.push_back(static_cast<int32_t>(c));
+      cu_.push_back(static_cast<int32_t>(cu_.back() + q));
+      context_.push_back(static_cast<int32_t>(c));
       queries_ += q;
       keys_ += c;
       max_blocks_ = std::max(max_blocks_, ceil_div(c, block_size_));
@@ -106,8 +105,8 @@ class RaggedProblem : public TableProblem<RaggedParams> {
     k_cache_ = &add_buffer(dtype_bytes(kv_dtype_) * static_cast<size_t>(pool));
     v_cache_ = &add_buffer(dtype_bytes(kv_dtype_) * static_cast<size_t>(pool));
     tables_ = &add_buffer(4 * static_cast<size_t>(batch() * max_blocks_));
-    cu_seqlens_ = &add_constant(cu);
-    context_lens_ = &add_constant(context);
+    cu_seqlens_ = &add_constant(cu_);
+    context_lens_ = &add_constant(context_);
     scores_.upload(constant_adder());
     rope_.upload(constant_adder());
   }
@@ -200,6 +199,8 @@ class RaggedProblem : public TableProblem<RaggedParams> {
     p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens_->get());
     p.context_lens = static_cast<const int32_t*>(context_lens_->get());
     p.block_tables = static_cast<const int32_t*>(tables_->get());
+    p.host_cu_seqlens_q = cu_.data();
+    p.host_context_lens = context_.data();
     p.batch = batch();
     p.total_queries = queries_;
     p.heads = heads_;
@@ -224,6 +225,7 @@ class RaggedProblem : public TableProblem<RaggedParams> {
   int64_t heads_, kv_heads_, head_dim_, block_size_, num_blocks_, window_;
   DType kv_dtype_;
   std::vector<int64_t> query_len_, context_len_;
+  std::vector<int32_t> cu_ = {0}, context_;  // cu_seqlens_q and context_lens as uploaded, for the host's side of params
   int64_t queries_ = 0, keys_ = 0, max_blocks_ = 0, longest_context_ = 0, longest_query_ = 0;
   ScoreOptions scores_;
   RopeOptions rope_;  // positions [0, the longest context)

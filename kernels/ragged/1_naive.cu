@@ -142,7 +142,7 @@ void naive(const RaggedParams& p, const LaunchContext& ctx) {
   check_launch("ragged/naive");
 }
 
-std::string naive_supports(const RaggedParams& p, const DeviceCaps&) {
+std::string common_reason(const RaggedParams& p) {
   if (p.dtype != DType::fp32 && p.dtype != DType::fp16 && p.dtype != DType::bf16)
     return std::string("dtype ") + dtype_name(p.dtype) + " is not a query/output type (fp32, fp16, bf16)";
   if (p.kv_dtype != p.dtype && p.kv_dtype != DType::fp8_e4m3)
@@ -158,10 +158,15 @@ std::string naive_supports(const RaggedParams& p, const DeviceCaps&) {
   if (p.longest_context < 1 || p.longest_context > p.max_blocks_per_seq * p.block_size)
     return "longest_context must be in [1, max_blocks_per_seq * block_size]";
   if (p.max_blocks_per_seq * p.block_size > INT_MAX) return "max_blocks_per_seq * block_size must be < 2^31";
-  if (p.total_queries * p.heads > INT_MAX) return "total_queries * heads must be < 2^31 (blocks in gridDim.x)";
   if (p.kv_dtype == DType::fp8_e4m3 &&
       !(p.k_scale > 0 && p.v_scale > 0 && std::isfinite(p.k_scale) && std::isfinite(p.v_scale)))
     return "k_scale and v_scale must be positive and finite";
+  return {};
+}
+
+std::string naive_supports(const RaggedParams& p, const DeviceCaps&) {
+  if (const std::string r = common_reason(p); !r.empty()) return r;
+  if (p.total_queries * p.heads > INT_MAX) return "total_queries * heads must be < 2^31 (blocks in gridDim.x)";
   return {};
 }
 

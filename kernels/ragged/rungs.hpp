@@ -9,6 +9,8 @@
 
 namespace attnbench::ragged_impl {
 
+// What every rung checks: the dtypes, the shape, the options, the fp8 scales ("" = all well).
+std::string common_reason(const RaggedParams& p);  // 1_naive.cu
 void naive(const RaggedParams& p, const LaunchContext& ctx);  // 1_naive.cu
 std::string naive_supports(const RaggedParams& p, const DeviceCaps& caps);
 void separate(const RaggedParams& p, const LaunchContext& ctx);  // 2_separate.cu
