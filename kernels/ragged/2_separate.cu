@@ -294,7 +294,7 @@ struct Gather {
   int32_t* context_dec;   // [decodes] with q_dec
   int32_t* row_dec;       // [decodes] with q_dec: each one's row of q and o
   RopeTable rope;
-  int batch, block_size, max_blocks;
+  int block_size, max_blocks;
   int key_width, q_width;  // elements of one key row (kv_heads · head_dim), of one query row (heads · head_dim)
   int head_dim;
   float v_scale;  // an fp8 V's codes times this; K's codes are kept (k_scale is in the score scale)
@@ -488,7 +488,6 @@ void separate(const RaggedParams& p, const LaunchContext& ctx) {
   g.context_dec = s.decodes_in_place ? nullptr : reinterpret_cast<int32_t*>(in(ws, at.context_dec));
   g.row_dec = s.decodes_in_place ? nullptr : reinterpret_cast<int32_t*>(in(ws, at.row_dec));
   g.rope = p.rope;
-  g.batch = static_cast<int>(p.batch);
   g.block_size = static_cast<int>(p.block_size);
   g.max_blocks = static_cast<int>(p.max_blocks_per_seq);
   g.key_width = static_cast<int>(p.kv_heads * p.head_dim);
