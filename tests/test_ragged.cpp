@@ -133,8 +133,23 @@ TEST(RaggedKeys, HeadsAndOptions) {
                                "window = 3\nrope = \"neox\"\n");
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
-  // Every variant of the ladder takes every option (skip reasons are "").
-  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
+  // naive and separate take every option (skip reasons are ""); varlen, the tensor-core rung,
+  // takes the score options and the window with a cache in the query's dtype, and says why it
+  // refuses an fp8 cache and RoPE.
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
+    if (v.name != "varlen") EXPECT_EQ(v.skip, "") << v.name;
+  const auto skip_of = [](const Case& k, const std::string& name) {
+    for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
+      if (v.name == name) return v.skip;
+    return std::string("no row");
+  };
+  EXPECT_EQ(skip_of(c, "varlen"), "a cache in the query's dtype only (an fp8 cache: naive and separate)");
+  const std::string options = "sinks = true\nsoftcap = 50\nalibi = true\nwindow = 3\n";
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\n" + options), "varlen"), "");
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nrope = \"neox\"\n"), "varlen"),
+            "no RoPE yet (naive and separate turn the queries)");
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\n", {"dtype=fp32"}), "varlen"),
+            "fp16/bf16 only (mma.sync on 16-bit inputs)");
 }
 
 // ---------------------------------------------------------------------------

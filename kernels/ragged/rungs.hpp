@@ -20,5 +20,7 @@ std::size_t separate_workspace(const RaggedParams& p);
 // decodes not consecutive in the batch), "attention/<variant>" per other sequence; {} when it
 // cannot run p. For the tests and for reading a row.
 std::vector<std::string> separate_launches(const RaggedParams& p, const DeviceCaps& caps);
+void varlen(const RaggedParams& p, const LaunchContext& ctx);  // 3_varlen.cu
+std::string varlen_supports(const RaggedParams& p, const DeviceCaps& caps);
 
 }  // namespace attnbench::ragged_impl

@@ -2,8 +2,8 @@
 // prefills, speculative verifications and decodes over one paged KV cache in the flash layout.
 // q/o fp32, fp16 or bf16; the cache in q's dtype or fp8 e4m3 with per-tensor scales. One rung
 // per file: 1_naive.cu, 2_separate.cu (the batch split by kind onto the dense attention and
-// decode tables); issue 48 lists the rest (a single-launch varlen kernel with a work list, a
-// Hopper rung with split-KV).
+// decode tables), 3_varlen.cu (the whole batch in one tensor-core launch over the paged cache);
+// issue 48 lists the rest (split-KV for long decodes, a Hopper rung).
 #include <vector>
 
 #include "kernels/ragged/ragged.hpp"
@@ -22,6 +22,10 @@ const std::vector<Variant<RaggedParams>>& ragged_variants() {
        "the engine's simple way: the contexts gathered into dense K/V, then one launch of the fastest dense decode "
        "variant for all decodes and one of the fastest dense attention variant per other sequence",
        separate, separate_supports, separate_workspace},
+      {"varlen",
+       "fp16/bf16: one launch, blocks of 64 (token, GQA head) rows of a sequence by kv head, FA2's mma.sync loop "
+       "over 64-key tiles copied by cp.async straight from the paged cache",
+       varlen, varlen_supports, nullptr},
   });
   return table;
 }
