@@ -120,6 +120,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   // rows at or past key_end are zeros (never the cache's slots beyond the context).
   const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
   const int bs = static_cast<int>(p.block_size);
+  const int log2_bs = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
   const auto load_kv = [&](int s, int n) {
     const T* k = static_cast<const T*>(p.k_cache);
     const T* v = static_cast<const T*>(p.v_cache);
@@ -128,7 +129,12 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
       const int c = tid % CH, j = key_begin + n * C::KEYS + r;
       const bool ok = j < key_end && c < chunks;
       int64_t off = 0;
-      if (ok) off = ((int64_t{__ldg(table + j / bs)} * bs + j % bs) * kv_row) + int64_t{kvh} * p.head_dim + 8 * c;
+      if (ok) {
+        // The table entry and the slot in it: a shift and a mask for the usual power-of-two
+        // block sizes (a division by a runtime int is ~20 instructions, per row and tile).
+        const int blk = log2_bs >= 0 ? j >> log2_bs : j / bs, in = log2_bs >= 0 ? j & (bs - 1) : j % bs;
+        off = ((int64_t{__ldg(table + blk)} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + 8 * c;
+      }
       cp_async_16(dst + tile_offset(r, c, RB), k + off, ok);
       cp_async_16(dst + C::KV_BYTES + tile_offset(r, c, RB), v + off, ok);
     }
@@ -151,6 +157,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   }
   const float cap = p.score.softcap > 0 ? p.score.softcap / p.score.scale : 0.f;  // raw units
   const float inv_cap = p.score.softcap > 0 ? p.score.scale / p.score.softcap : 0.f;
+  const bool terms = p.score.alibi || cap > 0.f;  // a term on every score: every tile takes the mask path
 
   float acc_o[DT][4];
 #pragma unroll
@@ -190,22 +197,36 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
       }
     }
 
-    // Scores in exp2 units, each row's masks and bias: C fragment element e of n8 tile nt is
-    // row g + 8 (e / 2), key key_begin + 64 n + 8 nt + 2 t4 + e % 2.
-    const int j0 = key_begin + n * C::KEYS + 2 * t4;
+    // Scores in exp2 units. C fragment element e of n8 tile nt is row g + 8 (e / 2), key
+    // key_begin + 64 n + 8 nt + 2 t4 + e % 2. Only a tile that some row does not see whole
+    // (the causal diagonal, a window's edge) and the options with a term per score take the
+    // per-element path; the rows past the block's (zero queries) are never stored, so the
+    // interior tiles leave their scores as they are.
+    const int k0 = key_begin + n * C::KEYS, j0 = k0 + 2 * t4;
+    const bool whole = k0 + C::KEYS - 1 <= shift + w.t0 && (p.window == 0 || k0 > key_end - 1 - p.window);
     float mx[2] = {-INFINITY, -INFINITY};
+    if (whole && !terms) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int hh = e / 2, j = j0 + 8 * nt + e % 2;
-        float x = acc_s[nt][e];
-        if (cap > 0.f) x = soft_cap_sfu(x, cap, inv_cap);
-        x = fmaf(x, p.score.scale_log2, -slope[hh] * static_cast<float>(pos[hh] - j));
-        const bool sees = j <= pos[hh] && (p.window == 0 || j > pos[hh] - p.window);
-        acc_s[nt][e] = sees ? x : -INFINITY;
-        mx[hh] = fmaxf(mx[hh], acc_s[nt][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          acc_s[nt][e] *= p.score.scale_log2;
+          mx[e / 2] = fmaxf(mx[e / 2], acc_s[nt][e]);
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int hh = e / 2, j = j0 + 8 * nt + e % 2;
+          float x = acc_s[nt][e];
+          if (cap > 0.f) x = soft_cap_sfu(x, cap, inv_cap);
+          x = fmaf(x, p.score.scale_log2, -slope[hh] * static_cast<float>(pos[hh] - j));
+          const bool sees = j <= pos[hh] && (p.window == 0 || j > pos[hh] - p.window);
+          acc_s[nt][e] = sees ? x : -INFINITY;
+          mx[hh] = fmaxf(mx[hh], acc_s[nt][e]);
+        }
+    }
     float base[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
