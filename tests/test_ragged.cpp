@@ -124,6 +124,22 @@ TEST(RaggedKeys, BlockSizesAndPool) {
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8], [2, 20]]\nblock_size = 4\nnum_blocks = 8\n").points.size(), 1u);
 }
 
+// split_kv plans its split length from the batch's lengths: a batch whose long context
+// dominates its work splits (and needs partials), one of even short contexts does not.
+TEST(RaggedSplitKv, SplitsWhereOneContextDominates) {
+  const auto workspace = [](const std::string& seqs) {
+    const Case c = parse(kHead + "sequences = " + seqs + "\n");
+    const auto problem = make_problem(c.points[0]);
+    for (const VariantChoice& v : problem->variants(assumed_caps()))
+      if (v.name == "split_kv") EXPECT_EQ(v.skip, "") << seqs;
+    return problem->workspace("split_kv");
+  };
+  // 8 heads over 2, head_dim 64: a decode over 8192 keys beside two short ones is 128 key tiles
+  // of 130 in all, split into 16-tile chunks (the least): 8 splits, fp32 partials for 3 rows x 8 heads.
+  EXPECT_EQ(workspace("[[1, 8192], [1, 64], [2, 64]]"), static_cast<std::size_t>(4 * 8 * 8 * 64 * 4 + 4 * 8 * 8 * 8));
+  EXPECT_EQ(workspace("[[1, 512], [1, 512], [2, 512]]"), 0u);  // 8 tiles each: one split
+}
+
 TEST(RaggedKeys, HeadsAndOptions) {
   for (int64_t d : {64, 80, 96, 128, 256})
     EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n", {"shape.head_dim=" + std::to_string(d)}).points.size(), 1u) << d;
@@ -137,7 +153,7 @@ TEST(RaggedKeys, HeadsAndOptions) {
   // takes the score options and the window with a cache in the query's dtype, and says why it
   // refuses an fp8 cache and RoPE.
   for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
-    if (v.name != "varlen") EXPECT_EQ(v.skip, "") << v.name;
+    if (v.name != "varlen" && v.name != "split_kv") EXPECT_EQ(v.skip, "") << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
     for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
       if (v.name == name) return v.skip;

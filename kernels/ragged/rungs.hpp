@@ -22,5 +22,8 @@ std::size_t separate_workspace(const RaggedParams& p);
 std::vector<std::string> separate_launches(const RaggedParams& p, const DeviceCaps& caps);
 void varlen(const RaggedParams& p, const LaunchContext& ctx);  // 3_varlen.cu
 std::string varlen_supports(const RaggedParams& p, const DeviceCaps& caps);
+void split_kv(const RaggedParams& p, const LaunchContext& ctx);  // 4_split_kv.cu
+std::string split_kv_supports(const RaggedParams& p, const DeviceCaps& caps);
+std::size_t split_kv_workspace(const RaggedParams& p);
 
 }  // namespace attnbench::ragged_impl

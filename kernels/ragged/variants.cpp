@@ -2,8 +2,9 @@
 // prefills, speculative verifications and decodes over one paged KV cache in the flash layout.
 // q/o fp32, fp16 or bf16; the cache in q's dtype or fp8 e4m3 with per-tensor scales. One rung
 // per file: 1_naive.cu, 2_separate.cu (the batch split by kind onto the dense attention and
-// decode tables), 3_varlen.cu (the whole batch in one tensor-core launch over the paged cache);
-// issue 48 lists the rest (split-KV for long decodes, a Hopper rung).
+// decode tables), 3_varlen.cu (the whole batch in one tensor-core launch over the paged cache),
+// 4_split_kv.cu (its long contexts split over blocks, and a combine); issue 48 lists the rest
+// (a Hopper rung).
 #include <vector>
 
 #include "kernels/ragged/ragged.hpp"
@@ -26,6 +27,10 @@ const std::vector<Variant<RaggedParams>>& ragged_variants() {
        "fp16/bf16: one launch, blocks of 64 (token, GQA head) rows of a sequence by kv head, FA2's mma.sync loop "
        "over 64-key tiles copied by cp.async straight from the paged cache",
        varlen, varlen_supports, nullptr},
+      {"split_kv",
+       "varlen with each row tile's keys split over blocks (a split length planned from the batch's lengths), "
+       "fp32 partials and a combine",
+       split_kv, split_kv_supports, split_kv_workspace},
   });
   return table;
 }

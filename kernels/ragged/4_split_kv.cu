@@ -1,0 +1,82 @@
+// ragged rung 4, split_kv: rung 3 (3_varlen.cu) with each row tile's keys split over several
+// blocks, as Flash-Decoding splits a decode's. In rung 3 a row tile is one block whatever its
+// context: in a serving mix, a decode over 32k keys is one block walking 512 key tiles while a
+// chunk of a prefill over 8k walks 128, so the launch ends on a few long blocks with most SMs
+// idle (run 269: the mix 2.82 ms against 0.90 for rung 2, whose decode kernel splits).
+// Here a launch plans a split length for the whole batch from the lengths the host has (a
+// serving engine's scheduler has them): the key tiles of every row tile added up (per kv
+// head), divided over two blocks a streaming multiprocessor (132 SMs assumed: the workspace
+// is sized without the card), at least 16 tiles (1024 keys) a split. A row tile with more
+// tiles than that takes several splits, blockIdx.z: each walks its share and writes its
+// unnormalised o and (m, l) (fp32) to the partials; a combine kernel (varlen.cuh) merges them
+// and adds the sink. Row tiles of one split write o themselves, as in rung 3, so a batch of
+// short contexts costs nothing more than rung 3.
+// Not yet timed (issue 48).
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kernels/common/dispatch.cuh"
+#include "kernels/ragged/rungs.hpp"
+#include "kernels/ragged/varlen.cuh"
+
+namespace attnbench::ragged_impl {
+namespace {
+
+constexpr int64_t kAssumedSms = 132, kMinChunkTiles = 16;
+
+// The split length (key tiles) for the batch and the most splits any row tile takes.
+Splits plan(const RaggedParams& p) {
+  Splits sp;
+  const int per_tile = tokens_per_tile(p);
+  int64_t steps = 0, longest = 0;  // key tiles over all row tiles of one kv head; the most of one
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int q = p.host_cu_seqlens_q[b + 1] - p.host_cu_seqlens_q[b], ctx = p.host_context_lens[b];
+    for (int t0 = 0; t0 < q; t0 += per_tile) {
+      const KeyRange k = key_range(ctx - q, t0, std::min(per_tile, q - t0), p.window);
+      steps += k.tiles;
+      longest = std::max<int64_t>(longest, k.tiles);
+    }
+  }
+  const int64_t chunk = std::max(kMinChunkTiles, ceil_div(steps * p.kv_heads, 2 * kAssumedSms));
+  if (chunk >= longest) return sp;  // every row tile is one split: rung 3's launch
+  sp.chunk_tiles = static_cast<int>(chunk);
+  sp.max_splits = static_cast<int>(ceil_div(longest, chunk));
+  return sp;
+}
+
+std::size_t partial_o_bytes(const RaggedParams& p, const Splits& sp) {
+  return static_cast<std::size_t>(ceil_div(p.total_queries * p.heads * sp.max_splits * p.head_dim * 4, 256) * 256);
+}
+
+}  // namespace
+
+void split_kv(const RaggedParams& p, const LaunchContext& ctx) {
+  Splits sp = plan(p);
+  if (sp.max_splits > 1) {
+    sp.part_o = static_cast<float*>(ctx.workspace);
+    sp.part_ml = reinterpret_cast<float2*>(static_cast<unsigned char*>(ctx.workspace) + partial_o_bytes(p, sp));
+  }
+  with_16bit(p.dtype, "ragged/split_kv", [&](auto t) {
+    with_value<64, 128, 256>(head_dim_class(p.head_dim), "ragged/split_kv", "head_dim class",
+                             [&](auto d) { launch_varlen<decltype(t), decltype(d)::value>(p, ctx, sp); });
+  });
+}
+
+std::string split_kv_supports(const RaggedParams& p, const DeviceCaps& caps) {
+  if (const std::string r = varlen_supports(p, caps); !r.empty()) return r;
+  if (!p.host_cu_seqlens_q || !p.host_context_lens) return "plans from the batch's lengths on the host, not given";
+  if (p.total_queries * p.heads * (p.longest_context / 64 + 2) > (int64_t{1} << 40))
+    return "the partials would pass 2^40 elements";
+  return {};
+}
+
+std::size_t split_kv_workspace(const RaggedParams& p) {
+  if (!p.host_cu_seqlens_q || !p.host_context_lens || p.batch < 1 || p.kv_heads < 1 || p.heads < p.kv_heads) return 0;
+  const Splits sp = plan(p);
+  if (sp.max_splits <= 1) return 0;
+  return partial_o_bytes(p, sp) + static_cast<std::size_t>(p.total_queries * p.heads * sp.max_splits * 8);
+}
+
+}  // namespace attnbench::ragged_impl

@@ -1,0 +1,385 @@
+// The ragged ladder's tensor-core kernel (3_varlen.cu's story), shared with 4_split_kv.cu, which
+// runs it with a row tile's keys split over several blocks and merges the splits with
+// varlen_combine_kernel. Included by those two rung files only.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/copy.cuh"
+#include "kernels/common/mask.cuh"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/common/storage.cuh"
+#include "kernels/ragged/ragged.hpp"
+
+namespace attnbench::ragged_impl {
+
+// A block: 4 warps of 16 rows each, 64-key tiles; D is the head-dim class (head_dim padded up
+// to it with zeros in shared memory, which add nothing to q·k and nothing is stored of them).
+template <int D_>
+struct Tile {
+  static constexpr int D = D_, ROWS = 64, KEYS = 64, WARPS = 4, THREADS = 32 * WARPS;
+  static constexpr int CH = D / 8;                   // 16-byte chunks of a row
+  static constexpr int PITCH = D * 2 + 16;           // bytes: 16 more than a row, ldmatrix without conflicts
+  static constexpr int LD_ROWS = THREADS / CH;       // rows one pass of the copy covers
+  static constexpr int Q_BYTES = ROWS * PITCH, KV_BYTES = KEYS * PITCH;
+  static constexpr int SMEM_BYTES = Q_BYTES + 4 * KV_BYTES;  // Q, then 2 stages of (K, V)
+  static constexpr int NT = KEYS / 8, DT = D / 8, KS = D / 16, PK = KEYS / 16;
+  static_assert(D == 64 || D == 128 || D == 256, "head-dim classes 64, 128, 256");
+};
+
+__device__ __forceinline__ uint32_t tile_offset(int row, int chunk, int pitch) { return row * pitch + chunk * 16; }
+
+// What a block computes: rows of sequence b, tokens [t0, t0 + tokens) of its query_len, of kv
+// head kvh; its tile's first keys and how far its rows see.
+struct Block {
+  int b, t0, tokens, q_len, ctx, first_q;  // first_q: sequence b's first row in q and o
+};
+
+// How the keys of a row tile are split over blocks (4_split_kv.cu): each split walks at most
+// chunk_tiles 64-key tiles and, when its tile has more than one split, writes its unnormalised
+// o and (m, l) to the partials, row (token · heads + head), slot split; chunk_tiles = INT_MAX is
+// one split (3_varlen.cu), writing o itself.
+struct Splits {
+  int chunk_tiles = INT_MAX, max_splits = 1;
+  float* part_o = nullptr;     // [total_queries · heads, max_splits, head_dim]
+  float2* part_ml = nullptr;   // [total_queries · heads, max_splits]: m (exp2 units), l
+};
+
+// The splits a row tile of `tiles` key tiles takes (chunk_tiles may be INT_MAX: no overflow).
+__host__ __device__ __forceinline__ int splits_of(int tiles, const Splits& sp) {
+  return tiles <= sp.chunk_tiles ? 1 : (tiles - 1) / sp.chunk_tiles + 1;
+}
+
+// A row tile's key range: from the first key its first token sees (window: rounded down to a
+// tile) to one past its last token's position.
+struct KeyRange {
+  int begin, end, tiles;
+};
+__host__ __device__ __forceinline__ KeyRange key_range(int shift, int t0, int tokens, int64_t window) {
+  KeyRange k;
+  k.end = shift + t0 + tokens;
+  k.begin = window > 0 ? max(0, shift + t0 - static_cast<int>(window) + 1) / 64 * 64 : 0;
+  k.tiles = (k.end - k.begin + 63) / 64;
+  return k;
+}
+
+// The largest b with start(b) = cu_seqlens_q[b] / per_tile + b <= x, over [0, batch).
+__device__ __forceinline__ int find_sequence(const int32_t* cu, int batch, int x, int per_tile) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (__ldg(cu + mid) / per_tile + mid <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __grid_constant__ RaggedParams p,
+                                                                      int group, int per_tile, Splits sp) {
+  using C = Tile<D>;
+  constexpr int RB = C::PITCH, CH = C::CH, NT = C::NT, DT = C::DT, KS = C::KS, PK = C::PK;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), sKV = sQ + C::Q_BYTES;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+  const int kvh = blockIdx.y, x = blockIdx.x;
+
+  Block w;
+  w.b = find_sequence(p.cu_seqlens_q, static_cast<int>(p.batch), x, per_tile);
+  w.first_q = p.cu_seqlens_q[w.b];
+  w.q_len = p.cu_seqlens_q[w.b + 1] - w.first_q;
+  w.t0 = (x - (w.first_q / per_tile + w.b)) * per_tile;
+  if (w.t0 >= w.q_len) return;  // a number past the sequence's last tile
+  w.tokens = min(per_tile, w.q_len - w.t0);
+  w.ctx = p.context_lens[w.b];
+  const int shift = w.ctx - w.q_len;  // token t sits at position shift + t
+  const int rows = w.tokens * group;
+  // Keys the tile's rows read, and this split's share of them: tiles [n_begin, n_end).
+  const KeyRange kr = key_range(shift, w.t0, w.tokens, p.window);
+  const int key_begin = kr.begin, key_end = kr.end, tiles = kr.tiles;
+  const int split = blockIdx.z, splits = splits_of(tiles, sp);
+  if (split >= splits) return;  // this tile's keys take fewer splits
+  const int n_begin = split * sp.chunk_tiles, n_end = min(tiles, n_begin + sp.chunk_tiles);
+  const int64_t kv_row = p.kv_heads * p.head_dim;  // elements between a block's token slots
+  const int chunks = static_cast<int>(p.head_dim / 8);
+
+  // The Q tile: row r is token t0 + r / group, query head kvh·group + r % group; rows past the
+  // block's and chunks past head_dim are zeros.
+  {
+    const T* q = static_cast<const T*>(p.q);
+    for (int i = tid; i < C::ROWS * CH; i += C::THREADS) {
+      const int r = i / CH, c = i % CH;
+      const bool ok = r < rows && c < chunks;
+      const int64_t h = int64_t{kvh} * group + r % group;
+      const T* src = q + ((int64_t{w.first_q} + w.t0 + r / group) * p.heads + h) * p.head_dim + 8 * c;
+      cp_async_16(sQ + tile_offset(r, c, RB), ok ? src : q, ok);
+    }
+  }
+  // Key tile n (keys key_begin + 64 n ...) into stage s, each key row through the block table;
+  // rows at or past key_end are zeros (never the cache's slots beyond the context).
+  const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
+  const int bs = static_cast<int>(p.block_size);
+  const int log2_bs = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
+  const auto load_kv = [&](int s, int n) {
+    const T* k = static_cast<const T*>(p.k_cache);
+    const T* v = static_cast<const T*>(p.v_cache);
+    const uint32_t dst = sKV + s * 2 * C::KV_BYTES;
+    for (int r = tid / CH; r < C::KEYS; r += C::LD_ROWS) {
+      const int c = tid % CH, j = key_begin + n * C::KEYS + r;
+      const bool ok = j < key_end && c < chunks;
+      int64_t off = 0;
+      if (ok) {
+        // The table entry and the slot in it: a shift and a mask for the usual power-of-two
+        // block sizes (a division by a runtime int is ~20 instructions, per row and tile).
+        const int blk = log2_bs >= 0 ? j >> log2_bs : j / bs, in = log2_bs >= 0 ? j & (bs - 1) : j % bs;
+        off = ((int64_t{__ldg(table + blk)} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + 8 * c;
+      }
+      cp_async_16(dst + tile_offset(r, c, RB), k + off, ok);
+      cp_async_16(dst + C::KV_BYTES + tile_offset(r, c, RB), v + off, ok);
+    }
+  };
+  load_kv(0, n_begin);
+  cp_async_commit();
+
+  // This lane's two rows (g and g + 8 of the warp's 16): their position, head, ALiBi slope and
+  // sink; a row past the block's sees no key.
+  int pos[2], head[2];
+  float slope[2];
+  bool live[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = warp * 16 + g + 8 * hh;
+    live[hh] = r < rows;
+    pos[hh] = live[hh] ? shift + w.t0 + r / group : -1;
+    head[hh] = kvh * group + r % group;
+    slope[hh] = alibi_slope(p.score.alibi && live[hh], p.score.alibi_slopes, head[hh], kLog2e);
+  }
+  const float cap = p.score.softcap > 0 ? p.score.softcap / p.score.scale : 0.f;  // raw units
+  const float inv_cap = p.score.softcap > 0 ? p.score.scale / p.score.softcap : 0.f;
+  const bool terms = p.score.alibi || cap > 0.f;  // a term on every score: every tile takes the mask path
+
+  float acc_o[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_o[dt][e] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // exp2 units; l: this lane's share
+
+  const uint32_t qv_frag = tile_offset(lane % 16, lane / 16, RB);
+  const uint32_t k_frag = tile_offset(lane % 8 + (lane / 16) * 8, (lane / 8) % 2, RB);
+  const uint32_t q_frag = sQ + warp * 16 * RB + qv_frag;
+  for (int n = n_begin; n < n_end; ++n) {
+    const int s = (n - n_begin) % 2;
+    // One barrier a tile: tile n has landed everywhere, and every warp is done with tile n - 1,
+    // whose stage the copies of tile n + 1 now overwrite.
+    cp_async_wait<0>();
+    __syncthreads();
+    if (n + 1 < n_end) load_kv(s ^ 1, n + 1);
+    cp_async_commit();
+    const uint32_t sK = sKV + s * 2 * C::KV_BYTES, sV = sK + C::KV_BYTES;
+
+    float acc_s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t qa[4];
+      ldsm_x4(qa, q_frag + ks * 32);
+#pragma unroll
+      for (int pr = 0; pr < NT / 2; ++pr) {
+        uint32_t kb[4];
+        ldsm_x4(kb, sK + k_frag + ks * 32 + pr * 16 * RB);
+        mma_16816<T>(acc_s[2 * pr], qa, kb[0], kb[1]);
+        mma_16816<T>(acc_s[2 * pr + 1], qa, kb[2], kb[3]);
+      }
+    }
+
+    // Scores in exp2 units. C fragment element e of n8 tile nt is row g + 8 (e / 2), key
+    // key_begin + 64 n + 8 nt + 2 t4 + e % 2. Only a tile that some row does not see whole
+    // (the causal diagonal, a window's edge) and the options with a term per score take the
+    // per-element path; the rows past the block's (zero queries) are never stored, so the
+    // interior tiles leave their scores as they are.
+    const int k0 = key_begin + n * C::KEYS, j0 = k0 + 2 * t4;
+    const bool whole = k0 + C::KEYS - 1 <= shift + w.t0 && (p.window == 0 || k0 > key_end - 1 - p.window);
+    float mx[2] = {-INFINITY, -INFINITY};
+    if (whole && !terms) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc_s[nt][e] *= p.score.scale_log2;
+          mx[e / 2] = fmaxf(mx[e / 2], acc_s[nt][e]);
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int hh = e / 2, j = j0 + 8 * nt + e % 2;
+          float x = acc_s[nt][e];
+          if (cap > 0.f) x = soft_cap_sfu(x, cap, inv_cap);
+          x = fmaf(x, p.score.scale_log2, -slope[hh] * static_cast<float>(pos[hh] - j));
+          const bool sees = j <= pos[hh] && (p.window == 0 || j > pos[hh] - p.window);
+          acc_s[nt][e] = sees ? x : -INFINITY;
+          mx[hh] = fmaxf(mx[hh], acc_s[nt][e]);
+        }
+    }
+    float base[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      mx[hh] = allreduce_max<4, XorOrder::low_first>(mx[hh]);  // the quad holds the row's 64 keys
+      const float m_new = fmaxf(m[hh], mx[hh]);
+      base[hh] = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no key yet: exp2(-inf) = 0
+      const float corr = exp2_approx(m[hh] - base[hh]);
+      m[hh] = m_new;
+      l[hh] *= corr;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        acc_o[dt][2 * hh] *= corr;
+        acc_o[dt][2 * hh + 1] *= corr;
+      }
+    }
+    // O += P V, one k16 slice of keys at a time (4_flash_mma.cu: S's C fragments of n8 tiles
+    // 2 kk and 2 kk + 1 are the A fragment of slice kk).
+#pragma unroll
+    for (int kk = 0; kk < PK; ++kk) {
+      uint32_t pa[4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float(&c)[4] = acc_s[2 * kk + half];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[e] = exp2_approx(c[e] - base[e / 2]);
+        l[0] += c[0] + c[1];
+        l[1] += c[2] + c[3];
+        pa[2 * half] = pack2<T>(c[0], c[1]);
+        pa[2 * half + 1] = pack2<T>(c[2], c[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < DT / 2; ++j) {
+        uint32_t vb[4];
+        ldsm_x4_trans(vb, sV + qv_frag + j * 32 + kk * 16 * RB);
+        mma_16816<T>(acc_o[2 * j], pa, vb[0], vb[1]);
+        mma_16816<T>(acc_o[2 * j + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // One split: O / l (the sink joining l) into each live row's token and head, pairs of dims a
+  // lane. Several: the unnormalised O and (m, l) into the row's partial slot; the combine adds
+  // the sink once.
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float sum = allreduce_sum<4, XorOrder::low_first>(l[hh]);
+    if (!live[hh]) continue;
+    const int r = warp * 16 + g + 8 * hh;
+    const int64_t row = (int64_t{w.first_q} + w.t0 + r / group) * p.heads + head[hh];
+    if (splits > 1) {
+      const int64_t slot = row * sp.max_splits + split;
+      float* dst = sp.part_o + slot * p.head_dim;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        const int d = 8 * dt + 2 * t4;
+        if (d < p.head_dim) *reinterpret_cast<float2*>(dst + d) = make_float2(acc_o[dt][2 * hh], acc_o[dt][2 * hh + 1]);
+      }
+      if (t4 == 0) sp.part_ml[slot] = make_float2(m[hh], sum);
+      continue;
+    }
+    sum = plus_sink(sum, m[hh], sink_log2(p.score.sinks ? p.score.sink_logits : nullptr, head[hh]));
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T* dst = o + row * p.head_dim;
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      const int d = 8 * dt + 2 * t4;
+      if (d < p.head_dim)
+        *reinterpret_cast<uint32_t*>(dst + d) = pack2<T>(acc_o[dt][2 * hh] * inv, acc_o[dt][2 * hh + 1] * inv);
+    }
+  }
+}
+
+// The splits of the rows whose tile took more than one: one warp a row (token · heads + head),
+// each lane 8 of head_dim's dims at most: M = max m_s, L = sum_s exp2(m_s - M) l_s plus the sink,
+// o = sum_s exp2(m_s - M) o_s / L. A split whose rows saw no key of its range has m = -inf and
+// weight 0 (merge_mlo skips it).
+template <class T>
+__global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_constant__ RaggedParams p, int group,
+                                                             int per_tile, Splits sp) {
+  const int64_t row = int64_t{blockIdx.x} * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_queries * p.heads) return;
+  const int token = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
+  // The token's sequence and row tile, to know how many splits its tile took.
+  int lo = 0, hi = static_cast<int>(p.batch) - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (__ldg(p.cu_seqlens_q + mid) <= token) lo = mid;
+    else hi = mid - 1;
+  }
+  const int first = p.cu_seqlens_q[lo], q_len = p.cu_seqlens_q[lo + 1] - first;
+  const int t0 = (token - first) / per_tile * per_tile;
+  const KeyRange kr = key_range(p.context_lens[lo] - q_len, t0, min(per_tile, q_len - t0), p.window);
+  const int splits = splits_of(kr.tiles, sp);
+  if (splits <= 1) return;  // the main kernel wrote this row
+  (void)group;
+  float m = -INFINITY, l = 0.f;
+  float4 acc[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
+  const int d0 = 8 * lane;
+  for (int s = 0; s < splits; ++s) {
+    const int64_t slot = row * sp.max_splits + s;
+    const float2 ml = sp.part_ml[slot];
+    float4 x[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
+    if (d0 < p.head_dim) {
+      x[0] = *reinterpret_cast<const float4*>(sp.part_o + slot * p.head_dim + d0);
+      x[1] = *reinterpret_cast<const float4*>(sp.part_o + slot * p.head_dim + d0 + 4);
+    }
+    float m1 = m, l1 = l;
+    merge_mlo(m, l, acc[0], ml.x, ml.y, x[0]);
+    merge_mlo(m1, l1, acc[1], ml.x, ml.y, x[1]);
+  }
+  l = plus_sink(l, m, sink_log2(p.score.sinks ? p.score.sink_logits : nullptr, h));
+  if (d0 >= p.head_dim) return;
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float out[8] = {acc[0].x * inv, acc[0].y * inv, acc[0].z * inv, acc[0].w * inv,
+                        acc[1].x * inv, acc[1].y * inv, acc[1].z * inv, acc[1].w * inv};
+  store_n<T, 8>(static_cast<T*>(p.o) + row * p.head_dim + d0, out);
+}
+
+
+// Query tokens a row tile holds: 64 rows of (token, head of the group).
+inline int tokens_per_tile(const RaggedParams& p) { return static_cast<int>(64 / (p.heads / p.kv_heads)); }
+
+// The main kernel over every row tile, kv head and split (sp.max_splits of them: blocks past a
+// tile's splits exit), then the combine where any tile took several.
+template <class T, int D>
+void launch_varlen(const RaggedParams& p, const LaunchContext& ctx, const Splits& sp) {
+  const auto kernel = varlen_kernel<T, D>;
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<D>::SMEM_BYTES);
+  check_cuda(opt_in, "ragged/varlen");
+  const int per_tile = tokens_per_tile(p);
+  const int group = static_cast<int>(p.heads / p.kv_heads);
+  const dim3 grid(static_cast<unsigned>(p.total_queries / per_tile + p.batch), static_cast<unsigned>(p.kv_heads),
+                  static_cast<unsigned>(sp.max_splits));
+  kernel<<<grid, Tile<D>::THREADS, Tile<D>::SMEM_BYTES, ctx.stream>>>(p, group, per_tile, sp);
+  check_launch("ragged/varlen");
+  if (sp.max_splits > 1) {
+    varlen_combine_kernel<T><<<static_cast<unsigned>(ceil_div(p.total_queries * p.heads, int64_t{4})), 128, 0,
+                               ctx.stream>>>(p, group, per_tile, sp);
+    check_launch("ragged/split_kv combine");
+  }
+}
+
+inline int head_dim_class(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
+
+}  // namespace attnbench::ragged_impl
