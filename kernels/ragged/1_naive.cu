@@ -14,7 +14,7 @@
 // k_scale in the score and v_scale at the end, and RoPE turns the staged query at its position.
 // K and V are read once per query head and per query token: a prefill chunk of n tokens reads
 // its context n·group times. The baseline every later rung is verified beside.
-// Not yet timed (written without a GPU, issue 48).
+// H100, run 267: the serving mix 263 ms, all-decode (44 decodes to 8k keys) 5.03 ms, all-prefill 10.2 ms.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -22,7 +22,8 @@
 // blocks. A decode over 32k keys is one block per kv head walking all of them, where
 // paged_flash would run hundreds; a batch of few long decodes leaves most SMs idle.
 // fp16/bf16 with a cache of the same type; an fp8 cache and RoPE stay with rungs 1 and 2.
-// Not yet timed (issue 48).
+// H100, run 271: all-decode (64 x 4096 keys, GQA 32/8) 0.391 ms, 90% of the read floor, 2.84x
+// rung 2; 533 sequences 4.4x; 4 x 4096 causal prefill 187 TFLOP/s, 0.43x rung 2's flash_ws.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -11,7 +11,8 @@
 // unnormalised o and (m, l) (fp32) to the partials; a combine kernel (varlen.cuh) merges them
 // and adds the sink. Row tiles of one split write o themselves, as in rung 3, so a batch of
 // short contexts costs nothing more than rung 3.
-// Not yet timed (issue 48).
+// H100, run 271: the serving mix 1.229 ms against rung 3's 1.617 and rung 2's 0.893 (the prefill
+// chunks' tensor-core rate is what is left: rung 3's 187 TFLOP/s against flash_ws' 431).
 #include <algorithm>
 #include <climits>
 #include <cstdint>
