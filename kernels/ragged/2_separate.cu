@@ -37,8 +37,8 @@
 // sequence is a launch of its own, and the short ones (a 4-token verification is one 128-row
 // query tile per head, nearly all masked) cannot fill the card, so many verifications make a
 // string of near-empty launches one after another; the host walks the batch and the tables
-// each launch. Rung 3, a single-launch varlen kernel over the paged cache whose work list
-// balances query tiles and KV splits, reads each byte once, in one launch.
+// each launch. Rungs 3 and 4 (3_varlen.cu, 4_split_kv.cu) read the cache where it lies, each
+// byte once, in one launch (and a combine), with the long contexts split over blocks.
 // H100, run 271: all-decode 1.112 ms (967 GB/s), the serving mix 0.893, 4 x 4096 causal prefill 0.638
 // (431 TFLOP/s: flash_ws), 533 sequences 0.527 ms.
 #include <cuda_runtime.h>
