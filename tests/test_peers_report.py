@@ -170,7 +170,7 @@ def check_rows(peers, results, doc):
     for r, row in zip(results, doc["rows"]):
         p, at = r["point"], f"row {row['case']} [{row['point']}] {row['variant']}"
         check((row["case"], row["point"]) == (p["case"], p["point"]), f"{at}: labels")
-        want = names[r["peer"]] + {"pipeline": "_prefill", "mha": "_layer"}.get(p["op"], "")
+        want = names[r["peer"]] + {"pipeline": "_prefill", "mha": "_layer", "ragged": "_prefill"}.get(p["op"], "")
         check(row["variant"] == want, f"{at}: variant, want {want}")
         check(row["op"] == p["op"] and row["dtype"] == p["dtype"] and row["baseline"] is False, f"{at}: op, dtype")
         check(row["flops"] == r["flops"] and row["bytes"] == r["bytes"], f"{at}: flops and bytes are not the plan's")
@@ -301,6 +301,7 @@ def main():
     check_labels(peers)
     check_fp8_skipped(peers)
     check_softcap_peers(peers)
+    check_ragged_peer(peers)
     results = made_up_results(peers)
     doc = peers.peer_report(results, META)
     check(not errors(validator, doc), f"the peer report is not valid: {errors(validator, doc)[:5]}")
@@ -327,6 +328,30 @@ def main():
     print(f"ok: a peer report of {len(doc['rows'])} rows from {len(EXPECTED)} checked cases' labels and every "
           "cases/perf point is valid, its labels, statistics and commands are attnbench's and its own")
     return 0
+
+
+def check_ragged_peer(peers):
+    """The ragged cases' peer: vLLM's grammar read as app/ops/batch_mix.cpp reads it (the examples of
+    tests/test_case.cpp's BatchMix tests), and only the prefill part (query_len > 1) timed, its FLOPs those of
+    the causal pairs within each sequence."""
+    check(peers.batch_mix("2q2k_32q1s1k") == [(2048, 2048)] * 2 + [(1, 1024)] * 32, "2q2k_32q1s1k")
+    check(peers.batch_mix("q64s8k") == [(64, 8192)], "q64s8k")
+    check(peers.batch_mix("s100_3spec4s4k") == [(1, 100)] + [(4, 4096)] * 3, "s100_3spec4s4k")
+    for bad in ("2q2k__s1", "q5s3", "2x1k"):
+        try:
+            peers.batch_mix(bad)
+            check(False, f"{bad} was read")
+        except ValueError:
+            pass
+    s = peers.defaults("ragged", "bf16", {"sequences": [[1, 100], [3, 5], [2, 2]], "heads": 4, "kv_heads": 2,
+                                          "head_dim": 8})
+    kind, who, dims, flops, _ = peers.plan("ragged", "bf16", s)
+    # (3, 5): queries at positions 2, 3, 4 see 3 + 4 + 5 keys; (2, 2): 1 + 2; the decode is not in it.
+    check(kind == "ragged" and who == ["flex"] and dims["prefill"] == [(3, 5), (2, 2)] and
+          flops == 4 * 4 * 8 * (12 + 3), f"the ragged peer's plan: {kind} {who} {flops}")
+    check(peers.variant_name("ragged", "flex") == "torch_flex_prefill", "the ragged peer's variant")
+    s = peers.defaults("ragged", "bf16", {"mix": "8s1k", "heads": 4, "head_dim": 8})
+    check(str(peers.plan("ragged", "bf16", s)).startswith("skip: no prefill part"), "an all-decode batch")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ What it measures, per case point (a case's [sweep] expanded as attnbench expands
   paged      dense decode peers on the same contexts, cache in the query dtype (SDPA has no paged or fp8 cache)
   pipeline   its prefill only: causal attention over the prompt
   mha        the layer in PyTorch: F.linear (fused QKV, bias), SDPA on each backend, F.linear (output, bias)
+  ragged     the batch's prefill part (every sequence with more than one new token) as FlexAttention over the
+             concatenated queries and dense keys, a document mask keeping each query to its own sequence's keys,
+             causal bottom-right within it (and the window); the decodes are not in it, and the row says so
+             (variant torch_flex_prefill)
 A peer that cannot run a shape prints "unavailable: reason" instead of a time.
 
 How: each sample is flush, CUDA event, the call, CUDA event, after a warm-up. The flush leaves L2 cold:
@@ -128,12 +132,42 @@ def defaults(op, dtype, s):
         s.setdefault("seq_k", s["seq_q"])
         for key, value in (("causal", False), ("window", 0), ("alibi", False)):
             s.setdefault(key, value)
+    if op == "ragged":
+        s.setdefault("kv_heads", s["heads"])
+        s.setdefault("window", 0)
+        s.setdefault("kv_dtype", dtype)
+        s["sequences"] = [tuple(p) for p in s["sequences"]] if "sequences" in s else batch_mix(s["mix"])
     if op in ("decode", "paged"):
         if isinstance(s["context"], int):
             s["context"] = [s["context"]] * s["batch"]
         s.setdefault("max_context", max(s["context"]))
         s.setdefault("kv_dtype", dtype)
     return s
+
+
+def batch_mix(text):
+    """vLLM's batch grammar as app/ops/batch_mix.cpp reads it: segments joined by '_', each an optional count then
+    q<Q>[s<S>], s<S> or spec<N>s<S>, a number followed by k times 1024. [(query_len, context_len), ...]."""
+    import re
+    num = r"(\d+)(k?)"
+    val = lambda n, k: int(n) * (1024 if k else 1)
+    out = []
+    for seg in text.split("_"):
+        m = re.fullmatch(r"(\d*)(?:q%s(?:s%s)?|s%s|spec(\d+)s%s)" % (num, num, num, num), seg)
+        if not m:
+            raise ValueError(f"batch mix {text!r}: cannot read {seg!r}")
+        count = int(m.group(1) or 1)
+        if m.group(2):  # q<Q>[s<S>]
+            q = val(m.group(2), m.group(3))
+            pair = (q, val(m.group(4), m.group(5)) if m.group(4) else q)
+        elif m.group(6):  # s<S>
+            pair = (1, val(m.group(6), m.group(7)))
+        else:  # spec<N>s<S>
+            pair = (int(m.group(8)), val(m.group(9), m.group(10)))
+        if not 1 <= pair[0] <= pair[1] or count < 1:
+            raise ValueError(f"batch mix {text!r}: {seg!r} is not 1 <= query_len <= context_len")
+        out += [pair] * count
+    return out
 
 
 def visible_pairs(sq, sk, causal, window):
@@ -168,6 +202,16 @@ def plan(op, dtype, s):
         return "skip: SDPA's fused backends take no soft-capping, ALiBi slopes or top-left alignment here"
     if s.get("rope", "none") != "none":
         return "skip: SDPA takes no RoPE (the point without it is the peer's yardstick)"
+    if op == "ragged":
+        if s.get("alibi") or s.get("softcap") or s.get("sinks") or s["kv_dtype"] != dtype:
+            return "skip: the FlexAttention peer takes a plain score over a cache in the query dtype"
+        pre = [(q, c) for q, c in s["sequences"] if q > 1]
+        if not pre:
+            return "skip: no prefill part (the peer times the sequences with more than one new token)"
+        h, g, d = s["heads"], s["kv_heads"], s["head_dim"]
+        pairs = sum(visible_pairs(q, c, True, s["window"]) for q, c in pre)
+        nq, nk = sum(q for q, _ in pre), sum(c for _, c in pre)
+        return "ragged", ["flex"], dict(s, prefill=pre), 4 * h * d * pairs, e * d * (2 * nq * h + 2 * nk * g)
     if op == "softmax":
         return "softmax", ["torch.softmax"], s, 0, 2 * e * s["rows"] * s["cols"]
     if op == "gemm":
@@ -205,6 +249,11 @@ def describe(kind, s, dtype):
     if kind == "gemm":
         b = f"[{s['batch']}, {s['n']}, {s['k']}]" if s["layout"] == "nt" else f"[{s['batch']}, {s['k']}, {s['n']}]"
         return f"{s['layout']}: a [{s['batch']}, {s['m']}, {s['k']}] b {b} {dtype}"
+    if kind == "ragged":
+        pre = s["prefill"]
+        return (f"the prefill part, {len(pre)} sequences: q [{sum(q for q, _ in pre)}, {s['heads']}, {s['head_dim']}] "
+                f"over k,v [{sum(c for _, c in pre)}, {s['kv_heads']}, {s['head_dim']}] {dtype}, document mask, causal "
+                f"bottom-right in each")
     b, h, g, d = s["batch"], s["heads"], s["kv_heads"], s["head_dim"]
     if kind == "attention":
         causal = " causal" if s["causal"] else ""
@@ -230,6 +279,23 @@ def build(torch, kind, peer, s, dtype):
         a = rand(b, m, k).squeeze(0)
         bt = rand(b, n, k).squeeze(0).transpose(-1, -2) if s["layout"] == "nt" else rand(b, k, n).squeeze(0)
         return (lambda: torch.matmul(a, bt)), contextlib.nullcontext()
+    if kind == "ragged":  # the prefill part, concatenated; a document mask keeps each query to its own keys
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        h, g, d, window, pre = s["heads"], s["kv_heads"], s["head_dim"], s["window"], s["prefill"]
+        nq, nk = sum(q for q, _ in pre), sum(c for _, c in pre)
+        dev = dict(device="cuda", dtype=torch.int32)
+        q_doc = torch.cat([torch.full((q,), i, **dev) for i, (q, _) in enumerate(pre)])
+        k_doc = torch.cat([torch.full((c,), i, **dev) for i, (_, c) in enumerate(pre)])
+        q_pos = torch.cat([torch.arange(c - q, c, **dev) for q, c in pre])  # a query's position among its keys
+        k_pos = torch.cat([torch.arange(c, **dev) for _, c in pre])
+
+        def mask(b_, h_, i, j):
+            seen = (q_doc[i] == k_doc[j]) & (k_pos[j] <= q_pos[i])
+            return seen & (k_pos[j] > q_pos[i] - window) if window else seen
+        block_mask = create_block_mask(mask, None, None, nq, nk)
+        q, k, v = (rand(1, n, heads, d).transpose(1, 2) for n, heads in ((nq, h), (nk, g), (nk, g)))
+        flex = torch.compile(flex_attention, dynamic=False)
+        return (lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=g != h)), contextlib.nullcontext()
     from torch.nn.attention import sdpa_kernel, SDPBackend
     F = torch.nn.functional
     b, h, g, d = s["batch"], s["heads"], s["kv_heads"], s["head_dim"]
@@ -383,9 +449,9 @@ SCHEMA = 4
 
 
 def variant_name(op, peer):
-    """The report's variant: a pipeline case's peers time its prefill only, and say so; an mha case's time the whole
-    layer (F.linear, SDPA, F.linear)."""
-    return VARIANTS.get(peer, peer) + {"pipeline": "_prefill", "mha": "_layer"}.get(op, "")
+    """The report's variant: a pipeline case's peers time its prefill only, and say so, as a ragged case's (its
+    sequences of more than one new token); an mha case's time the whole layer (F.linear, SDPA, F.linear)."""
+    return VARIANTS.get(peer, peer) + {"pipeline": "_prefill", "mha": "_layer", "ragged": "_prefill"}.get(op, "")
 
 
 def json_row(result, flush):
@@ -500,7 +566,8 @@ def parser():
     ap.add_argument("--point", help="only the sweep point attnbench labels so, e.g. 'causal=true' ('' without a sweep)")
     ap.add_argument("--variant", help="only this peer, by its name in the report",
                     choices=[*VARIANTS.values(),
-                             *(VARIANTS[p] + suffix for p in ("flash", "cudnn", "efficient") for suffix in ("_prefill", "_layer"))])
+                             *(VARIANTS[p] + suffix for p in ("flash", "cudnn", "efficient") for suffix in ("_prefill", "_layer")),
+                             VARIANTS["flex"] + "_prefill"])
     ap.add_argument("--flush", choices=["write", "read"], default="write")
     ap.add_argument("--budget-ms", type=float, default=100, help="stop sampling after this much timed work")
     ap.add_argument("--max-samples", type=int, default=500)
