@@ -11,32 +11,16 @@
 #include "app/case.hpp"
 #include "app/checked.hpp"
 #include "app/ops/batch_mix.hpp"
+#include "tests/case_text.hpp"
 
 namespace attnbench {
 namespace {
 
 namespace fs = std::filesystem;
 
-Case parse(const std::string& text, const std::vector<std::string>& sets = {}) {
-  return parse_case(text, "cases/t.toml", sets);
-}
-
-// The message parse() throws; every message is one line.
-std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
-  try {
-    parse(text, sets);
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    return msg;
-  }
-  ADD_FAILURE() << "expected an InputError for:\n" << text;
-  return "";
-}
-
-void expect_has(const std::string& msg, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
+using case_text::error_of;
+using case_text::expect_has;
+using case_text::parse;
 
 const char* kAttention = R"(op = "attention"
 [shape]

@@ -19,6 +19,7 @@
 #include "app/verify.hpp"
 #include "kernels/ragged/ragged.hpp"
 #include "kernels/ragged/rungs.hpp"
+#include "tests/case_text.hpp"
 
 using namespace attnbench;
 
@@ -28,26 +29,9 @@ namespace fs = std::filesystem;
 
 const std::string kHead = "op = \"ragged\"\ndtype = \"bf16\"\n[shape]\nheads = 8\nkv_heads = 2\nhead_dim = 64\n";
 
-Case parse(const std::string& text, const std::vector<std::string>& sets = {}) {
-  return parse_case(text, "cases/t.toml", sets);
-}
-
-// The one-line message parse() throws.
-std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
-  try {
-    parse(text, sets);
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    return msg;
-  }
-  ADD_FAILURE() << "expected an InputError for:\n" << text;
-  return "";
-}
-
-void expect_has(const std::string& msg, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
+using case_text::error_of;
+using case_text::expect_has;
+using case_text::parse;
 
 const IntPairs kVllm = {{1, 1328}, {5, 18}, {129, 463}};  // vLLM's test_triton_unified_attention batch
 
