@@ -360,12 +360,8 @@ struct PairedTables {
  private:
   template <class P, class Why>
   static std::string last_that_runs(const std::vector<Variant<P>>& table, const Why& why) {
-    std::string best, fallback;
-    for (const auto& v : table) {
-      if (v.plugin || !why(v).empty()) continue;
-      (v.applies ? fallback : best) = v.name;
-    }
-    return best.empty() ? fallback : best;
+    const Variant<P>* v = fastest_variant(table, why);
+    return v ? v->name : "";
   }
   static std::string name(const Variant<A>& a, const Variant<B>& b) { return std::string(a.name) + "+" + b.name; }
   std::string note(const Variant<A>& a, const Variant<B>& b) const {

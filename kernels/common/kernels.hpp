@@ -140,6 +140,23 @@ std::vector<Variant<Params>> with_added_variants(std::vector<Variant<Params>> ta
   return table;
 }
 
+// The fastest variant of a table that runs a point, `why(v)` saying why v cannot ("" = it can):
+// tables run from the learner's version to the fastest, so the last of the table's own that
+// runs. Never a plugin's (it runs only when named), and an option's unfused baseline (a variant
+// with `applies`, listed after the kernel it unfuses) only when nothing else runs; null when
+// none does. The ops' defaults (PairedTables::fastest) and the ragged separate rung's choice of
+// dense kernels.
+template <class Params, class Why>
+const Variant<Params>* fastest_variant(const std::vector<Variant<Params>>& table, const Why& why) {
+  const Variant<Params>* fallback = nullptr;
+  for (auto v = table.rbegin(); v != table.rend(); ++v) {
+    if (v->plugin || !why(*v).empty()) continue;
+    if (!v->applies) return &*v;
+    if (!fallback) fallback = &*v;
+  }
+  return fallback;
+}
+
 template <class Params>
 const Variant<Params>* find_variant(const std::vector<Variant<Params>>& table, const std::string& name) {
   for (const auto& v : table)

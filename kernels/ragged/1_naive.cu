@@ -30,6 +30,7 @@
 #include "kernels/common/rope.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/ragged/rungs.hpp"
+#include "kernels/ragged/sequence.cuh"
 
 namespace attnbench::ragged_impl {
 namespace {
@@ -58,12 +59,7 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const RaggedParams p) {
   const int tid = static_cast<int>(threadIdx.x);
 
   // The sequence of token t: the last b with cu_seqlens_q[b] <= t.
-  int b = 0;
-  for (int hi = static_cast<int>(p.batch) - 1; b < hi;) {
-    const int mid = (b + hi + 1) / 2;
-    if (p.cu_seqlens_q[mid] <= t) b = mid;
-    else hi = mid - 1;
-  }
+  const int b = last_at_most(static_cast<int>(p.batch), t, [&p](int i) { return p.cu_seqlens_q[i]; });
   const int first_q = p.cu_seqlens_q[b], query_len = p.cu_seqlens_q[b + 1] - first_q;
   const int pos = p.context_lens[b] - query_len + (t - first_q);  // bottom-right: the last query sees the last key
   const int lo = p.window > 0 ? max(0, pos - static_cast<int>(p.window) + 1) : 0;  // keys [lo, pos]

@@ -201,19 +201,13 @@ AttentionParams prefill_params(const RaggedParams& p, int b, int64_t first_key, 
   return a;
 }
 
-// The fastest variant of a dense table that runs p: the last of the table's own (a plugin's
-// never) whose supports() is empty, an unfused-RoPE baseline (a variant with `applies`) only
-// when nothing else runs; null with `why` the baseline's reason when none does.
+// The fastest variant of a dense table that runs p (fastest_variant's rule); null with `why` the
+// baseline's reason when none does.
 template <class P>
 const Variant<P>* fastest(const std::vector<Variant<P>>& table, const P& p, const DeviceCaps& caps, std::string& why) {
-  const Variant<P>* fallback = nullptr;
-  for (auto v = table.rbegin(); v != table.rend(); ++v) {
-    if (v->plugin || !v->supports(p, caps).empty()) continue;
-    if (!v->applies) return &*v;
-    if (!fallback) fallback = &*v;
-  }
-  if (!fallback) why = std::string(table.front().name) + ": " + table.front().supports(p, caps);
-  return fallback;
+  const Variant<P>* v = fastest_variant(table, [&](const Variant<P>& x) { return x.supports(p, caps); });
+  if (!v) why = std::string(table.front().name) + ": " + table.front().supports(p, caps);
+  return v;
 }
 
 template <class P>

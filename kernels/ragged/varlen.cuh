@@ -17,6 +17,7 @@
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/ragged/ragged.hpp"
+#include "kernels/ragged/sequence.cuh"
 
 namespace attnbench::ragged_impl {
 
@@ -70,15 +71,9 @@ __host__ __device__ __forceinline__ KeyRange key_range(int shift, int t0, int to
   return k;
 }
 
-// The largest b with start(b) = cu_seqlens_q[b] / per_tile + b <= x, over [0, batch).
+// The sequence of row tile x: the last b with start(b) = cu_seqlens_q[b] / per_tile + b <= x.
 __device__ __forceinline__ int find_sequence(const int32_t* cu, int batch, int x, int per_tile) {
-  int lo = 0, hi = batch - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (__ldg(cu + mid) / per_tile + mid <= x) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+  return last_at_most(batch, x, [cu, per_tile](int b) { return __ldg(cu + b) / per_tile + b; });
 }
 
 template <class T, int D>
@@ -312,25 +307,19 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
 // o = sum_s exp2(m_s - M) o_s / L. A split whose rows saw no key of its range has m = -inf and
 // weight 0 (merge_mlo skips it).
 template <class T>
-__global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_constant__ RaggedParams p, int group,
-                                                             int per_tile, Splits sp) {
+__global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_constant__ RaggedParams p, int per_tile,
+                                                             Splits sp) {
   const int64_t row = int64_t{blockIdx.x} * 4 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= p.total_queries * p.heads) return;
   const int token = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
   // The token's sequence and row tile, to know how many splits its tile took.
-  int lo = 0, hi = static_cast<int>(p.batch) - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (__ldg(p.cu_seqlens_q + mid) <= token) lo = mid;
-    else hi = mid - 1;
-  }
+  const int lo = last_at_most(static_cast<int>(p.batch), token, [&p](int b) { return __ldg(p.cu_seqlens_q + b); });
   const int first = p.cu_seqlens_q[lo], q_len = p.cu_seqlens_q[lo + 1] - first;
   const int t0 = (token - first) / per_tile * per_tile;
   const KeyRange kr = key_range(p.context_lens[lo] - q_len, t0, min(per_tile, q_len - t0), p.window);
   const int splits = splits_of(kr.tiles, sp);
   if (splits <= 1) return;  // the main kernel wrote this row
-  (void)group;
   float m = -INFINITY, l = 0.f;
   float4 acc[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
   const int d0 = 8 * lane;
@@ -374,7 +363,7 @@ void launch_varlen(const RaggedParams& p, const LaunchContext& ctx, const Splits
   check_launch("ragged/varlen");
   if (sp.max_splits > 1) {
     varlen_combine_kernel<T><<<static_cast<unsigned>(ceil_div(p.total_queries * p.heads, int64_t{4})), 128, 0,
-                               ctx.stream>>>(p, group, per_tile, sp);
+                               ctx.stream>>>(p, per_tile, sp);
     check_launch("ragged/split_kv combine");
   }
 }
