@@ -134,8 +134,8 @@ TEST(RaggedKeys, HeadsAndOptions) {
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
   // naive and separate take every option (skip reasons are ""); varlen, the tensor-core rung,
-  // takes the score options and the window with a cache in the query's dtype, and says why it
-  // refuses an fp8 cache and RoPE.
+  // takes the score options, the window and RoPE with a cache in the query's dtype, and says why
+  // it refuses an fp8 cache.
   for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
     if (v.name != "varlen" && v.name != "split_kv") EXPECT_EQ(v.skip, "") << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
@@ -146,8 +146,9 @@ TEST(RaggedKeys, HeadsAndOptions) {
   EXPECT_EQ(skip_of(c, "varlen"), "a cache in the query's dtype only (an fp8 cache: naive and separate)");
   const std::string options = "sinks = true\nsoftcap = 50\nalibi = true\nwindow = 3\n";
   EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\n" + options), "varlen"), "");
-  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nrope = \"neox\"\n"), "varlen"),
-            "no RoPE yet (naive and separate turn the queries)");
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nrope = \"neox\"\n"), "varlen"), "");
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nrope = \"neox\"\nrotary_dim = 24\n"), "varlen"),
+            "neox RoPE needs rotary_dim % 16 == 0 (a chunk and its partner turn together)");
   EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\n", {"dtype=fp32"}), "varlen"),
             "fp16/bf16 only (mma.sync on 16-bit inputs)");
 }

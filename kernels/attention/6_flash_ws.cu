@@ -393,7 +393,7 @@ __global__ __launch_bounds__(L::THREADS, 1) void flash_ws_kernel(const __grid_co
         const int first = q0 + wg * 64;
         rope_shared_rows<T, 64, 128, 4>(
             [q_wg](int r, int c) { return q_wg + (c >> 3) * L::Q_BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4); },
-            a.seq_q - first, first + a.q_offset, a.rope, tid % 128);
+            a.seq_q - first, [pos0 = first + a.q_offset](int r) { return pos0 + r; }, a.rope, tid % 128);
         fence_proxy_async_shared();  // the turned rows -> the S products' reads
         named_bar_sync(ROPE_BAR + wg, 128);
       }

@@ -119,15 +119,16 @@ __device__ __forceinline__ void rope_shared_floats(float* row, int pos, const Ro
   }
 }
 
-// Rows [0, valid) of a shared tile of 16-bit T, rotated in place, row r at position pos0 + r;
-// at(row, c) is the shared address of 16-byte chunk c of a row (any layout, swizzled or not:
-// flash_ws's TMA tiles are). Needs
+// Rows [0, valid) of a shared tile of 16-bit T, rotated in place, row r at position pos(r) (a
+// tile of consecutive queries: pos0 + r; the ragged rungs' rows of (token, GQA head) pairs:
+// their token's); at(row, c) is the shared address of 16-byte chunk c of a row (any layout,
+// swizzled or not: flash_ws's TMA tiles are). Needs
 // rotary_dim % 16 == 0 (neox: a chunk and its partner chunk rotary_dim / 16 further) or % 8
 // (gptj: whole pairs within a chunk). Each thread issues the loads of BATCH work items before
 // it turns any: the table's rows come from L2, and one round trip per item would leave the
 // block waiting on BATCH of them in a row. The caller synchronises before and after.
-template <class T, int ROWS, int THREADS, int BATCH, class At>
-__device__ __forceinline__ void rope_shared_rows(At at, int valid, int pos0, const RopeTable& r, int tid) {
+template <class T, int ROWS, int THREADS, int BATCH, class At, class Pos>
+__device__ __forceinline__ void rope_shared_rows(At at, int valid, Pos pos, const RopeTable& r, int tid) {
   const bool neox = r.style == RopeTable::neox;
   const int units = neox ? r.rotary_dim / 16 : r.rotary_dim / 8;  // work items per row
   const int total = min(valid, ROWS) * units, half = r.rotary_dim / 2;
@@ -141,7 +142,7 @@ __device__ __forceinline__ void rope_shared_rows(At at, int valid, int pos0, con
       // thread reads what another one writes.
       const int u = u0 + k * THREADS < total ? u0 + k * THREADS : u0;
       const int row = u / units, c = u % units;
-      const float4* t = reinterpret_cast<const float4*>(r.cos_sin + static_cast<int64_t>(pos0 + row - r.first) * half +
+      const float4* t = reinterpret_cast<const float4*>(r.cos_sin + static_cast<int64_t>(pos(row) - r.first) * half +
                                                         (neox ? 8 * c : 4 * c));
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(a[k].x), "=r"(a[k].y), "=r"(a[k].z), "=r"(a[k].w)
@@ -186,7 +187,7 @@ __device__ __forceinline__ void rope_shared_rows(At at, int valid, int pos0, con
 template <class T, int ROWS, int THREADS, int PITCH, int BATCH>
 __device__ __forceinline__ void rope_shared_tile(uint32_t tile, int valid, int pos0, const RopeTable& r, int tid) {
   rope_shared_rows<T, ROWS, THREADS, BATCH>([tile](int row, int c) { return tile + row * PITCH + c * 16; }, valid,
-                                            pos0, r, tid);
+                                            [pos0](int row) { return pos0 + row; }, r, tid);
 }
 
 }  // namespace attnbench

@@ -21,7 +21,8 @@
 // What it does not do yet, and the next rung is for: split a long context over several
 // blocks. A decode over 32k keys is one block per kv head walking all of them, where
 // paged_flash would run hundreds; a batch of few long decodes leaves most SMs idle.
-// fp16/bf16 with a cache of the same type; an fp8 cache and RoPE stay with rungs 1 and 2.
+// fp16/bf16 with a cache of the same type (an fp8 cache stays with rungs 1 and 2); RoPE turns the
+// staged queries at their tokens' positions.
 // H100, run 271: all-decode (64 x 4096 keys, GQA 32/8) 0.391 ms, 90% of the read floor, 2.84x
 // rung 2; 533 sequences 4.4x; 4 x 4096 causal prefill 187 TFLOP/s, 0.43x rung 2's flash_ws.
 #include <cuda_bf16.h>
@@ -50,7 +51,10 @@ std::string varlen_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (const std::string r = common_reason(p); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
   if (p.kv_dtype != p.dtype) return "a cache in the query's dtype only (an fp8 cache: naive and separate)";
-  if (p.rope.style != 0) return "no RoPE yet (naive and separate turn the queries)";
+  if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
+    return "neox RoPE needs rotary_dim % 16 == 0 (a chunk and its partner turn together)";
+  if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
+    return "gptj RoPE needs rotary_dim % 8 == 0 (whole pairs a chunk)";
   if (p.head_dim % 8 != 0) return "head_dim must be a multiple of 8 (16-byte rows)";
   if (p.heads / p.kv_heads > 64) return "more than 64 query heads a kv head (a row tile holds one token's group)";
   if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+ (mma.sync with bf16, cp.async)";

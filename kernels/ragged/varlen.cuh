@@ -14,6 +14,7 @@
 #include "kernels/common/mask.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/reduce.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/ragged/ragged.hpp"
@@ -142,6 +143,16 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   };
   load_kv(0, n_begin);
   cp_async_commit();
+  if (p.rope.style != RopeTable::none) {
+    // RoPE on the queries once they land: row r at its token's position (its GQA heads share
+    // it); the cache's keys were turned when they were stored. The loop's first barrier
+    // publishes the turned rows.
+    cp_async_wait<0>();
+    __syncthreads();
+    rope_shared_rows<T, C::ROWS, C::THREADS, 4>([sQ](int r, int c) { return sQ + tile_offset(r, c, RB); }, rows,
+                                                [pos0 = shift + w.t0, group](int r) { return pos0 + r / group; },
+                                                p.rope, tid);
+  }
 
   // This lane's two rows (g and g + 8 of the warp's 16): their position, head, ALiBi slope and
   // sink; a row past the block's sees no key.
