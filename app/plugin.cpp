@@ -59,21 +59,6 @@ void gather_sources(const fs::path& file, std::vector<fs::path>& seen) {
   }
 }
 
-// Runs `command` through the shell with stderr joined to stdout; returns what it printed.
-std::string run_capture(const std::string& command, int& exit_code) {
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) {
-    exit_code = -1;
-    return out;
-  }
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
 // $ATTNBENCH_NVCC, else the nvcc attnbench was built with, else nvcc on PATH.
 std::string nvcc_path() {
   if (const char* env = std::getenv("ATTNBENCH_NVCC"); env && *env) return env;
@@ -175,8 +160,8 @@ std::string plugin_ops_list() {
   return out;
 }
 
-// Loads one library and checks what it declares; registers nothing yet.
-const attnbench_plugin* open_plugin(const std::string& file, const std::string& library) {
+// Loads one library; its table, unchecked.
+const attnbench_plugin* open_library(const std::string& file, const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw InputError(file + ": error: cannot load the plugin: " + one_line(dlerror()));
   using Entry = const attnbench_plugin* (*)();
@@ -186,6 +171,11 @@ const attnbench_plugin* open_plugin(const std::string& file, const std::string& 
                             "; declare its variants with ATTNBENCH_PLUGIN(table) from attnbench/plugin.h");
   const attnbench_plugin* plugin = entry();
   if (!plugin) throw InputError(file + ": error: " ATTNBENCH_PLUGIN_ENTRY " returned null");
+  return plugin;
+}
+
+// Checks what a plugin declares, a library's or a Python file's; registers nothing yet.
+const attnbench_plugin* checked(const std::string& file, const attnbench_plugin* plugin) {
   if (plugin->abi_version != ATTNBENCH_PLUGIN_ABI_VERSION)
     throw InputError(file + ": error: the plugin was built for plugin ABI version " +
                      std::to_string(plugin->abi_version) + "; this attnbench takes version " +
@@ -216,6 +206,23 @@ const attnbench_plugin* open_plugin(const std::string& file, const std::string& 
 
 }  // namespace
 
+// Runs `command` through the shell with stderr joined to stdout; returns what it printed.
+std::string run_capture(const std::string& command, int& exit_code) {
+  std::string out;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) {
+    exit_code = -1;
+    return out;
+  }
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = pclose(pipe);
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+bool is_python_plugin(const std::string& file) { return fs::path(file).extension() == ".py"; }
+
 std::string plugin_arch(int cc_major, int cc_minor) {
   return std::to_string(cc_major) + std::to_string(cc_minor) + (cc_major == 9 && cc_minor == 0 ? "a" : "");
 }
@@ -241,17 +248,22 @@ void load_plugins(const std::vector<std::string>& files, int device) {
                     [&](const LoadedPlugin& p) { return fs::weakly_canonical(p.file, ec).string() == canonical; }))
       continue;
     const std::string ext = path.extension().string();
-    if (ext != ".cu" && ext != ".so")
-      throw InputError(file + ": error: a plugin is a .cu file (compiled here) or a .so built from one");
+    if (ext != ".cu" && ext != ".so" && ext != ".py")
+      throw InputError(file + ": error: a plugin is a .cu file (compiled here), a .so built from one, or a .py file");
     LoadedPlugin loaded;
     loaded.file = file;
-    if (ext == ".cu") {
-      if (arch.empty()) arch = card_arch(device);
-      loaded.library = compile(path, arch).string();
+    const attnbench_plugin* plugin = nullptr;
+    if (ext == ".py") {
+      plugin = checked(file, open_python_plugin(file, device, loaded.library));
     } else {
-      loaded.library = fs::absolute(path, ec).string();
+      if (ext == ".cu") {
+        if (arch.empty()) arch = card_arch(device);
+        loaded.library = compile(path, arch).string();
+      } else {
+        loaded.library = fs::absolute(path, ec).string();
+      }
+      plugin = checked(file, open_library(file, loaded.library));
     }
-    const attnbench_plugin* plugin = open_plugin(file, loaded.library);
     for (int32_t i = 0; i < plugin->count; ++i) {
       const attnbench_variant& v = plugin->variants[i];
       const OpSpec* op = nullptr;

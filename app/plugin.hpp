@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/errors.hpp"
+#include "app/python_plugin.hpp"
 #include "kernels/common/kernels.hpp"
 #include "kernels/plugin/include/attnbench/plugin.h"
 
@@ -31,6 +32,9 @@ void load_plugins(const std::vector<std::string>& files, int device);
 
 const std::deque<LoadedPlugin>& loaded_plugins();
 
+// Runs `command` through the shell with stderr joined to stdout; returns what it printed.
+std::string run_capture(const std::string& command, int& exit_code);
+
 // A copy of `text` that lives as long as the process: the names and notes variants point at.
 const char* stable_text(const std::string& text);
 
@@ -42,9 +46,13 @@ attnbench_device abi_device(const DeviceCaps& caps);
 
 inline int32_t abi_dtype(DType t) { return static_cast<int32_t>(t); }
 
+bool is_python_plugin(const std::string& file);
+
 // A plugin variant as a Variant<Params> of its op: `to_abi` turns attnbench's params into
 // the ABI's struct for each call. The plugin's library stays loaded for the process, so
-// the pointers into it stay valid.
+// the pointers into it stay valid. A Python variant's failed launch is a VariantError with
+// what Python raised (its row's ERROR), and its host overhead is measured
+// (Variant::host_overhead_us).
 template <class Params, class Abi>
 Variant<Params> plugin_variant(const attnbench_variant& v, const char* file, Abi (*to_abi)(const Params&)) {
   const attnbench_variant* pv = &v;
@@ -53,8 +61,16 @@ Variant<Params> plugin_variant(const attnbench_variant& v, const char* file, Abi
   out.plugin = file;
   out.launch = [pv, to_abi](const Params& p, const LaunchContext& ctx) {
     const Abi a = to_abi(p);
-    check_cuda(pv->launch(&a, ctx.workspace, ctx.stream), (std::string("plugin variant ") + pv->name).c_str());
+    const cudaError_t e = pv->launch(&a, ctx.workspace, ctx.stream);
+    if (e == cudaSuccess) return;
+    if (const std::string raised = take_python_error(); !raised.empty()) throw VariantError(raised);
+    check_cuda(e, (std::string("plugin variant ") + pv->name).c_str());
   };
+  if (is_python_plugin(file))
+    out.host_overhead_us = [pv, to_abi](const Params& p) {
+      const Abi a = to_abi(p);
+      return python_overhead_us(pv->op, &a);
+    };
   out.supports = [pv, to_abi](const Params& p, const DeviceCaps& caps) -> std::string {
     if (!pv->supports) return "";
     const Abi a = to_abi(p);

@@ -92,6 +92,11 @@ class Problem {
     (void)variant, (void)ctx;
     return "";
   }
+  // Variant::host_overhead_us at this point's params; 0 when the variant has none.
+  virtual double host_overhead_us(const std::string& variant) const {
+    (void)variant;
+    return 0;
+  }
 
   virtual Work work() const = 0;
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
@@ -302,6 +307,10 @@ class TableProblem : public Problem {
     return v && v->workspace ? v->workspace(params()) : 0;
   }
   void launch(const std::string& name, const LaunchContext& ctx) override { launch_variant(table_, name, params(), ctx); }
+  double host_overhead_us(const std::string& name) const override {
+    const auto* v = find_variant(table_, name);
+    return v && v->host_overhead_us ? v->host_overhead_us(params()) : 0;
+  }
 
  protected:
   virtual Params params() const = 0;

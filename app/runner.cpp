@@ -26,6 +26,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+std::string host_overhead_note(double host_us, const Timing& t) {
+  if (host_us <= 0) return "";
+  std::string note = "host: " + fmt_fixed(host_us, 1) + " us a launch in Python";
+  const bool graphed = t.mode == TimingMode::graph || t.mode == TimingMode::graph_hot;
+  if (!graphed && t.ms.median * 1e3 < 5 * host_us) note += ", over a fifth of the median: --mode graph leaves it out";
+  return note;
+}
+
 bool glob_match(const std::string& pattern, const std::string& name) {
   return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
@@ -247,7 +255,10 @@ bool Runner::plan_rows(PointRun& run) {
     if (p.verify.atol) r.tol.atol = *p.verify.atol;
     if (p.verify.rtol) r.tol.rtol = *p.verify.rtol;
     if (!v.deterministic) run.nondeterministic.push_back(name);
-    if (!v.skip.empty()) {
+    if (v.skip.rfind(kSupportsError, 0) == 0) {  // asking failed (a Python supports() raised)
+      r.status = Status::error;
+      r.reason = v.skip.substr(std::string(kSupportsError).size());
+    } else if (!v.skip.empty()) {
       r.status = Status::skipped;
       r.reason = v.skip;
     } else {
@@ -399,6 +410,10 @@ void Runner::verify_launch(PointRun& run, Trial& trial, size_t i) {
       throw;
     }
     cudaGetLastError();
+    return;
+  } catch (const VariantError& e) {  // a Python launch raised: its row's error, the device is fine
+    r.status = Status::error;
+    r.reason = e.what();
     return;
   } catch (const std::exception& e) {
     // A launcher refusing params its supports() let through: this variant's bug,
@@ -597,7 +612,18 @@ void Runner::time_variants(PointRun& run) {
     std::vector<size_t> order = timed;
     if (rounds > 1)
       for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[order_rng.bits() % k]);
-    for (size_t i : order) time_variant(run, run.rows[i], modes, round_spec, round, rounds, rotation);
+    for (size_t i : order) {
+      ResultRow& r = run.rows[i];
+      if (r.status == Status::error) continue;  // raised in an earlier round
+      try {
+        time_variant(run, r, modes, round_spec, round, rounds, rotation);
+      } catch (const VariantError& e) {  // a Python launch that raised only now: its row, not the run
+        r.status = Status::error;
+        r.reason = e.what();
+        r.timing.reset();
+        r.other_modes.clear();
+      }
+    }
   }
   rate_variants(run, timed, rounds, ceil);
   run.problem->drop_copies();
@@ -640,7 +666,11 @@ void Runner::time_variant(PointRun& run, ResultRow& r, const std::vector<TimingM
 void Runner::rate_variants(PointRun& run, const std::vector<size_t>& timed, int rounds, const Ceilings& ceil) {
   std::vector<ResultRow>& rows = run.rows;
   for (size_t i : timed)
-    if (rows[i].timing) rows[i].timing_note = run.problem->timing_note(rows[i].variant, *run.ctx);
+    if (rows[i].timing) {
+      rows[i].timing_note = run.problem->timing_note(rows[i].variant, *run.ctx);
+      const std::string host = host_overhead_note(run.problem->host_overhead_us(rows[i].variant), *rows[i].timing);
+      if (!host.empty()) rows[i].timing_note += (rows[i].timing_note.empty() ? "" : "; ") + host;
+    }
   std::optional<size_t> base;
   for (size_t i : timed) {
     if (!rows[i].timing) continue;  // a multi-stage op asked for a graph mode only

@@ -127,6 +127,12 @@ std::vector<std::string> select_variants(const std::vector<VariantChoice>& all, 
                                          const VariantFilter& cli, bool timed,
                                          const std::vector<std::string>& defaults = {});
 
+// The note of a timed row whose launch spends host time before its kernels are queued (a
+// Python plugin's, host_us > 0): how much, and, where that is over a fifth of the median in
+// a mode that times the launch call, that graph mode times the kernels without it. "" when
+// host_us is 0.
+std::string host_overhead_note(double host_us, const Timing& t);
+
 // The one-line progress display: "[3/12] case [point]: timing v (cold)  0:42 elapsed,
 // ~1:24 left", the time left estimated from the points done so far, cut to `width`.
 std::string progress_line(const std::string& where, const std::string& what, double elapsed_s, size_t done,

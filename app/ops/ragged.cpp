@@ -25,6 +25,7 @@
 #include "app/op.hpp"
 #include "app/ops/batch_mix.hpp"
 #include "app/ops/heads.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/ragged/ragged.hpp"
 
@@ -280,6 +281,35 @@ void finish_pool(ShapeCheck& c) {
                              std::to_string(block_size) + " tokens, plus one spare that stays NaN");
 }
 
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_ragged_params ragged_abi(const RaggedParams& p) {
+  attnbench_ragged_params a{};
+  a.q = p.q;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
+  a.o = p.o;
+  a.cu_seqlens_q = p.cu_seqlens_q;
+  a.context_lens = p.context_lens;
+  a.block_tables = p.block_tables;
+  a.host_cu_seqlens_q = p.host_cu_seqlens_q;
+  a.host_context_lens = p.host_context_lens;
+  a.batch = p.batch;
+  a.total_queries = p.total_queries;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.block_size = p.block_size;
+  a.num_blocks = p.num_blocks;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.longest_context = p.longest_context;
+  a.longest_query = p.longest_query;
+  abi_score_options(a, p);
+  a.kv_dtype = abi_dtype(p.kv_dtype);
+  a.k_scale = p.k_scale;
+  a.v_scale = p.v_scale;
+  return a;
+}
+
 }  // namespace
 
 OpSpec ragged_op() {
@@ -309,6 +339,8 @@ OpSpec ragged_op() {
     finish_pool(c);
   };
   op.variants = [] { return variant_infos(ragged_variants()); };
+  op.plugin_op = ATTNBENCH_OP_RAGGED;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, ragged_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<RaggedProblem>(p); };
   return op;
 }

@@ -117,6 +117,7 @@ class ReshapeAndCacheProblem : public TableProblem<ReshapeAndCacheParams> {
     p.kv_heads = shape_.kv_heads;
     p.head_dim = shape_.head_dim;
     p.block_size = shape_.block_size;
+    p.num_blocks = shape_.num_blocks;
     p.dtype = point().dtype;
     p.kv_dtype = kv_dtype_;
     p.k_scale = scale_[0];
@@ -166,6 +167,7 @@ attnbench_reshape_and_cache_params reshape_and_cache_abi(const ReshapeAndCachePa
   a.kv_heads = p.kv_heads;
   a.head_dim = p.head_dim;
   a.block_size = p.block_size;
+  a.num_blocks = p.num_blocks;
   a.dtype = abi_dtype(p.dtype);
   a.kv_dtype = abi_dtype(p.kv_dtype);
   a.k_scale = p.k_scale;

@@ -107,6 +107,9 @@ struct Variant {
   // (floating-point atomics, an order that depends on scheduling): [verify] repeat then reports
   // its spread instead of failing it. True, the default, is a promise repeat holds it to.
   bool deterministic = true;
+  // The host microseconds a launch spends before its kernels are queued, where that is large
+  // enough to matter (a Python plugin's marshalling and call); empty for everything else.
+  std::function<double(const Params& p)> host_overhead_us;
 };
 
 // Variants added to a family's table before it is first built: a test binary's (a

@@ -19,6 +19,7 @@ struct ReshapeAndCacheParams {
   void* v_cache;                // [num_blocks, kv_heads, head_dim, block_size], kv_dtype (PagedParams::v_cache)
   const int64_t* slot_mapping;  // [tokens], on the device; a negative slot skips the token
   int64_t tokens = 1, kv_heads = 1, head_dim = 64, block_size = 16;
+  int64_t num_blocks = 1;  // blocks in each cache (the kernels need not know it; a plugin's view does)
   DType dtype = DType::fp32, kv_dtype = DType::fp32;
   float k_scale = 1, v_scale = 1;
   // RoPE: token i's key is turned at position positions[i] before it is stored (and

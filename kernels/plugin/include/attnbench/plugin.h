@@ -1,4 +1,4 @@
-/* attnbench plugin ABI, version 3.
+/* attnbench plugin ABI, version 4.
  *
  * A plugin is one .cu file (or a shared library built from one) that gives attnbench
  * more variants of its ops. attnbench compiles the file with nvcc, loads it, and runs
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 3
+#define ATTNBENCH_PLUGIN_ABI_VERSION 4
 
 /* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as the paged KV cache's. */
 enum {
@@ -42,7 +42,8 @@ enum {
   ATTNBENCH_OP_DECODE = 4,
   ATTNBENCH_OP_PAGED = 5,
   ATTNBENCH_OP_CACHE_APPEND = 6,
-  ATTNBENCH_OP_RESHAPE_AND_CACHE = 7
+  ATTNBENCH_OP_RESHAPE_AND_CACHE = 7,
+  ATTNBENCH_OP_RAGGED = 8     /* a serving batch over a paged cache */
 };
 
 /* The card a variant is asked about (attnbench_variant.supports). */
@@ -196,10 +197,42 @@ typedef struct attnbench_reshape_and_cache_params {
   const int64_t* slot_mapping; /* [tokens] */
   const int32_t* positions;    /* [tokens]; read only with rope */
   int64_t tokens, kv_heads, head_dim, block_size;
+  int64_t num_blocks;          /* blocks in each cache */
   int32_t dtype, kv_dtype;
   float k_scale, v_scale;
   attnbench_rope rope;
 } attnbench_reshape_and_cache_params;
+
+/* ragged: one batch of sequences as a serving engine runs it (vLLM V1's unified attention,
+ * FlashInfer's batch prefill): sequence b has query_len[b] = cu_seqlens_q[b + 1] -
+ * cu_seqlens_q[b] new tokens, the last query_len[b] of its context_lens[b] keys, which are in
+ * the cache already. Query t of sequence b (packed row cu_seqlens_q[b] + t of q and o) sits at
+ * position context_lens[b] - query_len[b] + t and sees keys [0, position] (causal, aligned
+ * bottom-right within its sequence), with a window only the last `window` of those. Key j of
+ * sequence b is token j % block_size of block block_tables[b * max_blocks_per_seq + j /
+ * block_size]. The cache is the "flash" layout: one key's heads and dims contiguous. Table
+ * entries past a sequence's last block and every slot no sequence owns hold NaN. An fp8 cache
+ * holds value / scale: multiply what you load by k_scale or v_scale. With rope each query is
+ * turned at its position (the cache holds keys turned when they were stored). */
+typedef struct attnbench_ragged_params {
+  const void* q;        /* [total_queries, heads, head_dim], dtype */
+  const void* k_cache;  /* [num_blocks, block_size, kv_heads, head_dim], kv_dtype */
+  const void* v_cache;  /* [num_blocks, block_size, kv_heads, head_dim], kv_dtype */
+  void* o;              /* [total_queries, heads, head_dim], dtype */
+  const int32_t* cu_seqlens_q; /* [batch + 1]: 0, then each sequence's end in q */
+  const int32_t* context_lens; /* [batch], query_len[b] <= context_lens[b] */
+  const int32_t* block_tables; /* [batch, max_blocks_per_seq] */
+  const int32_t* host_cu_seqlens_q; /* the same on the host (a scheduler has them) */
+  const int32_t* host_context_lens;
+  int64_t batch, total_queries, heads, kv_heads, head_dim;
+  int64_t block_size, num_blocks, max_blocks_per_seq;
+  int64_t longest_context, longest_query; /* host values */
+  int64_t window;
+  attnbench_score score;
+  int32_t dtype, kv_dtype;
+  float k_scale, v_scale;
+  attnbench_rope rope;
+} attnbench_ragged_params;
 
 /* One variant. `params` points at the struct of the variant's op. */
 typedef struct attnbench_variant {
