@@ -226,13 +226,23 @@ def doc_commands(path, rel):
 
 
 def tutorial_plugin(source):
-    """The .cu file docs/plugins.md says to save as my_softmax.cu."""
+    """The files docs/plugins.md says to save: {"my_softmax.cu": text, "my_softmax.py": text}."""
     with open(os.path.join(source, "docs", "plugins.md"), encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"Save this as `my_softmax\.cu`.*?```cuda\n(.*?)```", text, re.S)
-    if not m:
-        raise SystemExit("tests/doc_commands.py: docs/plugins.md has no ```cuda block after \"Save this as `my_softmax.cu`\"")
-    return m.group(1)
+    out = {}
+    for name, lang in (("my_softmax.cu", "cuda"), ("my_softmax.py", "python")):
+        m = re.search(r"Save this as `" + re.escape(name) + r"`.*?```" + lang + r"\n(.*?)```", text, re.S)
+        if not m:
+            raise SystemExit(f"tests/doc_commands.py: docs/plugins.md has no ```{lang} block after \"Save this as `{name}`\"")
+        out[name] = m.group(1)
+    return out
+
+
+def python_plugins_usable():
+    """Whether the python3 here can run the docs' Python plugins (they import torch and triton);
+    where it cannot, their command lines are listed as not run, as GPU-only lines are."""
+    p = subprocess.run(["python3", "-c", "import torch, triton"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p.returncode == 0
 
 
 def scratch(binary, source, plugin_text):
@@ -246,8 +256,9 @@ def scratch(binary, source, plugin_text):
     for name, fixture in FILES.items():
         os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)
         shutil.copy(os.path.join(HERE, "docs", fixture), os.path.join(d, name))
-    with open(os.path.join(d, "my_softmax.cu"), "w") as f:
-        f.write(plugin_text)
+    for name, text in plugin_text.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
     return d
 
 
@@ -266,6 +277,9 @@ def prepare(words):
     return " ".join(raw), sub
 
 
+PYTHON_PLUGINS_USABLE = python_plugins_usable()
+
+
 def run_line(where, cmds, binary, source, plugin_text, verbose, no_gpu):
     """The attnbench commands of one logical line, in order, in one new scratch directory (a merge
     writes what the report after it reads). True when each passed."""
@@ -276,6 +290,9 @@ def run_line(where, cmds, binary, source, plugin_text, verbose, no_gpu):
     try:
         for words in cmds:
             line, sub = prepare(words)
+            if re.search(r"--plugin[ =]\S+\.py( |$)", line) and not PYTHON_PLUGINS_USABLE:
+                no_gpu.append(f"{where}: {line} (a Python plugin; this python3 has no torch/triton)")
+                continue
             try:
                 p = subprocess.run(["bash", "-c", line], cwd=d, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, errors="replace", timeout=TIMEOUT_S)
