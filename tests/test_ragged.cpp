@@ -133,17 +133,16 @@ TEST(RaggedKeys, HeadsAndOptions) {
                                "window = 3\nrope = \"neox\"\n");
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
-  // naive and separate take every option (skip reasons are ""); varlen, the tensor-core rung,
-  // takes the score options, the window and RoPE with a cache in the query's dtype, and says why
-  // it refuses an fp8 cache.
-  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
-    if (v.name != "varlen" && v.name != "split_kv") EXPECT_EQ(v.skip, "") << v.name;
+  // Every rung takes every option over an fp8 cache (skip reasons are ""); varlen, the
+  // tensor-core rung, says why it refuses what it does not take.
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
     for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
       if (v.name == name) return v.skip;
     return std::string("no row");
   };
-  EXPECT_EQ(skip_of(c, "varlen"), "a cache in the query's dtype only (an fp8 cache: naive and separate)");
+  EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nkv_dtype = \"fp8_e4m3\"\n", {"dtype=fp32"}), "varlen"),
+            "fp16/bf16 only (mma.sync on 16-bit inputs)");
   const std::string options = "sinks = true\nsoftcap = 50\nalibi = true\nwindow = 3\n";
   EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\n" + options), "varlen"), "");
   EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nrope = \"neox\"\n"), "varlen"), "");
@@ -434,4 +433,127 @@ TEST(RaggedSeparate, SaysWhyItRefuses) {
   h.num_blocks = 1025;
   expect_has(separate_variant().supports(h, kHopper),
              {"the decodes (1 of them): no dense decode variant runs them", "naive: max_context must be < 2^30"});
+}
+
+// ---------------------------------------------------------------------------
+// Rungs 3 and 4, varlen and split_kv: the caches they take
+
+namespace {
+
+const Variant<RaggedParams>& ragged_variant(const std::string& name) {
+  const Variant<RaggedParams>* v = find_variant(ragged_variants(), name);
+  EXPECT_NE(v, nullptr) << name;
+  return *v;
+}
+
+}  // namespace
+
+// fp16 and bf16 queries over a cache of their type or an fp8 one, every head-dim class and the
+// padded sizes between them, with every option: both rungs take them, and split_kv's partials
+// (fp32) are the same size whatever the cache.
+TEST(RaggedVarlen, TakesAnFp8Cache) {
+  const float2 table[1] = {};
+  for (DType dtype : {DType::fp16, DType::bf16}) {
+    for (DType kv : {dtype, DType::fp8_e4m3}) {
+      for (int64_t d : {64, 80, 96, 128, 256}) {
+        const Batch b(kScattered, dtype, kv, d);
+        for (int option = 0; option < 6; ++option) {
+          RaggedParams p = b.params();
+          if (option == 1) p.window = 64;
+          if (option == 2) p.score.alibi = true;
+          if (option == 3) p.score.softcap = 50;
+          if (option == 4) p.score.sinks = true;
+          if (option == 5) p.rope = {RopeTable::neox, static_cast<int>(d), 0, static_cast<int>(p.longest_context), table};
+          for (const char* rung : {"varlen", "split_kv"})
+            EXPECT_EQ(ragged_variant(rung).supports(p, kHopper), "")
+                << rung << " " << dtype_name(dtype) << " cache " << dtype_name(kv) << " head_dim " << d << " option "
+                << option;
+        }
+      }
+    }
+  }
+  const Batch bf16(IntPairs{{1, 8192}, {1, 64}, {2, 64}}, DType::bf16, DType::bf16, 64);
+  const Batch fp8(IntPairs{{1, 8192}, {1, 64}, {2, 64}}, DType::bf16, DType::fp8_e4m3, 64);
+  EXPECT_GT(ragged_variant("split_kv").workspace(bf16.params()), 0u);
+  EXPECT_EQ(ragged_variant("split_kv").workspace(fp8.params()), ragged_variant("split_kv").workspace(bf16.params()));
+}
+
+// What they still refuse with an fp8 cache, and why: fp32 queries (no tensor-core path), a
+// head_dim whose rows of codes are not whole 16-byte copies, a card without the e4m3 cvt,
+// scales that are not positive and finite; and a 16-bit cache of the other 16-bit type.
+TEST(RaggedVarlen, SaysWhyItRefusesAnFp8Cache) {
+  for (const char* rung : {"varlen", "split_kv"}) {
+    const auto& v = ragged_variant(rung);
+    const Batch fp32(kVllm, DType::fp32, DType::fp8_e4m3);
+    EXPECT_EQ(v.supports(fp32.params(), kHopper), "fp16/bf16 only (mma.sync on 16-bit inputs)") << rung;
+
+    const Batch d72(kVllm, DType::bf16, DType::fp8_e4m3, 72);
+    EXPECT_EQ(v.supports(d72.params(), kHopper), "an fp8 cache needs head_dim % 16 == 0 (16-byte copies of 16 codes)")
+        << rung;
+    const Batch d72_bf16(kVllm, DType::bf16, DType::bf16, 72);  // a 16-bit cache's rows are 16-byte copies of 8
+    EXPECT_EQ(v.supports(d72_bf16.params(), kHopper), "") << rung;
+
+    const Batch fp8(kVllm, DType::fp16, DType::fp8_e4m3);
+    const Batch fp16(kVllm, DType::fp16, DType::fp16);
+    DeviceCaps ampere = kHopper;
+    ampere.cc_major = 8;
+    ampere.cc_minor = 0;
+    EXPECT_EQ(v.supports(fp8.params(), ampere), "an fp8 cache needs sm_89+ (cvt e4m3x2 -> f16x2)") << rung;
+    EXPECT_EQ(v.supports(fp16.params(), ampere), "") << rung;
+    DeviceCaps ada = ampere;
+    ada.cc_minor = 9;
+    EXPECT_EQ(v.supports(fp8.params(), ada), "") << rung;
+
+    RaggedParams p = fp8.params();
+    p.k_scale = 0;
+    EXPECT_EQ(v.supports(p, kHopper), "k_scale and v_scale must be positive and finite") << rung;
+    p = fp8.params();
+    p.v_scale = INFINITY;
+    EXPECT_EQ(v.supports(p, kHopper), "k_scale and v_scale must be positive and finite") << rung;
+
+    p = fp16.params();
+    p.kv_dtype = DType::bf16;  // the op's own check, rung 1's words
+    EXPECT_EQ(v.supports(p, kHopper), "kv_dtype bf16 must be the query's dtype or fp8_e4m3") << rung;
+  }
+}
+
+// An fp8 cache's tiles need less shared memory than a 16-bit cache's (one stage of widened
+// tiles and two of codes against two of 16-bit tiles): at head_dim 256, 163 KB against 165.
+TEST(RaggedVarlen, AnFp8CacheNeedsLessSharedMemory) {
+  DeviceCaps caps = kHopper;
+  caps.smem_per_block_optin = 164 * 1024;
+  const Batch fp8(kVllm, DType::bf16, DType::fp8_e4m3, 256);
+  const Batch bf16(kVllm, DType::bf16, DType::bf16, 256);
+  EXPECT_EQ(ragged_variant("varlen").supports(fp8.params(), caps), "");
+  EXPECT_EQ(ragged_variant("varlen").supports(bf16.params(), caps), "needs 165 KB of shared memory per block");
+  caps.smem_per_block_optin = 162 * 1024;
+  EXPECT_EQ(ragged_variant("varlen").supports(fp8.params(), caps), "needs 163 KB of shared memory per block");
+}
+
+// Every fp8-cache point of the op's cases with fp16 or bf16 queries reaches both tensor-core
+// rungs (none skips them), both query types among them; cases/ragged/fp8-heads.toml's points
+// without a window split (the partials' v_scale).
+TEST(RaggedVarlen, TheCasesRunAnFp8CacheOnTheTensorCoreRungs) {
+  std::set<std::string> dtypes;
+  int64_t points = 0, split = 0;
+  for (const auto& e : fs::directory_iterator(std::string(ATTNBENCH_SOURCE_DIR) + "/cases/ragged")) {
+    if (e.path().extension() != ".toml") continue;
+    const Case c = load_case(e.path().string(), {});
+    for (const CasePoint& p : c.points) {
+      if (p.shape.word("kv_dtype") != "fp8_e4m3" || p.dtype == DType::fp32) continue;
+      const auto problem = make_problem(p);
+      for (const VariantChoice& v : problem->variants(assumed_caps()))
+        if (v.name == "varlen" || v.name == "split_kv")
+          EXPECT_EQ(v.skip, "") << e.path().filename() << " [" << p.label << "] " << v.name;
+      dtypes.insert(dtype_name(p.dtype));
+      ++points;
+      if (e.path().filename() == "fp8-heads.toml" && p.shape.num("window") == 0) {
+        EXPECT_GT(problem->workspace("split_kv"), 0u) << p.label;
+        ++split;
+      }
+    }
+  }
+  EXPECT_GT(points, 40);
+  EXPECT_EQ(dtypes, (std::set<std::string>{"fp16", "bf16"}));
+  EXPECT_EQ(split, 10);
 }

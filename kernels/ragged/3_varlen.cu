@@ -21,8 +21,12 @@
 // What it does not do yet, and the next rung is for: split a long context over several
 // blocks. A decode over 32k keys is one block per kv head walking all of them, where
 // paged_flash would run hundreds; a batch of few long decodes leaves most SMs idle.
-// fp16/bf16 with a cache of the same type (an fp8 cache stays with rungs 1 and 2); RoPE turns the
-// staged queries at their tokens' positions.
+// fp16/bf16 queries over a cache of their type or an fp8 e4m3 one (per-tensor k_scale and
+// v_scale): the fp8 codes are copied as they lie, 16 a copy (head_dim a multiple of 16), and
+// widened in shared memory into the query's type, exactly, so the loop is the same; k_scale
+// joins the softmax scale and v_scale multiplies O once (varlen.cuh's header; sm_89+ for the
+// e4m3 cvt). RoPE turns the staged queries at their tokens' positions.
+// The timings below are a 16-bit cache's; the fp8 cache has not run on a GPU yet.
 // H100, run 271: all-decode (64 x 4096 keys, GQA 32/8) 0.391 ms, 90% of the read floor, 2.84x
 // rung 2; 533 sequences 4.4x; 4 x 4096 causal prefill 187 TFLOP/s, 0.43x rung 2's flash_ws.
 #include <cuda_bf16.h>
@@ -41,26 +45,26 @@
 namespace attnbench::ragged_impl {
 
 void varlen(const RaggedParams& p, const LaunchContext& ctx) {
-  with_16bit(p.dtype, "ragged/varlen", [&](auto t) {
-    with_value<64, 128, 256>(head_dim_class(p.head_dim), "ragged/varlen", "head_dim class",
-                             [&](auto d) { launch_varlen<decltype(t), decltype(d)::value>(p, ctx, Splits{}); });
+  with_varlen_kernel(p, "ragged/varlen", [&](auto t, auto c, auto d) {
+    launch_varlen<decltype(t), decltype(c), decltype(d)::value>(p, ctx, Splits{});
   });
 }
 
 std::string varlen_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (const std::string r = common_reason(p); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
-  if (p.kv_dtype != p.dtype) return "a cache in the query's dtype only (an fp8 cache: naive and separate)";
+  // common_reason took the cache's type: the query's, or fp8.
+  const bool fp8 = p.kv_dtype == DType::fp8_e4m3;
   if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
     return "neox RoPE needs rotary_dim % 16 == 0 (a chunk and its partner turn together)";
   if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
     return "gptj RoPE needs rotary_dim % 8 == 0 (whole pairs a chunk)";
   if (p.head_dim % 8 != 0) return "head_dim must be a multiple of 8 (16-byte rows)";
+  if (fp8 && p.head_dim % 16 != 0) return "an fp8 cache needs head_dim % 16 == 0 (16-byte copies of 16 codes)";
   if (p.heads / p.kv_heads > 64) return "more than 64 query heads a kv head (a row tile holds one token's group)";
   if (caps.cc_major != 0 && caps.arch() < 80) return "needs sm_80+ (mma.sync with bf16, cp.async)";
-  const int bytes = head_dim_class(p.head_dim) == 64    ? Tile<64>::SMEM_BYTES
-                    : head_dim_class(p.head_dim) == 128 ? Tile<128>::SMEM_BYTES
-                                                        : Tile<256>::SMEM_BYTES;
+  if (fp8 && caps.cc_major != 0 && caps.arch() < 89) return "an fp8 cache needs sm_89+ (cvt e4m3x2 -> f16x2)";
+  const int bytes = varlen_smem_bytes(p);
   if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < static_cast<std::size_t>(bytes))
     return "needs " + std::to_string(bytes / 1024) + " KB of shared memory per block";
   if (p.kv_heads > kMaxGridYZ) return "kv_heads must be <= 65535 (gridDim.y)";

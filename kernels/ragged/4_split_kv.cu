@@ -10,7 +10,8 @@
 // tiles than that takes several splits, blockIdx.z: each walks its share and writes its
 // unnormalised o and (m, l) (fp32) to the partials; a combine kernel (varlen.cuh) merges them
 // and adds the sink. Row tiles of one split write o themselves, as in rung 3, so a batch of
-// short contexts costs nothing more than rung 3.
+// short contexts costs nothing more than rung 3. Rung 3's caches too: an fp8 one's partials are
+// O times v_scale already, so the combine is the same (varlen.cuh).
 // H100, run 271: the serving mix 1.229 ms against rung 3's 1.617 and rung 2's 0.893 (the prefill
 // chunks' tensor-core rate is what is left: rung 3's 187 TFLOP/s against flash_ws' 431).
 #include <algorithm>
@@ -59,9 +60,8 @@ void split_kv(const RaggedParams& p, const LaunchContext& ctx) {
     sp.part_o = static_cast<float*>(ctx.workspace);
     sp.part_ml = reinterpret_cast<float2*>(static_cast<unsigned char*>(ctx.workspace) + partial_o_bytes(p, sp));
   }
-  with_16bit(p.dtype, "ragged/split_kv", [&](auto t) {
-    with_value<64, 128, 256>(head_dim_class(p.head_dim), "ragged/split_kv", "head_dim class",
-                             [&](auto d) { launch_varlen<decltype(t), decltype(d)::value>(p, ctx, sp); });
+  with_varlen_kernel(p, "ragged/split_kv", [&](auto t, auto c, auto d) {
+    launch_varlen<decltype(t), decltype(c), decltype(d)::value>(p, ctx, sp);
   });
 }
 

@@ -1,6 +1,18 @@
 // The ragged ladder's tensor-core kernel (3_varlen.cu's story), shared with 4_split_kv.cu, which
 // runs it with a row tile's keys split over several blocks and merges the splits with
 // varlen_combine_kernel. Included by those two rung files only.
+//
+// An fp8 e4m3 cache (value / scale, one k_scale and one v_scale a tensor) is the same kernel
+// with the cache type Fp8 (kFp8): its 64-key tiles are copied by cp.async as they lie, 16 codes a
+// copy, into raw stages of their own, and once a tile has landed the block widens it into the
+// 16-bit K and V tiles that the loop reads, in the query's dtype T. The widening is exact (every
+// e4m3 value is an fp16 and a bf16 value), so the mma loop is the 16-bit cache's, on the codes:
+// k_scale joins the softmax scale (the scores are q·code), and v_scale multiplies O once after
+// the loop (Σ p·(code·v_scale) = v_scale·Σ p·code). Rounding: q and P in T, the cache's values
+// exactly, fp32 everywhere else, as the op's one dtype-faithful reference (app/ops/ragged.cpp:
+// q in the dtype, K and V as code × scale, P rounded to the dtype) and as with a 16-bit cache:
+// rung 2's gather, which rounds code · v_scale to the dtype, rounds once more than this does.
+// The 16-bit cache's instantiations compile as before (everything fp8 is under if constexpr).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -9,8 +21,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/mask.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/reduce.cuh"
@@ -33,7 +49,14 @@ struct Tile {
   static constexpr int Q_BYTES = ROWS * PITCH, KV_BYTES = KEYS * PITCH;
   static constexpr int SMEM_BYTES = Q_BYTES + 4 * KV_BYTES;  // Q, then 2 stages of (K, V)
   static constexpr int NT = KEYS / 8, DT = D / 8, KS = D / 16, PK = KEYS / 16;
+  // An fp8 cache: a key row's D codes are D bytes, RAW_CH 16-byte copies (rows one pass of the
+  // copy covers: RAW_LD_ROWS), unpadded (only the widening reads them, 8 bytes a thread in
+  // order: no bank conflicts). Q, then one (K, V) of the widened 16-bit tiles the loop reads,
+  // then 2 raw stages of (K, V) codes: less than the 16-bit cache's SMEM_BYTES at every D.
+  static constexpr int RAW_CH = D / 16, RAW_LD_ROWS = THREADS / RAW_CH, RAW_BYTES = KEYS * D;
+  static constexpr int FP8_SMEM_BYTES = Q_BYTES + 2 * KV_BYTES + 4 * RAW_BYTES;
   static_assert(D == 64 || D == 128 || D == 256, "head-dim classes 64, 128, 256");
+  static_assert(FP8_SMEM_BYTES <= SMEM_BYTES, "the fp8 layout fits wherever the 16-bit one does");
 };
 
 __device__ __forceinline__ uint32_t tile_offset(int row, int chunk, int pitch) { return row * pitch + chunk * 16; }
@@ -77,11 +100,54 @@ __device__ __forceinline__ int find_sequence(const int32_t* cu, int batch, int x
   return last_at_most(batch, x, [cu, per_tile](int b) { return __ldg(cu + b) / per_tile + b; });
 }
 
+// Four e4m3 codes, the lowest byte first, as two words of T pairs (dims 0, 1 in lo, 2, 3 in hi,
+// the lower dim in the lower half, as a 16-bit cache holds them). Exact: e4m3's values (3
+// mantissa bits, 2^-9 to 448) are all fp16 and bf16 values. fp16 is one cvt per pair; bf16 has
+// no cvt from e4m3 on sm_90, so it goes through fp32 (exact both ways).
+template <class T>
+__device__ __forceinline__ void e4m3x4_to(uint32_t codes, uint32_t& lo, uint32_t& hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    e4m3x4_to_f16x4(codes, lo, hi);
+  } else {
+    float f[4];
+    to_floats<Fp8, 1>(&codes, f);
+    lo = pack2<T>(f[0], f[1]);
+    hi = pack2<T>(f[2], f[3]);
+  }
+}
+
+// An fp8 cache's raw stage at `raw` (K's codes, then V's RAW_BYTES on; rows of D bytes) widened
+// into the 16-bit K and V tiles at `out` (KV_BYTES apart, rows PITCH apart), as a 16-bit cache's
+// copies would have left them: thread tid takes dims 8c .. 8c + 7 (c = tid % CH) of rows
+// tid / CH + LD_ROWS·i (i < KEYS / LD_ROWS: every row once), 8 bytes of codes into one 16-byte
+// chunk. The zeros the copies wrote (keys past the range, dims past head_dim) widen to zeros.
 template <class T, int D>
+__device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned char* out, int tid) {
+  using C = Tile<D>;
+  static_assert(C::KEYS % C::LD_ROWS == 0, "whole passes");
+  const int c = tid % C::CH;
+#pragma unroll
+  for (int i = 0; i < C::KEYS / C::LD_ROWS; ++i) {
+    const int r = tid / C::CH + C::LD_ROWS * i;
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint2 codes = *reinterpret_cast<const uint2*>(raw + kv * C::RAW_BYTES + r * D + 8 * c);
+      uint4 x;
+      e4m3x4_to<T>(codes.x, x.x, x.y);  // dims 8c .. 8c + 3
+      e4m3x4_to<T>(codes.y, x.z, x.w);  // dims 8c + 4 .. 8c + 7
+      *reinterpret_cast<uint4*>(out + kv * C::KV_BYTES + tile_offset(r, c, C::PITCH)) = x;
+    }
+  }
+}
+
+// T: q and o (fp16 or bf16); Cache: the cache's elements, T or Fp8 (the header's fp8 path).
+template <class T, class Cache, int D>
 __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __grid_constant__ RaggedParams p,
                                                                       int group, int per_tile, Splits sp) {
   using C = Tile<D>;
   constexpr int RB = C::PITCH, CH = C::CH, NT = C::NT, DT = C::DT, KS = C::KS, PK = C::PK;
+  constexpr bool kFp8 = kIsFp8<Cache>;
+  static_assert(kFp8 || std::is_same_v<Cache, T>, "a cache in q's type, or fp8");
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), sKV = sQ + C::Q_BYTES;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
@@ -105,6 +171,16 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   const int n_begin = split * sp.chunk_tiles, n_end = min(tiles, n_begin + sp.chunk_tiles);
   const int64_t kv_row = p.kv_heads * p.head_dim;  // elements between a block's token slots
   const int chunks = static_cast<int>(p.head_dim / 8);
+  // The cache's copies: 16 bytes are 8 elements of a 16-bit cache (a chunk of the tile the loop
+  // reads) or 16 fp8 codes (a chunk of a raw row of D bytes; head_dim % 16 == 0, supports'), so
+  // a key row is CH or RAW_CH copies; a stage's K tile is KV_BYTES or RAW_BYTES, V's after it.
+  constexpr int kElems = 16 / static_cast<int>(sizeof(Cache));
+  constexpr int kCopies = kFp8 ? C::RAW_CH : CH, kCopyRows = kFp8 ? C::RAW_LD_ROWS : C::LD_ROWS;
+  constexpr int kRowBytes = kFp8 ? D : RB, kStageBytes = kFp8 ? C::RAW_BYTES : C::KV_BYTES;
+  const int kv_chunks = kFp8 ? static_cast<int>(p.head_dim / kElems) : chunks;
+  // 16-bit: 2 stages of (K, V) tiles at sKV. fp8: one (K, V) of widened tiles at sKV, then the
+  // 2 raw stages.
+  const uint32_t sStages = kFp8 ? sKV + 2 * C::KV_BYTES : sKV;
 
   // The Q tile: row r is token t0 + r / group, query head kvh·group + r % group; rows past the
   // block's and chunks past head_dim are zeros.
@@ -124,21 +200,21 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   const int bs = static_cast<int>(p.block_size);
   const int log2_bs = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
   const auto load_kv = [&](int s, int n) {
-    const T* k = static_cast<const T*>(p.k_cache);
-    const T* v = static_cast<const T*>(p.v_cache);
-    const uint32_t dst = sKV + s * 2 * C::KV_BYTES;
-    for (int r = tid / CH; r < C::KEYS; r += C::LD_ROWS) {
-      const int c = tid % CH, j = key_begin + n * C::KEYS + r;
-      const bool ok = j < key_end && c < chunks;
+    const Cache* k = static_cast<const Cache*>(p.k_cache);
+    const Cache* v = static_cast<const Cache*>(p.v_cache);
+    const uint32_t dst = sStages + s * 2 * kStageBytes;
+    for (int r = tid / kCopies; r < C::KEYS; r += kCopyRows) {
+      const int c = tid % kCopies, j = key_begin + n * C::KEYS + r;
+      const bool ok = j < key_end && c < kv_chunks;
       int64_t off = 0;
       if (ok) {
         // The table entry and the slot in it: a shift and a mask for the usual power-of-two
         // block sizes (a division by a runtime int is ~20 instructions, per row and tile).
         const int blk = log2_bs >= 0 ? j >> log2_bs : j / bs, in = log2_bs >= 0 ? j & (bs - 1) : j % bs;
-        off = ((int64_t{__ldg(table + blk)} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + 8 * c;
+        off = ((int64_t{__ldg(table + blk)} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + kElems * c;
       }
-      cp_async_16(dst + tile_offset(r, c, RB), k + off, ok);
-      cp_async_16(dst + C::KV_BYTES + tile_offset(r, c, RB), v + off, ok);
+      cp_async_16(dst + tile_offset(r, c, kRowBytes), k + off, ok);
+      cp_async_16(dst + kStageBytes + tile_offset(r, c, kRowBytes), v + off, ok);
     }
   };
   load_kv(0, n_begin);
@@ -167,8 +243,12 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
     head[hh] = kvh * group + r % group;
     slope[hh] = alibi_slope(p.score.alibi && live[hh], p.score.alibi_slopes, head[hh], kLog2e);
   }
-  const float cap = p.score.softcap > 0 ? p.score.softcap / p.score.scale : 0.f;  // raw units
-  const float inv_cap = p.score.softcap > 0 ? p.score.scale / p.score.softcap : 0.f;
+  // The scores the mma gives are q·k of the tiles as loaded, an fp8 cache's K codes: its
+  // k_scale joins the softmax scale ("raw units": those of q·k as loaded).
+  const float qk_scale = kFp8 ? p.score.scale * p.k_scale : p.score.scale;
+  const float qk_scale_log2 = kFp8 ? p.score.scale_log2 * p.k_scale : p.score.scale_log2;
+  const float cap = p.score.softcap > 0 ? p.score.softcap / qk_scale : 0.f;  // raw units
+  const float inv_cap = p.score.softcap > 0 ? qk_scale / p.score.softcap : 0.f;
   const bool terms = p.score.alibi || cap > 0.f;  // a term on every score: every tile takes the mask path
 
   float acc_o[DT][4];
@@ -183,13 +263,20 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   const uint32_t q_frag = sQ + warp * 16 * RB + qv_frag;
   for (int n = n_begin; n < n_end; ++n) {
     const int s = (n - n_begin) % 2;
-    // One barrier a tile: tile n has landed everywhere, and every warp is done with tile n - 1,
-    // whose stage the copies of tile n + 1 now overwrite.
+    // One barrier a tile (two with an fp8 cache): tile n has landed everywhere, and every warp
+    // is done with tile n - 1, whose stage the copies of tile n + 1 now overwrite.
     cp_async_wait<0>();
     __syncthreads();
     if (n + 1 < n_end) load_kv(s ^ 1, n + 1);
     cp_async_commit();
-    const uint32_t sK = sKV + s * 2 * C::KV_BYTES, sV = sK + C::KV_BYTES;
+    if constexpr (kFp8) {
+      // Tile n's codes widened into the tiles the loop reads (every warp is done with tile
+      // n - 1's: the barrier above), and a second barrier before any warp reads them. The
+      // copies of tile n + 1 run under this and the products.
+      widen_e4m3<T, D>(smem + C::Q_BYTES + 2 * C::KV_BYTES + s * 2 * C::RAW_BYTES, smem + C::Q_BYTES, tid);
+      __syncthreads();
+    }
+    const uint32_t sK = kFp8 ? sKV : sKV + s * 2 * C::KV_BYTES, sV = sK + C::KV_BYTES;
 
     float acc_s[NT][4];
 #pragma unroll
@@ -222,7 +309,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          acc_s[nt][e] *= p.score.scale_log2;
+          acc_s[nt][e] *= qk_scale_log2;
           mx[e / 2] = fmaxf(mx[e / 2], acc_s[nt][e]);
         }
     } else {
@@ -233,7 +320,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
           const int hh = e / 2, j = j0 + 8 * nt + e % 2;
           float x = acc_s[nt][e];
           if (cap > 0.f) x = soft_cap_sfu(x, cap, inv_cap);
-          x = fmaf(x, p.score.scale_log2, -slope[hh] * static_cast<float>(pos[hh] - j));
+          x = fmaf(x, qk_scale_log2, -slope[hh] * static_cast<float>(pos[hh] - j));
           const bool sees = j <= pos[hh] && (p.window == 0 || j > pos[hh] - p.window);
           acc_s[nt][e] = sees ? x : -INFINITY;
           mx[hh] = fmaxf(mx[hh], acc_s[nt][e]);
@@ -279,6 +366,15 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
     }
   }
   cp_async_wait<0>();
+  if constexpr (kFp8) {
+    // V went through the products as its codes: O = Σ p·(code·v_scale) = v_scale·Σ p·code, in
+    // fp32, before the rows are normalised or written as partials (which the combine merges as
+    // they are).
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[dt][e] *= p.v_scale;
+  }
 
   // One split: O / l (the sink joining l) into each live row's token and head, pairs of dims a
   // lane. Several: the unnormalised O and (m, l) into the row's partial slot; the combine adds
@@ -359,18 +455,19 @@ __global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_consta
 inline int tokens_per_tile(const RaggedParams& p) { return static_cast<int>(64 / (p.heads / p.kv_heads)); }
 
 // The main kernel over every row tile, kv head and split (sp.max_splits of them: blocks past a
-// tile's splits exit), then the combine where any tile took several.
-template <class T, int D>
+// tile's splits exit), then the combine where any tile took several (the partials are O times
+// v_scale already: one combine for both caches).
+template <class T, class Cache, int D>
 void launch_varlen(const RaggedParams& p, const LaunchContext& ctx, const Splits& sp) {
-  const auto kernel = varlen_kernel<T, D>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<D>::SMEM_BYTES);
+  const auto kernel = varlen_kernel<T, Cache, D>;
+  constexpr int smem = kIsFp8<Cache> ? Tile<D>::FP8_SMEM_BYTES : Tile<D>::SMEM_BYTES;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   check_cuda(opt_in, "ragged/varlen");
   const int per_tile = tokens_per_tile(p);
   const int group = static_cast<int>(p.heads / p.kv_heads);
   const dim3 grid(static_cast<unsigned>(p.total_queries / per_tile + p.batch), static_cast<unsigned>(p.kv_heads),
                   static_cast<unsigned>(sp.max_splits));
-  kernel<<<grid, Tile<D>::THREADS, Tile<D>::SMEM_BYTES, ctx.stream>>>(p, group, per_tile, sp);
+  kernel<<<grid, Tile<D>::THREADS, smem, ctx.stream>>>(p, group, per_tile, sp);
   check_launch("ragged/varlen");
   if (sp.max_splits > 1) {
     varlen_combine_kernel<T><<<static_cast<unsigned>(ceil_div(p.total_queries * p.heads, int64_t{4})), 128, 0,
@@ -380,6 +477,28 @@ void launch_varlen(const RaggedParams& p, const LaunchContext& ctx, const Splits
 }
 
 inline int head_dim_class(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
+// Both rungs' launch: f(T{}, Cache{}, std::integral_constant<int, D>{}) for q/o's 16-bit type
+// T, the cache's (T, or Fp8 for an fp8 cache) and p's head-dim class D.
+template <class F>
+void with_varlen_kernel(const RaggedParams& p, const char* name, F&& f) {
+  with_16bit(p.dtype, name, [&](auto t) {
+    using T = decltype(t);
+    with_value<64, 128, 256>(head_dim_class(p.head_dim), name, "head_dim class", [&](auto d) {
+      if (p.kv_dtype == DType::fp8_e4m3) f(T{}, Fp8{}, d);
+      else if (p.kv_dtype == p.dtype) f(T{}, T{}, d);
+      else throw std::invalid_argument(std::string(name) + ": no kernel for a " + dtype_name(p.kv_dtype) + " cache");
+    });
+  });
+}
+
+// The shared memory p's kernel takes (supports' check against the card's).
+inline int varlen_smem_bytes(const RaggedParams& p) {
+  return with_value<64, 128, 256>(head_dim_class(p.head_dim), "ragged/varlen", "head_dim class", [&](auto d) {
+    using C = Tile<decltype(d)::value>;
+    return p.kv_dtype == DType::fp8_e4m3 ? C::FP8_SMEM_BYTES : C::SMEM_BYTES;
+  });
+}
 
 
 }  // namespace attnbench::ragged_impl
