@@ -35,6 +35,10 @@ attention.cu    attention-sinks.toml     verify   4       ctl_attention mut_attn
 decode.cu       decode-varlen.toml       verify   3       ctl_decode mut_decode_len0 mut_decode_seq0 mut_decode_drop_last mut_decode_no_rescale
 paged.cu        paged-blocks.toml        verify   2       ctl_paged mut_paged_logical_block mut_paged_table0 mut_paged_k_layout
 paged.cu        paged-fp8.toml           verify   2       ctl_paged mut_paged_fp8_noscale mut_paged_logical_block mut_paged_table0 mut_paged_k_layout
+ragged.cu       ragged-batch.toml        verify   4       ctl_ragged mut_ragged_top_left mut_ragged_seq_off_by_one mut_ragged_past_context mut_ragged_logical_block mut_ragged_table0
+ragged.cu       ragged-fp8.toml          verify   2       ctl_ragged mut_ragged_fp8_noscale mut_ragged_top_left mut_ragged_seq_off_by_one mut_ragged_past_context mut_ragged_logical_block mut_ragged_table0
+ragged.cu       ragged-sinks.toml        verify   8       ctl_ragged mut_ragged_sink_ignored
+ragged.cu       ragged-window.toml       verify   6       ctl_ragged mut_ragged_window_off_by_one mut_ragged_past_context mut_ragged_top_left
 '
 # The side-stream mutant runs alone: its kernel may still be writing the shared output
 # buffer when the next variant of the point starts.
