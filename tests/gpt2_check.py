@@ -8,7 +8,7 @@ PyTorch GPT-2, and times PyTorch eager generation (the peer of attnbench's TBT).
     python3 tests/gpt2_check.py check DUMPDIR [--weights FILE.safetensors] [--device auto|cpu|cuda]
                                       [--precision float64|float32]
     python3 tests/gpt2_check.py bench --batch B --prompt P --generate G [--dtype bf16] [--weights FILE |
-                                      --layers L --d-model D ...] [--json OUT]
+                                      --layers L --d-model D ...] [--compile] [--json OUT]
 
 write: a checkpoint in Hugging Face's safetensors format (8-byte little-endian header length, a JSON header
 {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {"format": "pt"}} padded with spaces to a
@@ -41,8 +41,14 @@ bench: PyTorch eager GPT-2 (F.layer_norm, addmm, SDPA, F.gelu; the --dtype throu
 GPU with a preallocated KV cache under torch.inference_mode; the next token stays on the GPU (no host sync per
 step). Timed with CUDA events: TTFT (prefill + the first token), then every decode step (TBT) of the G-1 after it;
 one warm-up generation, then --repeat (3) timed ones (Python's gc paused while they run). Prints TTFT and TBT
-mean/p50/p99 in ms and tokens/s; --json writes them with every sample. At small batches eager decode is bound by
-the host launching ~13 kernels a layer, which is what a user of eager PyTorch gets.
+mean/p50/p99 in ms and tokens/s; --json writes them with every sample (its "mode": eager or compile). At small
+batches eager decode is bound by the host launching ~13 kernels a layer, which is what a user of eager PyTorch gets.
+--compile times the compiled peer instead: the decode step under torch.compile(mode="reduce-overhead", fullgraph),
+which captures it in a CUDA graph and replays it, as gpt-fast does. A graph needs the same shapes at every step, so
+that step is GPT2.step_at: the position is a device tensor, the new key and value go to their cache row with
+index_copy_, and attention reads the whole preallocated cache under a mask of the rows written so far (so each step
+reads prompt + generate - 1 rows of K and V, where eager reads only the rows so far); the weights and the cache are
+marked static addresses, so a replay copies nothing in. The prefill (TTFT) stays eager in both modes.
 
 Exit status: 0 every point agrees (write, bench: done), 1 a mismatch, 2 nothing to check or bad input.
 """
@@ -422,6 +428,36 @@ class GPT2:
         p = p / p.sum(-1, keepdim=True)
         return p @ v
 
+    def step_at(self, token, pos, cache):
+        """One decode step with the same shapes at every position, for torch.compile's CUDA graphs (bench
+        --compile): token [batch, 1] at position pos, a 1-element int64 tensor on the device (a Python int would
+        make every position its own graph). Its key and value go to cache row pos (index_copy_), and attention
+        reads the whole cache [batch, heads, length, head_dim] under a mask of the rows <= pos, whose other rows
+        may hold anything finite. Returns the logits [batch, vocab], as forward(token, pos, cache) does."""
+        B = token.shape[0]
+        D, H, hd = self.d, self.heads, self.head_dim
+        T = cache[0][0].shape[2]
+        x = F.embedding(token, self.wte) + F.embedding(pos, self.wpe)  # [B, 1, D] + [1, D]
+        seen = (torch.arange(T, device=token.device) <= pos).view(1, 1, 1, T)
+        for i, L in enumerate(self.layers):
+            h = self.norm(x, L["ln1_g"], L["ln1_b"])
+            qkv = torch.addmm(L["qkv_b"], h.reshape(B, D), L["qkv_w"]).view(B, 1, 3, H, hd)
+            q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))  # [B, H, 1, hd]
+            kc, vc = cache[i]
+            kc.index_copy_(2, pos, k)
+            vc.index_copy_(2, pos, v)
+            a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=seen)  # [B, H, 1, hd]
+            x = x + torch.addmm(L["proj_b"], a.transpose(1, 2).reshape(B, D), L["proj_w"]).view(B, 1, D)
+            h = self.norm(x, L["ln2_g"], L["ln2_b"]).reshape(B, D)
+            f = torch.addmm(L["fc_b"], h, L["fc_w"])
+            f = F.gelu(f, approximate="tanh") if self.fused else gelu_tanh(f)
+            x = x + torch.addmm(L["out_b"], f, L["out_w"]).view(B, 1, D)
+        return self.norm(x[:, -1], self.lnf_g, self.lnf_b) @ self.wte.T
+
+    def tensors(self):
+        """Every weight tensor."""
+        return [self.wte, self.wpe, self.lnf_g, self.lnf_b] + [t for L in self.layers for t in L.values()]
+
 
 def greedy(model, prompts, generate, cached=True):
     """Greedy generation from prompts [batch, P] (int64 tensor): logits [generate, batch, vocab] (model's dtype) and
@@ -715,11 +751,38 @@ def random_weights(layers, d, vocab, positions, dtype, device, seed):
     return w
 
 
-def timed_generation(model, prompts, generate):
-    """One greedy generation with CUDA events around the prefill + first token and around every decode step.
-    Returns (ttft_ms, [tbt_ms], tokens [generate, batch] on the GPU); one synchronize, at the end."""
+class CompiledDecode:
+    """bench --compile's decode step: GPT2.step_at and the greedy argmax under torch.compile(mode="reduce-overhead",
+    fullgraph=True), over one cache of `length` positions that every generation reuses (a new cache would be a new
+    address, and a new CUDA graph). The weights, the cache and the step's two inputs (the token and the position,
+    copied in before each step) are marked static addresses: the graph reads them in place."""
+
+    def __init__(self, model, batch, length):
+        self.model = model
+        self.cache = model.new_cache(batch, length)
+        self.token = torch.zeros(batch, 1, dtype=torch.int64, device=model.device)
+        self.pos = torch.zeros(1, dtype=torch.int64, device=model.device)
+        for t in [self.token, self.pos, *(x for kv in self.cache for x in kv), *model.tensors()]:
+            torch._dynamo.mark_static_address(t)
+        self.step = torch.compile(self._step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+    def _step(self, token, pos):
+        return torch.argmax(self.model.step_at(token, pos, self.cache), dim=-1, keepdim=True)
+
+    def __call__(self, token, position):
+        """The next token [batch, 1] after token [batch, 1] at `position`; valid until the next call."""
+        self.token.copy_(token)
+        self.pos.fill_(position)
+        torch.compiler.cudagraph_mark_step_begin()  # the last step's output is consumed: its memory may be reused
+        return self.step(self.token, self.pos)
+
+
+def timed_generation(model, prompts, generate, decode=None):
+    """One greedy generation with CUDA events around the prefill + first token and around every decode step (the
+    compiled step when `decode` is a CompiledDecode, whose cache it then uses). Returns (ttft_ms, [tbt_ms],
+    tokens [generate, batch] on the GPU); one synchronize, at the end."""
     B, P = prompts.shape
-    cache = model.new_cache(B, P + generate - 1)
+    cache = decode.cache if decode is not None else model.new_cache(B, P + generate - 1)
     tokens = torch.empty(generate, B, 1, dtype=torch.int64, device=model.device)
     events = [torch.cuda.Event(enable_timing=True) for _ in range(generate + 1)]
     events[0].record()
@@ -727,8 +790,11 @@ def timed_generation(model, prompts, generate):
     torch.argmax(logits, dim=-1, keepdim=True, out=tokens[0])
     events[1].record()
     for t in range(1, generate):
-        logits = model.forward(tokens[t - 1], P + t - 1, cache)
-        torch.argmax(logits, dim=-1, keepdim=True, out=tokens[t])
+        if decode is not None:
+            tokens[t].copy_(decode(tokens[t - 1], P + t - 1))
+        else:
+            logits = model.forward(tokens[t - 1], P + t - 1, cache)
+            torch.argmax(logits, dim=-1, keepdim=True, out=tokens[t])
         events[t + 1].record()
     torch.cuda.synchronize()
     times = [events[i].elapsed_time(events[i + 1]) for i in range(generate)]
@@ -765,12 +831,19 @@ def cmd_bench(args):
     prompts = torch.randint(0, vocab, (args.batch, args.prompt), generator=g, device=device)
     ttft, tbt = [], []
     with torch.inference_mode():
-        timed_generation(model, prompts, args.generate)  # warm-up: cuBLAS plans, SDPA's kernels, the allocator
+        decode = CompiledDecode(model, args.batch, args.prompt + args.generate - 1) if args.compile else None
+        if decode is not None:
+            # Compile, then let the CUDA graph tree warm up and record (its first calls run eagerly), so every
+            # timed step is a replay however short --generate is. The cache rows written here are rewritten
+            # (prompt) or masked (the rest) by every generation.
+            for _ in range(3):
+                decode(prompts[:, -1:], args.prompt - 1)
+        timed_generation(model, prompts, args.generate, decode)  # warm-up: cuBLAS plans, SDPA's kernels, the allocator
         gc.collect()
         gc.disable()  # no collection pause inside a timed step (a serving loop would tune or freeze gc as well)
         try:
             for _ in range(args.repeat):
-                first, steps, tokens = timed_generation(model, prompts, args.generate)
+                first, steps, tokens = timed_generation(model, prompts, args.generate, decode)
                 ttft.append(first)
                 tbt += steps
         finally:
@@ -780,7 +853,8 @@ def cmd_bench(args):
     decode_tps = args.batch * 1e3 / S["mean"] if tbt else None
     total_ms = sum(ttft) + sum(tbt)
     e2e_tps = args.batch * args.generate * args.repeat * 1e3 / total_ms
-    print(f"PyTorch {torch.__version__} eager GPT-2 on {name}: {args.dtype}, layers {layers}, d_model {d}, heads "
+    how = 'eager prefill, torch.compile(mode="reduce-overhead") decode:' if args.compile else "eager"
+    print(f"PyTorch {torch.__version__} {how} GPT-2 on {name}: {args.dtype}, layers {layers}, d_model {d}, heads "
           f"{heads}, vocab {vocab}; batch {args.batch}, prompt {args.prompt}, generate {args.generate}, "
           f"{args.repeat} runs after a warm-up")
     print(f"TTFT ms: mean {T['mean']:.3f}  p50 {T['p50']:.3f}  p99 {T['p99']:.3f}")
@@ -789,13 +863,20 @@ def cmd_bench(args):
               f"({len(tbt)} decode steps)")
         print(f"decode tokens/s: {decode_tps:.1f} (batch / mean TBT); end to end {e2e_tps:.1f}")
     print(f"greedy tokens of sequence 0: {tokens[:16, 0].tolist()}{' ...' if args.generate > 16 else ''}")
+    # With --compile, whether Inductor kept the step in a CUDA graph (it falls back to plain launches, with a warning,
+    # where it cannot): the timing means "reduce-overhead" only when this is 0.
+    skips = torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] if args.compile else None
+    if skips:
+        print(f"warning: Inductor skipped CUDA graphs {skips} time(s): the compiled steps ran without a graph")
     if args.json:
-        doc = dict(peer="pytorch_eager", script="tests/gpt2_check.py bench", device=name, torch=torch.__version__,
+        mode = "compile" if args.compile else "eager"
+        script = "tests/gpt2_check.py bench" + (" --compile" if args.compile else "")
+        doc = dict(peer="pytorch_" + mode, mode=mode, script=script, device=name, torch=torch.__version__,
                    dtype=args.dtype, weights=args.weights or None, layers=layers, d_model=d, heads=heads,
                    vocab=vocab, max_positions=positions, batch=args.batch, prompt=args.prompt,
                    generate=args.generate, repeat=args.repeat, ttft_ms=T, tbt_ms=S if tbt else None,
                    decode_tokens_per_s=decode_tps, end_to_end_tokens_per_s=e2e_tps,
-                   tokens_seq0=tokens[:, 0].tolist())
+                   tokens_seq0=tokens[:, 0].tolist(), cudagraph_skips=skips)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
     return 0
@@ -837,6 +918,8 @@ def parser():
     b.add_argument("--max-positions", type=int)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--repeat", type=int, default=3)
+    b.add_argument("--compile", action="store_true",
+                   help='the decode step under torch.compile(mode="reduce-overhead"): the compiled peer')
     b.add_argument("--json", help="write the timings here")
     return ap
 

@@ -4,7 +4,8 @@ small GPT-2 checkpoint in each dtype, the header's padding, the data covered exa
 on hand-picked values and against an independent rounding; the reader's refusals), the logit comparison on made-up
 logits (agreement, a near-tie divergence, a real one, values outside the tolerance, NaN), and, where torch is
 installed, that greedy generation with a KV cache equals recomputing the whole sequence, that the fused forward
-(bench's) equals the written-out one (check's), and `check` on a made-up dump (agree: 0, disagree: 1, bad input: 2).
+(bench's) equals the written-out one (check's), that bench --compile's static-shape decode step equals the eager
+one, and `check` on a made-up dump (agree: 0, disagree: 1, bad input: 2).
 
     python3 tests/test_gpt2_check.py
 
@@ -383,6 +384,22 @@ def test_forward(files, tmp):
     with torch.inference_mode():
         one, _ = g.greedy(model, prompts[1:], G)
     check(torch.allclose(one[:, 0], a[:, 1], rtol=0, atol=1e-12), "a sequence alone == in a batch")
+    # bench --compile's static-shape decode step (the whole cache under a mask, the position a tensor) gives the
+    # logits of the eager step, with rows past the position holding garbage.
+    with torch.inference_mode():
+        cache = fused.new_cache(2, P)
+        for kc, vc in cache:
+            kc.fill_(7.0)
+            vc.fill_(-3.0)
+        fused.forward(prompts, 0, cache)
+        eager_cache = [(k.clone(), v.clone()) for k, v in cache]
+        token = ta[0][:, None]
+        for pos in range(2, P):
+            got = fused.step_at(token, torch.tensor([pos]), cache)
+            want = fused.forward(token, pos, eager_cache)
+            check(torch.allclose(got, want, rtol=0, atol=1e-12),
+                  f"step_at at position {pos} differs from forward by {(got - want).abs().max():.3g}")
+            token = torch.argmax(want, dim=-1, keepdim=True)
     # A pure numpy forward of the last position of sequence 0's prompt, independently of GPT2.
     def ln(x, gm, bt):
         return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * gm + bt

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# python_plugins.sh ATTNBENCH CASES_DIR SOURCE_DIR: the Python plugins on the GPU (issue 47).
+# Every peer file in kernels/peers/ and every Python example in kernels/plugin/examples/ is
+# loaded beside the built-in variants and verified on the smoke cases (and on smoke variations
+# that reach the options each one takes: GQA and MHA, square and not, both causal alignments,
+# soft-capping, ALiBi, windows, block-sparse, a ragged batch), then timed briefly in graph mode,
+# which captures the Python launches in a CUDA graph. Fails when any of their rows is FAILED or
+# ERROR, or when a file has no verified row at all. Rows a variant skips are not failures: each
+# file's supports() refuses what it does not compute exactly.
+# Exit 3 (skipped) without a GPU, or when the python3 attnbench runs (ATTNBENCH_PYTHON, else
+# the one on PATH) cannot import torch; the Triton examples also need triton.
+set -u
+bin=$1 cases=$2 src=$3
+py=${ATTNBENCH_PYTHON:-python3}
+if ! "$py" -c "import torch" >/dev/null 2>&1; then echo "skipped: $py cannot import torch"; exit 3; fi
+have_triton=1
+"$py" -c "import triton" >/dev/null 2>&1 || have_triton=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+peers=$src/kernels/peers examples=$src/kernels/plugin/examples
+# A short timing: enough to capture and replay the graph, not to measure.
+quick=(--set bench.warmup_ms=5 --set bench.min_time_ms=10 --set bench.max_time_ms=50 --mode graph)
+
+n=0
+# check CMD PLUGIN PATTERN BASELINE CASE [ARGS...]: `attnbench CMD CASE` with one plugin file,
+# its variants (-k PATTERN) and the op's baseline, the report kept for the judgement below.
+check() {
+  local cmd=$1 plugin=$2 pattern=$3 base=$4 case=$5
+  shift 5
+  n=$((n + 1))
+  "$bin" "$cmd" "$case" --cases-dir "$cases" --plugin "$plugin" -k "$pattern" -k "$base" "$@" \
+    --format json -o "$work/$n.json" </dev/null >"$work/$n.out" 2>&1
+  local rc=$?
+  echo "[$n] attnbench $cmd $case --plugin ${plugin#"$src"/} -k '$pattern' $*: exit $rc"
+  if [ $rc = 3 ] && grep -q "no usable CUDA device\|no CUDA device" "$work/$n.out"; then
+    echo "skipped: no GPU"
+    exit 3
+  fi
+  # 0: every row verified; 1: some row did not (judged below, with the others). Else: shown.
+  [ $rc = 0 ] || [ $rc = 1 ] || tail -n 5 "$work/$n.out" | sed 's/^/    /'
+  printf '%s\t%s\t%s\t%s\n' "$n" "$(basename "$plugin")" "$pattern" "$rc" >>"$work/manifest.tsv"
+}
+
+# PyTorch's softmax and GEMM.
+check verify "$peers/torch_ops.py" 'torch_*' naive smoke/softmax
+check verify "$peers/torch_ops.py" 'torch_*' cublas smoke/gemm
+check verify "$peers/torch_ops.py" 'torch_*' cublas smoke/gemm-odd
+check run "$peers/torch_ops.py" 'torch_*' naive smoke/softmax --set dtype=bf16 --set shape.cols=4096 "${quick[@]}"
+
+# SDPA's backends: GQA 2:1 with seq_q < seq_k (bottom-right causal: the FA2 op, explicit masks),
+# MHA, square (is_causal), top-left.
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=bf16 --set shape.kv_heads=4
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=fp16 --set shape.seq_k=33
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=bf16 --set shape.causal=top_left
+check run "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=bf16 "${quick[@]}"
+
+# FlexAttention: masks, score_mods, block-sparse (blocks of 64 and 128), the ragged batch
+# (sinks off: the smoke batches have them, which FlexAttention refuses).
+flex=$peers/flex_attention.py
+check verify "$flex" 'torch_flex*' naive smoke/attention --set dtype=bf16
+check verify "$flex" 'torch_flex*' naive smoke/attention --set dtype=fp16 --set shape.softcap=20 \
+  --set shape.alibi=true --set shape.window=16
+check verify "$flex" 'torch_flex*' naive smoke/attention --set dtype=bf16 --set shape.causal=top_left --set shape.window=9
+check verify "$flex" 'torch_flex*' naive smoke/attention --set dtype=bf16 --set shape.seq_q=300 --set shape.seq_k=300 \
+  --set 'shape.sparse_block=[64,128]' --set shape.sparse_local=1 --set shape.sparse_random=1 --set shape.sparse_global=1
+check verify "$flex" 'torch_flex*' naive smoke/ragged-same-dtype --set shape.sinks=false --set dtype=bf16
+check verify "$flex" 'torch_flex*' naive smoke/ragged-same-dtype --set shape.sinks=false --set dtype=fp16 \
+  --set shape.kv_heads=2 --set shape.window=8 --set shape.softcap=20 --set shape.alibi=true
+check run "$flex" 'torch_flex*' naive smoke/attention --set dtype=bf16 "${quick[@]}"
+check run "$flex" 'torch_flex*' naive smoke/ragged-same-dtype --set shape.sinks=false --set dtype=bf16 \
+  --set shape.kv_heads=2 "${quick[@]}"
+
+# The Triton examples.
+if [ $have_triton = 1 ]; then
+  check verify "$examples/triton_softmax.py" triton_softmax naive smoke/softmax
+  check verify "$examples/triton_flash_attention.py" triton_flash naive smoke/attention
+  check verify "$examples/triton_flash_attention.py" triton_flash naive smoke/attention --set dtype=bf16 \
+    --set shape.seq_q=130 --set shape.seq_k=130 --set shape.head_dim=128
+  check verify "$examples/triton_flash_attention.py" triton_flash naive smoke/attention --set dtype=fp16 \
+    --set shape.causal=top_left
+  check run "$examples/triton_softmax.py" triton_softmax naive smoke/softmax --set dtype=bf16 --set shape.cols=4096 \
+    "${quick[@]}"
+  check run "$examples/triton_flash_attention.py" triton_flash naive smoke/attention --set dtype=bf16 "${quick[@]}"
+else
+  echo "the Triton examples skipped: $py cannot import triton"
+fi
+
+# An exception in launch() or supports() is the row's ERROR, never a crash; the run goes on
+# (tests/plugins/py_raises.py: its rows must be ERROR, and naive beside them verified).
+check verify "$src/tests/plugins/py_raises.py" 'raises_*' naive smoke/softmax --set dtype=fp32 --set shape.cols=33
+
+"$py" - "$work" <<'PY'
+import fnmatch, json, os, sys
+
+work = sys.argv[1]
+problems, verified, judged, failing = [], {}, 0, []
+for line in open(os.path.join(work, "manifest.tsv")):
+    n, plugin, pattern, rc = line.rstrip("\n").split("\t")
+    if plugin == "py_raises.py":
+        try:
+            rows = json.load(open(os.path.join(work, n + ".json"))).get("rows", [])
+        except (OSError, ValueError) as e:
+            problems.append("[%s] %s: no report (attnbench exit %s): %s" % (n, plugin, rc, e))
+            continue
+        statuses = {r.get("variant"): r.get("status") for r in rows}
+        want = {"raises_in_supports": "ERROR", "raises_in_launch": "ERROR", "naive": "verified"}
+        if statuses != want:
+            problems.append("[%s] %s: rows %s, expected %s" % (n, plugin, statuses, want))
+        continue
+    verified.setdefault(plugin, 0)
+    try:
+        report = json.load(open(os.path.join(work, n + ".json")))
+    except (OSError, ValueError) as e:
+        problems.append("[%s] %s: no report (attnbench exit %s): %s" % (n, plugin, rc, e))
+        continue
+    for r in report.get("rows", []):
+        if not fnmatch.fnmatchcase(r.get("variant", ""), pattern):
+            continue  # the baseline
+        judged += 1
+        status = r.get("status")
+        where = "[%s] %s %s [%s]" % (n, r.get("variant"), r.get("case"), r.get("point") or "-")
+        if status == "verified":
+            verified[plugin] += 1
+        elif status in ("FAILED", "ERROR"):
+            problems.append("%s: %s: %s" % (where, status, r.get("reason", "")))
+            failing.append(n)
+        elif status != "skipped":
+            problems.append("%s: status %r" % (where, status))
+for plugin, count in sorted(verified.items()):
+    print("%s: %d verified rows" % (plugin, count))
+    if count == 0:
+        problems.append("%s: no verified row" % plugin)
+for n in sorted(set(failing), key=int):  # the table of each run with a bad row, for the reader
+    print("---- run [%s]:" % n)
+    print("".join(open(os.path.join(work, n + ".out")).readlines()[-30:]), end="")
+for p in problems:
+    print("FAIL " + p)
+print("%d rows of the Python variants judged, %d problems" % (judged, len(problems)))
+sys.exit(1 if problems else 0)
+PY
