@@ -146,16 +146,31 @@ def _where(e):
 
 
 def _load(path):
-    """Runs the plugin file; returns its variants as [(Variant, op number)] or a message."""
-    import runpy
+    """Runs the plugin file; returns its variants as [(Variant, op number)] or a message.
+
+    The file is imported as a module of its own, kept in sys.modules under a name no other
+    plugin takes (attnbench_plugin_<stem>, numbered if needed): torch.compile and pickling
+    find a function's globals through its module, which runpy's temporary one would not give.
+    """
+    import importlib.util
+    import re
 
     del _declared[:]
     directory = os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)  # so that a plugin can import the files beside it
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    name, n = "attnbench_plugin_" + stem, 1
+    while name in sys.modules:
+        n += 1
+        name = "attnbench_plugin_%s_%d" % (stem, n)
     try:
-        runpy.run_path(path, run_name="__attnbench_plugin__")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
     except BaseException as e:  # SystemExit and KeyboardInterrupt too: never past the bridge
+        sys.modules.pop(name, None)
         return "the plugin raised while loading: " + _where(e)
     if not _declared:
         return ("the plugin declares no variants; decorate a launch function with "
