@@ -12,6 +12,10 @@
 #                                          # OLD_TREE: a folder with the old commit's cases/perf
 #                                          # (git archive OLD cases/perf | tar -x -C DIR), for
 #                                          # when cases changed since; PAIRS (env): --pair args
+#   tools/gpu_session.sh python              # the Python peers as variants (kernels/peers, the
+#                                          # Triton examples) on cases/perf's prefill, softmax and
+#                                          # gemm shapes, timed by attnbench (write flush), then the
+#                                          # same kernels by triton's do_bench (tools/do_bench_check.py)
 #   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
@@ -99,6 +103,20 @@ perf() {
   fi
 }
 
+# The peers as Python variants, in attnbench's own loop beside ours (issue 47), then do_bench's
+# medians of the same prefill kernels, each against attnbench's row (tools/do_bench_check.py).
+python_peers() {
+  q=(--set verify.trials=1 --set verify.max_rows=64)
+  local plugins=(--plugin kernels/peers/torch_sdpa.py --plugin kernels/peers/flex_attention.py
+                 --plugin kernels/peers/torch_ops.py --plugin kernels/plugin/examples/triton_flash_attention.py
+                 --plugin kernels/plugin/examples/triton_softmax.py)
+  $bin run cases/perf/attention-bf16-*.toml cases/perf/attention-fp16-*.toml cases/perf/softmax-*.toml \
+    cases/perf/gemm-*.toml "${plugins[@]}" --flush write "${q[@]}" -o "$OUT/python-peers.json" 2>&1 |
+    tee "$OUT/python-peers.txt"
+  PYTHONUNBUFFERED=1 python3 tools/do_bench_check.py --attnbench "$OUT/python-peers.json" \
+    --json "$OUT/do_bench.json" 2>&1 | tee "$OUT/do_bench.txt"
+}
+
 # A refactor's proof: the perf cases timed by the old build, then the new, on one card.
 compare_builds() {
   q=(--set verify.trials=1 --set verify.max_rows=64)
@@ -150,10 +168,11 @@ case "${1:-}" in
 all) verify_all; perf core "${2:-tools/peers.py}" ;;
 verify) verify_all ;;
 perf) perf extras "${2:-tools/peers.py}" ;;
+python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | compare OLD_BIN" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | soak TOOL" >&2
   exit 2
   ;;
 esac
