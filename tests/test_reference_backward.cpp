@@ -1,0 +1,238 @@
+// The fp64 reference of attention's backward pass (reference/attention_backward.hpp): its dQ,
+// dK and dV against central finite differences of the forward reference's loss
+// L = Σ dO ∘ attention(Q, K, V), on small shapes with every option it takes; its O and LSE
+// against the forward reference and the definition; the stored-forward (faithful) path against
+// the fp64 one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/attention_backward.hpp"
+
+namespace attnbench::ref {
+namespace {
+
+// Multiples of 1/32 in [-2, 2]: x ± 2^-20 is exact in float (22 significant bits), so the
+// finite differences below step by exactly h.
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(-64, 64);
+  std::vector<float> x(n);
+  for (float& e : x) e = static_cast<float>(dist(gen)) / 32.0f;
+  return x;
+}
+
+struct Inputs {
+  AttentionShape s;
+  std::vector<float> q, k, v, d_o;
+};
+
+Inputs make(AttentionShape s, unsigned seed) {
+  const auto nq = static_cast<size_t>(s.batch * s.seq_q * s.heads * s.head_dim);
+  const auto nk = static_cast<size_t>(s.batch * s.seq_k * s.kv_heads * s.head_dim);
+  return {s, random_values(nq, seed), random_values(nk, seed + 1), random_values(nk, seed + 2),
+          random_values(nq, seed + 3)};
+}
+
+// L = Σ dO ∘ O, O from the forward reference.
+double loss(const Inputs& in) {
+  const int64_t rows = in.s.batch * in.s.seq_q * in.s.heads;
+  Rows all(static_cast<size_t>(rows));
+  std::iota(all.begin(), all.end(), 0);
+  const Matrix o = attention(in.s, in.q.data(), in.k.data(), in.v.data(), all);
+  double l = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < in.s.head_dim; ++c) l += o(r, c) * in.d_o[static_cast<size_t>(r * in.s.head_dim + c)];
+  return l;
+}
+
+constexpr double kStep = 1.0 / (1 << 20);  // h = 2^-20 ≈ 9.5e-7
+// |fd - analytic| <= kAtol + kRtol·|analytic|: the difference quotient's own error is the
+// rounding of L (~1e-16·Σ|dO ∘ O|, divided by 2h: ~1e-9) plus h²·L''' (~1e-12).
+constexpr double kAtol = 1e-7, kRtol = 1e-6;
+
+// Every element of x (q, k or v of `in`) against grad (row-major, as the tensor is laid out).
+double check_tensor(Inputs& in, std::vector<float>& x, const Matrix& grad, const std::string& what) {
+  double worst = 0;
+  for (size_t e = 0; e < x.size(); ++e) {
+    const float keep = x[e];
+    x[e] = static_cast<float>(keep + kStep);
+    const double up = loss(in);
+    x[e] = static_cast<float>(keep - kStep);
+    const double down = loss(in);
+    x[e] = keep;
+    const double fd = (up - down) / (2 * kStep);
+    const double g = grad(static_cast<int64_t>(e) / grad.cols(), static_cast<int64_t>(e) % grad.cols());
+    EXPECT_NEAR(g, fd, kAtol + kRtol * std::abs(g)) << what << " element " << e;
+    worst = std::max(worst, std::abs(g - fd));
+  }
+  return worst;
+}
+
+void check_gradients(AttentionShape s, unsigned seed) {
+  Inputs in = make(s, seed);
+  const AttentionGrads g = attention_backward(in.s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data());
+  const double worst = std::max({check_tensor(in, in.q, g.dq, "dQ"), check_tensor(in, in.k, g.dk, "dK"),
+                                 check_tensor(in, in.v, g.dv, "dV")});
+  // The gradients are not all 0 (a test that compares zeros proves nothing).
+  EXPECT_GT(g.dq.cwiseAbs().maxCoeff(), 1e-3);
+  EXPECT_GT(g.dk.cwiseAbs().maxCoeff(), 1e-3);
+  EXPECT_GT(g.dv.cwiseAbs().maxCoeff(), 1e-3);
+  std::printf("  finite differences: worst |analytic - fd| = %.3g\n", worst);
+}
+
+AttentionShape shape(int64_t heads, int64_t kv_heads, int64_t seq_q, int64_t seq_k, int64_t d = 8) {
+  AttentionShape s;
+  s.batch = 2;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.seq_q = seq_q;
+  s.seq_k = seq_k;
+  s.head_dim = d;
+  return s;
+}
+
+TEST(AttentionBackward, FiniteDifferencesPlain) { check_gradients(shape(2, 2, 5, 7), 1); }
+
+TEST(AttentionBackward, FiniteDifferencesCausalBottomRight) {
+  AttentionShape s = shape(2, 2, 7, 5);  // queries 0 and 1 see no key
+  s.causal = true;
+  check_gradients(s, 2);
+  s = shape(2, 2, 5, 7);
+  s.causal = true;
+  check_gradients(s, 3);
+}
+
+TEST(AttentionBackward, FiniteDifferencesCausalTopLeft) {
+  AttentionShape s = shape(2, 2, 7, 5);
+  s.causal = true;
+  s.top_left = true;
+  check_gradients(s, 4);
+  s = shape(2, 2, 5, 7);
+  s.causal = true;
+  s.top_left = true;
+  check_gradients(s, 5);
+}
+
+TEST(AttentionBackward, FiniteDifferencesWindow) {
+  AttentionShape s = shape(2, 2, 6, 6);
+  s.window = 3;
+  check_gradients(s, 6);
+  s.causal = true;
+  check_gradients(s, 7);
+}
+
+TEST(AttentionBackward, FiniteDifferencesGqaAndMqa) {
+  AttentionShape s = shape(4, 2, 5, 6);
+  s.causal = true;
+  check_gradients(s, 8);
+  check_gradients(shape(4, 1, 4, 5), 9);
+}
+
+TEST(AttentionBackward, FiniteDifferencesSoftcap) {
+  AttentionShape s = shape(2, 1, 5, 6);
+  s.score.softcap = 1.5;  // scores reach a few units: tanh is well into its curve
+  s.score.scale = 0.9;
+  check_gradients(s, 10);
+}
+
+TEST(AttentionBackward, FiniteDifferencesAlibi) {
+  AttentionShape s = shape(4, 2, 5, 7);
+  s.score.alibi_slopes = alibi_slopes(4);
+  check_gradients(s, 11);
+  s.causal = true;
+  s.score.softcap = 2;
+  s.window = 4;
+  check_gradients(s, 12);
+}
+
+// O is the forward reference's; LSE is log Σ_j exp(z_ij) over the keys query i sees, computed
+// here from the definition; a query that sees no key has O = 0, LSE = +inf and dQ = 0.
+TEST(AttentionBackward, ForwardAndLseMatchTheForwardReference) {
+  AttentionShape s = shape(4, 2, 7, 5);
+  s.causal = true;  // bottom-right: queries 0 and 1 see no key
+  s.window = 3;
+  s.score.softcap = 2;
+  s.score.alibi_slopes = alibi_slopes(4);
+  const Inputs in = make(s, 20);
+  const AttentionGrads g = attention_backward(in.s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data());
+  Rows all(static_cast<size_t>(s.batch * s.seq_q * s.heads));
+  std::iota(all.begin(), all.end(), 0);
+  const Matrix o = attention(s, in.q.data(), in.k.data(), in.v.data(), all);
+  EXPECT_LE((o - g.o).cwiseAbs().maxCoeff(), 1e-14);
+  const double scale = 1 / std::sqrt(static_cast<double>(s.head_dim));
+  const int64_t d = s.head_dim, offset = s.seq_k - s.seq_q;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < s.seq_q; ++i) {
+        const int64_t p = i + offset;
+        double sum = 0;
+        for (int64_t j = 0; j < s.seq_k; ++j) {
+          if (j > p || std::abs(p - j) >= s.window) continue;
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += static_cast<double>(in.q[static_cast<size_t>(((b * s.seq_q + i) * s.heads + h) * d + c)]) *
+                   in.k[static_cast<size_t>(((b * s.seq_k + j) * s.kv_heads + h / 2) * d + c)];
+          sum += std::exp(2 * std::tanh(scale * dot / 2) - s.score.alibi_slopes[static_cast<size_t>(h)] * (p - j));
+        }
+        const double lse = g.lse[static_cast<size_t>((b * s.heads + h) * s.seq_q + i)];
+        const int64_t row = (b * s.seq_q + i) * s.heads + h;
+        if (p < 0) {
+          EXPECT_EQ(lse, std::numeric_limits<double>::infinity());
+          EXPECT_EQ(g.o.row(row).cwiseAbs().maxCoeff(), 0.0);
+          EXPECT_EQ(g.dq.row(row).cwiseAbs().maxCoeff(), 0.0);
+        } else {
+          EXPECT_NEAR(lse, std::log(sum), 1e-13 * (1 + std::abs(lse))) << "b" << b << " h" << h << " i" << i;
+        }
+      }
+}
+
+// The faithful path from the forward's own O and LSE (rounded to float, as the op stores them
+// in fp32) gives the fp64 gradients to about float's precision; a group left out stays 0.
+TEST(AttentionBackward, StoredForwardAndGroups) {
+  AttentionShape s = shape(4, 2, 9, 11);
+  s.causal = true;
+  const Inputs in = make(s, 30);
+  const AttentionGrads g = attention_backward(in.s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data());
+  const std::vector<float> o(g.o.data(), g.o.data() + g.o.size());
+  const std::vector<float> lse(g.lse.begin(), g.lse.end());
+  const AttentionGrads f =
+      attention_backward(in.s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), {o.data(), lse.data()});
+  const double tol = 1e-6 * g.dq.cwiseAbs().maxCoeff();
+  EXPECT_LE((f.dq - g.dq).cwiseAbs().maxCoeff(), tol);
+  EXPECT_LE((f.dk - g.dk).cwiseAbs().maxCoeff(), 1e-6 * g.dk.cwiseAbs().maxCoeff());
+  EXPECT_LE((f.dv - g.dv).cwiseAbs().maxCoeff(), 1e-6 * g.dv.cwiseAbs().maxCoeff());
+  EXPECT_GT((f.dq - g.dq).cwiseAbs().maxCoeff(), 0.0);  // the stored values are used
+  // Group (batch 1, kv head 0) only: its rows equal the full result's, the others are 0.
+  const AttentionGrads one = attention_backward(in.s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), {}, {2});
+  for (int64_t j = 0; j < s.seq_k; ++j)
+    for (int64_t kvh = 0; kvh < 2; ++kvh) {
+      const int64_t r = (s.seq_k + j) * 2 + kvh, r0 = j * 2 + kvh;
+      const Matrix want = kvh == 0 ? Matrix(g.dk.row(r)) : Matrix(Matrix::Zero(1, s.head_dim));
+      EXPECT_EQ(Matrix(one.dk.row(r)), want);
+      EXPECT_EQ(one.dv.row(r0).cwiseAbs().maxCoeff(), 0.0);
+    }
+}
+
+TEST(AttentionBackward, RefusesWhatItDoesNotTake) {
+  AttentionShape s = shape(2, 2, 4, 4);
+  const Inputs in = make(s, 40);
+  AttentionShape r = s;
+  r.rope.style = Rope::Style::neox;
+  EXPECT_THROW(attention_backward(r, in.q.data(), in.k.data(), in.v.data(), in.d_o.data()), std::invalid_argument);
+  r = s;
+  r.score.sinks = {0.5, 0.5};
+  EXPECT_THROW(attention_backward(r, in.q.data(), in.k.data(), in.v.data(), in.d_o.data()), std::invalid_argument);
+  r = s;
+  r.heads = 3;
+  EXPECT_THROW(attention_backward(r, in.q.data(), in.k.data(), in.v.data(), in.d_o.data()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace attnbench::ref
