@@ -87,6 +87,10 @@ void group_backward(const AttentionShape& s, const float* q, const float* k, con
     const Matrix dP = dO * V.transpose();
     Matrix dS = (P.array() * (dP.colwise() - D).array()).matrix();
     if (cap > 0) dS.array() *= 1 - (S.array() / cap).tanh().square();
+    // The faithful path: P and dS rounded where the tensor-core kernels round the operands of
+    // dV = Pᵀ dO and dQ, dK (Faithful::p, the forward's convention for P); D used P unrounded.
+    round_all(P, s.faithful.p);
+    round_all(dS, s.faithful.p);
     const Matrix dQ = scale * dS * K;
     dK.noalias() += scale * dS.transpose() * Q;
     dV.noalias() += P.transpose() * dO;

@@ -36,7 +36,8 @@ struct AttentionGrads {
 // q, d_o: [batch, seq_q, heads, head_dim]; k, v: [batch, seq_k, kv_heads, head_dim].
 // `groups`: the (batch, kv head) groups to compute, as b·kv_heads + g (empty = all); the rows of
 // every other group are left 0. One group's dK and dV need all of its queries, so a group is
-// the unit of work. s.faithful: its largest_score is noted (the verdict's score floor).
+// the unit of work. s.faithful: its largest_score is noted (the verdict's score floor), and its
+// `p` rounds P before dV = Pᵀ dO and dS before dQ and dK (the tensor cores' operands).
 AttentionGrads attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                   const float* d_o, const StoredForward& stored = {},
                                   const std::vector<int64_t>& groups = {});

@@ -236,3 +236,107 @@ TEST(AttentionBackward, RefusesWhatItDoesNotTake) {
 
 }  // namespace
 }  // namespace attnbench::ref
+
+// The op (app/ops/attention_backward.cpp): its keys, its work, its output and the rows it
+// always checks. Nothing here needs a GPU.
+#include "app/case.hpp"
+#include "app/op.hpp"
+#include "app/ops/heads.hpp"
+#include "app/problem.hpp"
+
+namespace attnbench {
+namespace {
+
+CasePoint point(const std::string& shape, const std::string& dtype = "bf16") {
+  return parse_case("op = \"attention_backward\"\ndtype = \"" + dtype + "\"\n[shape]\n" + shape, "t.toml", {})
+      .points.at(0);
+}
+
+// A case the loader refuses, and its message.
+std::string refusal(const std::string& shape, const std::string& dtype = "bf16") {
+  try {
+    point(shape, dtype);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kBase = "batch = 2\nheads = 4\nseq_q = 33\nhead_dim = 64\n";
+
+TEST(AttentionBackwardOp, RefusesBadShapesWithClearMessages) {
+  EXPECT_NE(refusal(kBase + "kv_heads = 3\n").find("heads (4) must be a multiple of kv_heads (3)"), std::string::npos)
+      << refusal(kBase + "kv_heads = 3\n");
+  EXPECT_NE(refusal("batch = 2\nheads = 4\nseq_q = 33\nhead_dim = 60\n").find("multiple of 8"), std::string::npos);
+  EXPECT_NE(refusal("batch = 2\nheads = 4\nseq_q = 33\nhead_dim = 264\n").find("at most 256"), std::string::npos);
+  EXPECT_NE(refusal(kBase + "sinks = true\n").find("attention_backward has no attention sinks yet"), std::string::npos)
+      << refusal(kBase + "sinks = true\n");
+  EXPECT_NE(refusal(kBase + "rope = \"neox\"\n"), "");  // no RoPE keys
+  EXPECT_NE(refusal(kBase, "fp8_e4m3"), "");
+  EXPECT_NE(refusal(kBase + "alibi_slopes = [0.5, 0.25]\n").find("2 slopes for 4 query heads"), std::string::npos);
+  EXPECT_NE(refusal("batch = 2\nheads = 4\nhead_dim = 64\n").find("seq_q"), std::string::npos);
+  EXPECT_EQ(refusal(kBase), "");
+}
+
+TEST(AttentionBackwardOp, WorkOutputAndVariants) {
+  const auto problem = make_problem(
+      point("batch = 2\nheads = 8\nkv_heads = 2\nseq_q = 128\nseq_k = 256\nhead_dim = 64\ncausal = true\n"));
+  const Work w = problem->work();
+  const double pairs = static_cast<double>(AttentionMask{128, 256, true, 0}.pairs());
+  EXPECT_DOUBLE_EQ(w.flops, 10.0 * 2 * 8 * 64 * pairs);  // 2.5 x the forward's 4 · head_dim a pair
+  // Read q, o, d_o (2 x 128 x 8 x 64 each) and k, v (2 x 256 x 2 x 64), bf16, and lse (fp32,
+  // 2 x 8 x 128); write dq, dk, dv.
+  const double q = 2.0 * 128 * 8 * 64, k = 2.0 * 256 * 2 * 64;
+  EXPECT_DOUBLE_EQ(w.bytes, 2 * (3 * q + 2 * k) + 4.0 * 2 * 8 * 128 + 2 * (q + 2 * k));
+  EXPECT_EQ(problem->output_rows(), 2 * 128 * 8 + 2 * (2 * 256 * 2));
+  EXPECT_EQ(problem->output_cols(), 64);
+  const auto inputs = problem->input_names();
+  ASSERT_EQ(inputs.size(), 6u);
+  const std::vector<std::string> names = {"q", "k", "v", "o", "d_o", "lse"};
+  const std::vector<bool> drawn = {true, true, true, false, true, false};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(inputs[i].first, names[i]);
+    EXPECT_EQ(inputs[i].second, drawn[i]) << names[i];
+  }
+  EXPECT_EQ(problem->input_tensors().at(5)->dtype, DType::fp32);
+  EXPECT_TRUE(problem->has_faithful());
+  const auto variants = problem->variants(assumed_caps());
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(variants[0].name, "naive");
+  EXPECT_EQ(variants[0].skip, "");
+  EXPECT_TRUE(variants[0].deterministic);
+  for (const char* dtype : {"fp32", "fp16"})
+    EXPECT_EQ(make_problem(point(kBase, dtype))->variants(assumed_caps())[0].skip, "") << dtype;
+}
+
+// Bottom-right with seq_q > seq_k: queries 0..3 see no key (dQ rows 0); top-left with
+// seq_q < seq_k: keys 2..5 are seen by no query (dK and dV rows 0). Both are always checked,
+// with the first and last row of each of dQ, dK and dV.
+TEST(AttentionBackwardOp, MustCheckRowsCoverEveryPartAndTheZeroRows) {
+  const auto blind = make_problem(point("batch = 2\nheads = 3\nseq_q = 6\nseq_k = 2\nhead_dim = 8\ncausal = true\n"));
+  const int64_t q_rows = 2 * 6 * 3, k_rows = 2 * 2 * 3;
+  const ref::Rows b = blind->must_check_rows();
+  for (int64_t r : {q_rows - 1, q_rows, q_rows + k_rows - 1, q_rows + k_rows})
+    EXPECT_NE(std::find(b.begin(), b.end(), r), b.end()) << r;
+  int64_t blind_rows = 0;
+  for (int64_t r : b)
+    if (r < q_rows) {
+      EXPECT_TRUE(r / 3 % 6 < 4 || r == q_rows - 1) << r;
+      blind_rows += r / 3 % 6 < 4;
+    }
+  EXPECT_GT(blind_rows, 0);
+  const auto unseen = make_problem(
+      point("batch = 2\nheads = 3\nseq_q = 2\nseq_k = 6\nhead_dim = 8\ncausal = \"top_left\"\n"));
+  const int64_t q2 = 2 * 2 * 3, k2 = 2 * 6 * 3;
+  int64_t dk = 0, dv = 0;
+  for (int64_t r : unseen->must_check_rows()) {
+    if (r < q2) continue;
+    const int64_t within = (r - q2) % k2, j = within / 3 % 6;
+    if (j >= 2) (r < q2 + k2 ? dk : dv) += 1;
+  }
+  EXPECT_GT(dk, 0);
+  EXPECT_GT(dv, 0);
+}
+
+}  // namespace
+}  // namespace attnbench

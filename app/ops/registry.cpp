@@ -15,11 +15,12 @@ OpSpec reshape_and_cache_op();
 OpSpec mha_op();
 OpSpec model_op();
 OpSpec ragged_op();
+OpSpec attention_backward_op();
 
 const std::vector<OpSpec>& ops() {
   static const std::vector<OpSpec> all = {
       softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(), cache_append_op(),
-      reshape_and_cache_op(), mha_op(), model_op(), ragged_op(),
+      reshape_and_cache_op(), mha_op(), model_op(), ragged_op(), attention_backward_op(),
   };
   return all;
 }
