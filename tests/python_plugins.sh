@@ -82,6 +82,15 @@ if [ $have_triton = 1 ]; then
   check run "$examples/triton_softmax.py" triton_softmax naive smoke/softmax --set dtype=bf16 --set shape.cols=4096 \
     "${quick[@]}"
   check run "$examples/triton_flash_attention.py" triton_flash naive smoke/attention --set dtype=bf16 "${quick[@]}"
+  # docs/plugins.md's five-minute Python tutorial, as the page shows it.
+  awk '/Save this as `my_softmax.py`/ {seen = 1} seen && /^```python$/ {on = 1; next} on && /^```$/ {exit} on' \
+    "$src/docs/plugins.md" > "$work/my_softmax.py"
+  if [ -s "$work/my_softmax.py" ]; then
+    check verify "$work/my_softmax.py" 'my_*' naive smoke/softmax
+  else
+    echo "FAIL: docs/plugins.md has no \`\`\`python block after \"Save this as \`my_softmax.py\`\""
+    exit 1
+  fi
 else
   echo "the Triton examples skipped: $py cannot import triton"
 fi
