@@ -197,16 +197,7 @@ OpSpec attention_op() {
   OpSpec op;
   op.name = "attention";
   op.summary = "prefill attention O = softmax(Q·Kᵀ/√d + mask)·V over seq_q queries and seq_k keys";
-  op.keys = joined_keys({{
-      batch_key(),
-      heads_key(),
-      kv_heads_key(),
-      int_key("seq_q", "queries per sequence"),
-      derived_int_key("seq_k", "keys per sequence", "seq_q"),
-      head_dim_key(),
-      causal_key(),
-      int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
-  }, score_keys(), rope_keys(), {
+  op.keys = joined_keys({prefill_shape_keys(), score_keys(), rope_keys(), {
       sparse_block_key(),
       sparse_local_key(),
       sparse_global_key(),

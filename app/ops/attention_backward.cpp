@@ -208,16 +208,7 @@ OpSpec attention_backward_op() {
   OpSpec op;
   op.name = "attention_backward";
   op.summary = "attention's backward pass: dQ, dK, dV from Q, K, V, dO and the forward's O and LSE";
-  op.keys = joined_keys({{
-      batch_key(),
-      heads_key(),
-      kv_heads_key(),
-      int_key("seq_q", "queries per sequence"),
-      derived_int_key("seq_k", "keys per sequence", "seq_q"),
-      head_dim_key(),
-      causal_key(),
-      int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
-  }, score_keys()});
+  op.keys = joined_keys({prefill_shape_keys(), score_keys()});
   op.finish = [](ShapeCheck& c) {
     finish_heads(c);
     finish_scores(c);

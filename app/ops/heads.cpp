@@ -110,6 +110,18 @@ KeySpec causal_key() {
   k.bool_words = {"none", "bottom_right"};
   return k;
 }
+std::vector<KeySpec> prefill_shape_keys() {
+  return {
+      batch_key(),
+      heads_key(),
+      kv_heads_key(),
+      int_key("seq_q", "queries per sequence"),
+      derived_int_key("seq_k", "keys per sequence", "seq_q"),
+      head_dim_key(),
+      causal_key(),
+      int_key("window", "each query sees the `window` keys ending at its position; 0 = no window", 0, 0),
+  };
+}
 KeySpec decode_window_key() {
   return int_key("window", "the query sees its last `window` keys (itself included); 0 = every key", 0, 0);
 }

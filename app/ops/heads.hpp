@@ -44,6 +44,9 @@ KeySpec rotary_dim_key();
 // one list.
 std::vector<KeySpec> score_keys();
 std::vector<KeySpec> rope_keys();
+// A prefill's shape, as attention and attention_backward list it: batch, heads, kv_heads, seq_q,
+// seq_k (defaults to seq_q), head_dim, causal, window.
+std::vector<KeySpec> prefill_shape_keys();
 std::vector<KeySpec> joined_keys(std::initializer_list<std::vector<KeySpec>> groups);
 bool causal_of(const Shape& s);
 bool top_left_of(const Shape& s);
