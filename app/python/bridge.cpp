@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/errors.hpp"  // kSupportsError
 #include "kernels/plugin/include/attnbench/plugin.h"
 
 namespace {
@@ -407,24 +408,39 @@ PyObject* call(const char* function, std::initializer_list<PyObject*> args) {
 
 // ---- the trampolines ---------------------------------------------------------------------
 
-cudaError_t launch_slot(int i, const void* params, void* workspace, cudaStream_t stream) {
+// Calls f(slot, fields) under the GIL, with the op's struct described as Python sees it; the
+// fields are released before the GIL is.
+template <class F>
+auto with_fields(int i, const void* params, F f) {
   Slot& s = slots[static_cast<size_t>(i)];
   const PyGILState_STATE g = PyGILState_Ensure();
-  cudaError_t result = cudaSuccess;
-  {
-    Fields f;
-    describe(s.op, params, f);
-    // The workspace as a byte tensor of the size workspace() asks for.
-    int64_t bytes = 0;
-    if (s.has_workspace) {
-      PyObject* n = call("_workspace", {Py_NewRef(s.variant), Py_NewRef(f.params())});
-      if (n && PyLong_Check(n)) bytes = PyLong_AsLongLong(n);
-      Py_DecRef(n);
-      PyErr_Clear();
-    }
+  auto out = [&] {
+    Fields fields;
+    describe(s.op, params, fields);
+    return f(s, fields);
+  }();
+  PyGILState_Release(g);
+  return out;
+}
+
+// The bytes the variant's workspace() asks for; 0 without one, or when it raised (its launch
+// then raises the same and says so).
+int64_t workspace_bytes(const Slot& s, const Fields& f) {
+  if (!s.has_workspace) return 0;
+  PyObject* n = call("_workspace", {Py_NewRef(s.variant), Py_NewRef(f.params())});
+  const int64_t bytes = n && PyLong_Check(n) ? PyLong_AsLongLong(n) : 0;
+  Py_DecRef(n);
+  PyErr_Clear();
+  return bytes;
+}
+
+cudaError_t launch_slot(int i, const void* params, void* workspace, cudaStream_t stream) {
+  return with_fields(i, params, [&](Slot& s, Fields& f) {
+    const int64_t bytes = workspace_bytes(s, f);  // the workspace as a byte tensor of that size
     f.tensor("workspace", bytes > 0 ? workspace : nullptr, "uint8", {bytes});
     PyObject* r = call("_launch", {Py_NewRef(s.variant), Py_NewRef(f.tensors()), Py_NewRef(f.params()),
                                    PyLong_FromVoidPtr(stream)});
+    cudaError_t result = cudaSuccess;
     if (!r) {
       pending_error = s.name + ": " + fetch_error();
       result = cudaErrorUnknown;
@@ -433,18 +449,13 @@ cudaError_t launch_slot(int i, const void* params, void* workspace, cudaStream_t
       result = cudaErrorUnknown;
     }
     Py_DecRef(r);
-  }
-  PyGILState_Release(g);
-  return result;
+    return result;
+  });
 }
 
-// "ERROR: " before the message marks an exception (app/plugin.hpp turns it into the row's error).
+// kSupportsError before the message marks an exception (app/plugin.hpp turns it into the row's error).
 const char* supports_slot(int i, const void* params, const attnbench_device* device) {
-  Slot& s = slots[static_cast<size_t>(i)];
-  const PyGILState_STATE g = PyGILState_Ensure();
-  {
-    Fields f;
-    describe(s.op, params, f);
+  return with_fields(i, params, [&](Slot& s, Fields& f) -> const char* {
     PyObject* d = PyDict_New();
     for (auto [n, v] : {std::pair{"sm_count", int64_t{device->sm_count}}, {"cc_major", int64_t{device->cc_major}},
                         {"cc_minor", int64_t{device->cc_minor}},
@@ -457,34 +468,20 @@ const char* supports_slot(int i, const void* params, const attnbench_device* dev
     }
     PyObject* r = call("_supports", {Py_NewRef(s.variant), Py_NewRef(f.params()), d});
     if (!r)
-      s.reason = "ERROR: " + fetch_error();
+      s.reason = attnbench::kSupportsError + fetch_error();
     else if (r == Py_None)
       s.reason.clear();
     else if (PyTuple_Check(r))
-      s.reason = "ERROR: " + text_of(PyTuple_GetItem(r, 1));
+      s.reason = attnbench::kSupportsError + text_of(PyTuple_GetItem(r, 1));
     else
       s.reason = text_of(r);
     Py_DecRef(r);
-  }
-  PyGILState_Release(g);
-  return s.reason.empty() ? nullptr : s.reason.c_str();
+    return s.reason.empty() ? nullptr : s.reason.c_str();
+  });
 }
 
-// A workspace() that raised asks for nothing here; its launch raises the same and says so.
 size_t workspace_slot(int i, const void* params) {
-  Slot& s = slots[static_cast<size_t>(i)];
-  const PyGILState_STATE g = PyGILState_Ensure();
-  size_t bytes = 0;
-  {
-    Fields f;
-    describe(s.op, params, f);
-    PyObject* r = call("_workspace", {Py_NewRef(s.variant), Py_NewRef(f.params())});
-    if (r && PyLong_Check(r)) bytes = static_cast<size_t>(PyLong_AsLongLong(r));
-    Py_DecRef(r);
-    PyErr_Clear();
-  }
-  PyGILState_Release(g);
-  return bytes;
+  return with_fields(i, params, [](Slot& s, Fields& f) { return static_cast<size_t>(workspace_bytes(s, f)); });
 }
 
 template <int I>
