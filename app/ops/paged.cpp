@@ -286,12 +286,11 @@ PoolLayout lay_out_pool(uint64_t seed, const std::vector<int64_t>& context, int6
   return l;
 }
 
-void finish_paged_pool(ShapeCheck& c) {
+void finish_num_blocks(ShapeCheck& c, const std::vector<int64_t>& context) {
   Shape& s = c.shape;
-  if (!c.given("kv_dtype")) s.set("kv_dtype", std::string(dtype_name(c.dtype)));
   const int64_t block_size = s.num("block_size");
   int64_t needed = 0;
-  for (int64_t len : s.lengths("context")) needed += (len + block_size - 1) / block_size;
+  for (int64_t len : context) needed += ceil_div(len, block_size);
   // Spare blocks stay NaN: a kernel that reads a block not in its table fails verification.
   if (!c.given("num_blocks")) s.set("num_blocks", needed + needed / 4 + 1);
   // At least one spare: table entries past a sequence's last block point at it.
@@ -299,6 +298,12 @@ void finish_paged_pool(ShapeCheck& c) {
     c.fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num("num_blocks")) +
                              ") is too small: the sequences need " + std::to_string(needed) + " blocks of " +
                              std::to_string(block_size) + " tokens, plus one spare that stays NaN");
+}
+
+void finish_paged_pool(ShapeCheck& c) {
+  Shape& s = c.shape;
+  if (!c.given("kv_dtype")) s.set("kv_dtype", std::string(dtype_name(c.dtype)));
+  finish_num_blocks(c, s.lengths("context"));
   const DType kv = dtype_from_name(s.word("kv_dtype"));
   const int64_t x = 16 / static_cast<int64_t>(dtype_bytes(kv));
   if (s.num("head_dim") % x != 0)

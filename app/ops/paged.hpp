@@ -1,5 +1,6 @@
-// What the paged op shares with reshape_and_cache, the kernel that fills its cache:
-// the pool's key rules and how a trial lays sequences out over the pool.
+// What the paged op shares with reshape_and_cache, the kernel that fills its cache, and with the
+// other ops over a shuffled pool of blocks (ragged, mla): the pool's key rules and how a trial
+// lays sequences out over the pool.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -7,6 +8,12 @@
 namespace attnbench {
 
 class ShapeCheck;
+
+// num_blocks defaults to what sequences of these context lengths need in blocks of
+// shape.block_size, plus a quarter and one spare; a given num_blocks must leave one spare (it
+// stays NaN, and table entries past a sequence's last block point at it). Every op over a
+// shuffled pool (paged, ragged, mla) finishes its num_blocks with this.
+void finish_num_blocks(ShapeCheck& check, const std::vector<int64_t>& context);
 
 // kv_dtype defaults to dtype; num_blocks defaults to what the sequences need plus a
 // quarter and one spare (at least one spare: it stays NaN, and table entries past a

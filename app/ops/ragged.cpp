@@ -266,19 +266,14 @@ void finish_batch(ShapeCheck& c) {
                               " (the new tokens are the last keys of the context)");
 }
 
-// As finish_paged_pool: what the sequences need plus a quarter and one spare block that stays
-// NaN (table entries past a sequence's last block point at it).
+// As finish_paged_pool: kv_dtype defaults to dtype, and the pool holds what the sequences need
+// plus a quarter and one spare block that stays NaN (finish_num_blocks).
 void finish_pool(ShapeCheck& c) {
   Shape& s = c.shape;
   if (!c.given("kv_dtype")) s.set("kv_dtype", std::string(dtype_name(c.dtype)));
-  const int64_t block_size = s.num("block_size");
-  int64_t needed = 0;
-  for (const auto& [q, context] : ragged_sequences(s)) needed += ceil_div(context, block_size);
-  if (!c.given("num_blocks")) s.set("num_blocks", needed + needed / 4 + 1);
-  if (s.num("num_blocks") <= needed)
-    c.fail("num_blocks", "shape.num_blocks (" + std::to_string(s.num("num_blocks")) +
-                             ") is too small: the sequences need " + std::to_string(needed) + " blocks of " +
-                             std::to_string(block_size) + " tokens, plus one spare that stays NaN");
+  std::vector<int64_t> context;
+  for (const auto& [q, len] : ragged_sequences(s)) context.push_back(len);
+  finish_num_blocks(c, context);
 }
 
 // What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
