@@ -67,6 +67,21 @@ std::vector<float> gather_flash_pool(const uint8_t* pool, const PoolLayout& layo
   return out;
 }
 
+ref::Rows first_and_last_rows(const std::vector<int64_t>& query_len, int64_t heads) {
+  ref::Rows rows;
+  int64_t first = 0;
+  for (int64_t q : query_len) {
+    ref::Rows mine;  // one token (a decode) or one head: fewer than four
+    for (int64_t t : {first, first + q - 1})
+      for (int64_t h : {int64_t{0}, heads - 1}) mine.push_back(t * heads + h);
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    rows.insert(rows.end(), mine.begin(), mine.end());
+    first += q;
+  }
+  return rows;
+}
+
 namespace {
 
 class RaggedProblem : public TableProblem<RaggedParams> {
@@ -134,20 +149,7 @@ class RaggedProblem : public TableProblem<RaggedParams> {
   // those the sampled rows happen to fall in. Sequence by sequence, so that a [verify] max_rows
   // too small for all of them keeps the first sequences' (the case tests check that none
   // falls out).
-  ref::Rows must_check_rows() const override {
-    ref::Rows rows;
-    int64_t first = 0;
-    for (int64_t q : query_len_) {
-      ref::Rows mine;  // one token (a decode) or one head: fewer than four
-      for (int64_t t : {first, first + q - 1})
-        for (int64_t h : {int64_t{0}, heads_ - 1}) mine.push_back(t * heads_ + h);
-      std::sort(mine.begin(), mine.end());
-      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-      rows.insert(rows.end(), mine.begin(), mine.end());
-      first += q;
-    }
-    return rows;
-  }
+  ref::Rows must_check_rows() const override { return first_and_last_rows(query_len_, heads_); }
 
   ref::Matrix reference(const ref::Rows& rows) const override { return ragged(rows, {}); }
   bool has_faithful() const override { return true; }

@@ -1,6 +1,6 @@
-// What the ragged op's adapter (ragged.cpp) shares with its tests: the batch a [shape] names,
-// and its paged cache in the flash layout, written from the tokens and read back through the
-// block table.
+// What the ragged op's adapter (ragged.cpp) shares with its tests and with the mla op: the batch
+// a [shape] names, its paged cache in the flash layout, written from the tokens and read back
+// through the block table, and the rows verification always checks.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -8,6 +8,7 @@
 #include "app/ops/paged.hpp"
 #include "app/shape.hpp"
 #include "kernels/common/dtype.hpp"
+#include "reference/common.hpp"
 
 namespace attnbench {
 
@@ -30,5 +31,12 @@ std::vector<uint8_t> flash_pool(const float* tokens, const std::vector<int64_t>&
 std::vector<float> gather_flash_pool(const uint8_t* pool, const PoolLayout& layout, const std::vector<int64_t>& context,
                                      int64_t block_size, int64_t kv_heads, int64_t head_dim, DType kv_dtype,
                                      float scale);
+
+// The rows verification always checks of an output [Σ query_len, heads, ...] whose sequences'
+// query tokens are packed one sequence after another (row t · heads + h): the first and the last
+// query token of every sequence with the first and the last head, sequence by sequence, so that a
+// [verify] max_rows too small for all of them keeps the first sequences' (ragged, and mla with
+// s_q tokens every sequence).
+ref::Rows first_and_last_rows(const std::vector<int64_t>& query_len, int64_t heads);
 
 }  // namespace attnbench
