@@ -2,7 +2,7 @@
 // dK and dV against central finite differences of the forward reference's loss
 // L = Σ dO ∘ attention(Q, K, V), on small shapes with every option it takes; its O and LSE
 // against the forward reference and the definition; the stored-forward (faithful) path against
-// the fp64 one.
+// the fp64 one. At the end: the tiled rungs' tile geometry against the mask.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -340,3 +340,57 @@ TEST(AttentionBackwardOp, MustCheckRowsCoverEveryPartAndTheZeroRows) {
 
 }  // namespace
 }  // namespace attnbench
+
+// The tiled rungs' tile geometry (kernels/backward/tiles.hpp) against the mask, pair by pair:
+// a key block walks exactly the query tiles some pair of which is visible, and its turn on a
+// tile's dQ (the deterministic rung) is the number of lower key blocks that walk the tile. A
+// mismatch would make the kernels skip gradients or wait forever.
+#include "kernels/backward/tiles.hpp"
+
+namespace attnbench::backward_impl {
+namespace {
+
+TEST(BackwardTiles, KeyBlocksAndQueryTilesMeetExactlyWhereAPairIsVisible) {
+  constexpr int Br = 64;
+  int checked = 0;
+  for (int seq_q : {1, 5, 64, 65, 130, 200})
+    for (int seq_k : {1, 7, 64, 129, 300})
+      for (int causal : {0, 1, 2})  // none, bottom-right, top-left
+        for (int window : {0, 1, 3, 64, 100})
+          for (int Bc : {64, 128}) {
+            const int q_offset = causal == 2 ? 0 : seq_k - seq_q;
+            const int unlimited = seq_q + seq_k;
+            const bool windowed = window > 0 && window < seq_q + seq_k;
+            const int lo_reach = windowed ? window - 1 : unlimited;
+            const int hi_reach = causal ? 0 : windowed ? window - 1 : unlimited;
+            auto sees = [&](int i, int j) {
+              const int pos = i + q_offset;
+              return (!causal || j <= pos) && (window == 0 || std::abs(pos - j) < window);
+            };
+            const int key_blocks = (seq_k + Bc - 1) / Bc, tiles = (seq_q + Br - 1) / Br;
+            std::vector<std::vector<bool>> meet(key_blocks, std::vector<bool>(tiles, false));
+            for (int i = 0; i < seq_q; ++i)
+              for (int j = 0; j < seq_k; ++j)
+                if (sees(i, j)) meet[j / Bc][i / Br] = true;
+            for (int n = 0; n < key_blocks; ++n) {
+              const int n0 = n * Bc, n1 = std::min(n0 + Bc, seq_k) - 1;
+              const TileRange r = query_tiles(seq_q, q_offset, lo_reach, hi_reach, n0, n1, Br);
+              for (int m = 0; m < tiles; ++m) {
+                const std::string where = "seq_q " + std::to_string(seq_q) + " seq_k " + std::to_string(seq_k) +
+                                          " causal " + std::to_string(causal) + " window " + std::to_string(window) +
+                                          " Bc " + std::to_string(Bc) + " key block " + std::to_string(n) +
+                                          " query tile " + std::to_string(m);
+                ASSERT_EQ(meet[n][m], m >= r.first && m <= r.last) << where;
+                if (!meet[n][m]) continue;
+                int before = 0;
+                for (int k = 0; k < n; ++k) before += meet[k][m];
+                ASSERT_EQ(n - first_key_block(q_offset, lo_reach, m, Br, Bc), before) << where;
+                ++checked;
+              }
+            }
+          }
+  EXPECT_GT(checked, 1000);
+}
+
+}  // namespace
+}  // namespace attnbench::backward_impl

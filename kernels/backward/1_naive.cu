@@ -1,9 +1,9 @@
 // attention_backward rung 1, naive: the backward pass as a learner first writes it, from its
 // formulas and nothing else (backward.hpp): three kernels, one warp per row, no atomics, no
-// shared memory, no tensor cores. Kernel 1, preprocess: D_i = rowsum(dO_i ∘ O_i) in fp32, one
-// warp per query row (FlashAttention's "preprocess" kernel, the term every dS of the row
-// subtracts). Kernel 2, dQ: one warp per (batch, head, query i), q_i and dO_i in registers
-// (head_dim / 32 elements a lane); for every key j it sees, s = scale·q_i·k_j and
+// shared memory, no tensor cores. Kernel 1, preprocess (preprocess.cuh, every rung's): D_i =
+// rowsum(dO_i ∘ O_i) in fp32, one warp per query row (FlashAttention's "preprocess" kernel,
+// the term every dS of the row subtracts). Kernel 2, dQ: one warp per (batch, head, query i),
+// q_i and dO_i in registers (head_dim / 32 elements a lane); for every key j it sees, s = scale·q_i·k_j and
 // dp = dO_i·v_j (each a warp reduction), p = exp(z - lse_i) from the forward's LSE,
 // ds = p·(dp - D_i)·cap'(s), and dQ_i += ds·k_j; one rounding to the dtype at the end. Kernel 3,
 // dK and dV: one warp per (batch, kv head, key j), k_j and v_j in registers; for every query
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/backward/preprocess.cuh"
 #include "kernels/backward/rungs.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/storage.cuh"
@@ -61,11 +62,6 @@ Args args_of(const BackwardParams& p) {
           p.score.softcap,
           p.score.alibi,
           p.score.alibi_slopes};
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
 }
 
 // Whether the query at position pos sees key j (the forward's mask: AttentionParams).
@@ -122,20 +118,6 @@ __device__ __forceinline__ Pair pair_terms(const Args& a, int h, int64_t pos, in
   if (a.alibi) z -= a.slopes[h] * static_cast<float>(pos > j ? pos - j : j - pos);
   const float p = expf(z - lse);
   return {p, p * (dp - d_row) * slope};
-}
-
-// Kernel 1: d[(b·heads + h)·seq_q + i] = Σ_c dO[b, i, h, c] · O[b, i, h, c] in fp32.
-template <class T>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o, float* __restrict__ d, const Args a) {
-  const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;  // (b, i, h), o's row order
-  if (row >= a.batch * a.seq_q * a.heads) return;  // the whole warp
-  const int64_t h = row % a.heads, i = row / a.heads % a.seq_q, b = row / a.heads / a.seq_q;
-  float x[kPerLane];
-  load_row(d_o + row * a.head_dim, a.head_dim, lane, x);
-  const float sum = dot(x, o + row * a.head_dim, a.head_dim, lane);
-  if (lane == 0) d[(b * a.heads + h) * a.seq_q + i] = sum;
 }
 
 // Kernel 2: dQ_i = scale · Σ_j ds_ij k_j over the keys query i sees, one warp per query row.
@@ -249,8 +231,7 @@ void naive(const BackwardParams& p, const LaunchContext& ctx) {
     const T* k = static_cast<const T*>(p.k);
     const T* v = static_cast<const T*>(p.v);
     const T* d_o = static_cast<const T*>(p.d_o);
-    preprocess_kernel<T><<<warp_blocks(p.batch * p.seq_q * p.heads), block, 0, ctx.stream>>>(
-        static_cast<const T*>(p.o), d_o, d, a);
+    launch_preprocess(static_cast<const T*>(p.o), d_o, d, nullptr, p.batch, p.seq_q, p.heads, a.head_dim, ctx.stream);
     check_launch("attention_backward/naive (preprocess)");
     dq_kernel<T><<<warp_blocks(p.batch * p.seq_q * p.heads), block, 0, ctx.stream>>>(q, k, v, d_o, p.lse, d,
                                                                                        static_cast<T*>(p.dq), a);

@@ -1,7 +1,8 @@
 // The attention_backward ladder, baseline first: dQ, dK, dV from Q, K, V, O, dO and the
 // forward's LSE; the semantics (bottom-right causal, window, ALiBi, soft-capping, GQA, queries
-// that see no key) are BackwardParams' (backward.hpp). One rung per file: 1_naive.cu so far;
-// the FA2 (mma.sync, dQ by atomics), deterministic and Hopper rungs of issue 50 come next.
+// that see no key) are BackwardParams' (backward.hpp). One rung per file: 1_naive.cu, then
+// FlashAttention-2's algorithm on mma.sync with dQ by atomics (2_flash_mma.cu) and in a fixed
+// order (3_flash_mma_det.cu); the Hopper rung of issue 50 comes next.
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ const std::vector<Variant<BackwardParams>>& backward_variants() {
        "three kernels, a warp per row, no atomics (deterministic): D = rowsum(dO∘O); dQ per query row over its "
        "keys; dK, dV per key row over its group's queries; S and dP recomputed in each, fp32",
        naive, naive_supports, naive_workspace},
+      {"flash_mma",
+       "FlashAttention-2's backward, mma.sync: a block keeps Bc keys' dK, dV in registers and streams the query "
+       "tiles; S, dP once a pair; dQ by fp32 atomics (nondeterministic order)",
+       flash_mma, flash_mma_supports, flash_mma_workspace, {}, nullptr, /*deterministic=*/false},
+      {"flash_mma_det",
+       "flash_mma with dQ added in key-block order (a turn counter per dQ tile, no atomics): bitwise "
+       "reproducible",
+       flash_mma_det, flash_mma_supports, flash_mma_det_workspace},
   });
   return table;
 }

@@ -1,0 +1,20 @@
+// attention_backward rung 3, flash_mma_det: rung 2 with dQ summed in a fixed order, so that dQ,
+// dK and dV are bitwise reproducible (what a training run that must replay exactly asks for;
+// FlashAttention-3's `deterministic` flag does the same with a semaphore per dQ tile).
+// Over rung 2: the key blocks that see a query tile add their partial dQ one after another,
+// lowest key block first: each waits until the tile's counter says it is its turn, adds with
+// plain loads and stores (no atomics), and passes the turn on (flash.cuh, DETERMINISTIC). dK and
+// dV already had one writer and one order. The cost is the wait: a block that reaches a tile
+// before its predecessor has added stalls; the issue's target is >= 0.8x the fastest
+// nondeterministic rung.
+// Not yet run on a GPU.
+#include "kernels/backward/flash.cuh"
+
+namespace attnbench::backward_impl {
+
+void flash_mma_det(const BackwardParams& p, const LaunchContext& ctx) {
+  flash::run<true>(p, ctx, "attention_backward/flash_mma_det");
+}
+std::size_t flash_mma_det_workspace(const BackwardParams& p) { return flash::workspace_of(p, true).total(); }
+
+}  // namespace attnbench::backward_impl
