@@ -41,7 +41,7 @@ Matrix logits(const Matrix& s, const std::vector<int64_t>& pos, const Mask& mask
 
 // One (batch b, kv head g): every query head of the group, all its queries and keys.
 void group_backward(const AttentionShape& s, const float* q, const float* k, const float* v, const float* d_o,
-                    const StoredForward& stored, int64_t b, int64_t g, AttentionGrads& out) {
+                    const StoredForward& stored, int64_t b, int64_t g, Pass what, AttentionGrads& out) {
   const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
   const double scale = s.score.scale != 0 ? s.score.scale : 1 / std::sqrt(static_cast<double>(d));
   const double cap = s.score.softcap;
@@ -74,6 +74,8 @@ void group_backward(const AttentionShape& s, const float* q, const float* k, con
       out.o.row((b * s.seq_q + i) * s.heads + h) = O.row(i);
       out.lse[static_cast<size_t>((b * s.heads + h) * s.seq_q + i)] = lse[static_cast<size_t>(i)];
     }
+    if (what == Pass::forward) continue;
+
     // A kernel's view of the forward: the O and LSE the training step stored.
     if (stored.o) O = view(stored.o + qh, s.seq_q, d, s.heads * d).cast<double>();
     if (stored.lse)
@@ -105,7 +107,8 @@ void group_backward(const AttentionShape& s, const float* q, const float* k, con
 }  // namespace
 
 AttentionGrads attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                  const float* d_o, const StoredForward& stored, const std::vector<int64_t>& groups) {
+                                  const float* d_o, const StoredForward& stored, const std::vector<int64_t>& groups,
+                                  Pass what) {
   validate(s);
   const int64_t d = s.head_dim, q_rows = s.batch * s.seq_q * s.heads, k_rows = s.batch * s.seq_k * s.kv_heads;
   AttentionGrads out{Matrix::Zero(q_rows, d), std::vector<double>(static_cast<size_t>(q_rows), 0.0),
@@ -115,10 +118,10 @@ AttentionGrads attention_backward(const AttentionShape& s, const float* q, const
     for (int64_t n = 0; n < s.batch * s.kv_heads; ++n) todo.push_back(n);
   for (int64_t n : todo) require(n >= 0 && n < s.batch * s.kv_heads, "attention_backward: no such (batch, kv head) group");
   // Groups write disjoint rows: the result does not depend on the thread count.
-  const double work = 10.0 * static_cast<double>(s.heads / s.kv_heads * s.seq_q * s.seq_k * d);
+  const double work = (what == Pass::forward ? 4.0 : 10.0) * static_cast<double>(s.heads / s.kv_heads * s.seq_q * s.seq_k * d);
   parallel_for(static_cast<int64_t>(todo.size()), work * static_cast<double>(todo.size()), [&](int64_t n) {
     const int64_t group = todo[static_cast<size_t>(n)];
-    group_backward(s, q, k, v, d_o, stored, group / s.kv_heads, group % s.kv_heads, out);
+    group_backward(s, q, k, v, d_o, stored, group / s.kv_heads, group % s.kv_heads, what, out);
   });
   return out;
 }

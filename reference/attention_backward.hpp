@@ -38,8 +38,12 @@ struct AttentionGrads {
 // every other group are left 0. One group's dK and dV need all of its queries, so a group is
 // the unit of work. s.faithful: its largest_score is noted (the verdict's score floor), and its
 // `p` rounds P before dV = Pᵀ dO and dS before dQ and dK (the tensor cores' operands).
+// `what`: the gradients (and the forward's O and LSE), or only the forward's O and LSE (dq, dk,
+// dv left 0): a kernel's inputs at 2/5 of the work, for shapes whose every group cannot be
+// differentiated in fp64 in the time a case has.
+enum class Pass { forward, backward };
 AttentionGrads attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                   const float* d_o, const StoredForward& stored = {},
-                                  const std::vector<int64_t>& groups = {});
+                                  const std::vector<int64_t>& groups = {}, Pass what = Pass::backward);
 
 }  // namespace attnbench::ref
