@@ -56,7 +56,7 @@ const void* at(uintptr_t address) { return reinterpret_cast<const void*>(address
 
 TEST(PythonPlugin, LoadsEveryOpsVariant) {
   SKIP_WITHOUT_BRIDGE();
-  EXPECT_EQ(views().by_op.size(), 8u);
+  EXPECT_EQ(views().by_op.size(), 9u);
   EXPECT_STREQ(views().by_op.at(ATTNBENCH_OP_PAGED)->name, "views_paged");
   EXPECT_STREQ(views().by_op.at(ATTNBENCH_OP_PAGED)->note, "reports its views");
 }
@@ -152,6 +152,55 @@ TEST(PythonPlugin, RaggedBatchWithTheHostsLengths) {
   EXPECT_NE(got.find("'host_context_lens': [1328, 18, 463]"), std::string::npos) << got;
   EXPECT_NE(got.find("'host_cu_seqlens_q': [0, 1, 6, 135]"), std::string::npos) << got;
   EXPECT_NE(got.find("'style': 'neox'"), std::string::npos) << got;
+}
+
+// The backward's nine tensors in the struct's layouts: q, o, d_o and dq [batch, seq_q, heads,
+// head_dim], k, v, dk and dv [batch, seq_k, kv_heads, head_dim] (GQA: fewer heads), lse fp32
+// [batch, heads, seq_q]; dense, so torch.permute gives the [batch, heads, seq, head_dim] views
+// SDPA's backward ops take.
+TEST(PythonPlugin, AttentionBackwardGradientsAndLse) {
+  SKIP_WITHOUT_BRIDGE();
+  attnbench_attention_backward_params p{};
+  p.q = at(1 << 20);
+  p.k = at(2 << 20);
+  p.v = at(3 << 20);
+  p.o = at(4 << 20);
+  p.d_o = at(5 << 20);
+  p.lse = static_cast<const float*>(at(6 << 20));
+  p.dq = const_cast<void*>(at(7 << 20));
+  p.dk = const_cast<void*>(at(8 << 20));
+  p.dv = const_cast<void*>(at(9 << 20));
+  p.batch = 2, p.heads = 4, p.kv_heads = 2, p.seq_q = 33, p.seq_k = 70, p.head_dim = 64;
+  p.causal = 1;
+  p.q_offset = 37;
+  p.window = 0;
+  p.dtype = ATTNBENCH_BF16;
+  p.score.scale = 0.125f;
+  p.score.alibi = 1;
+  p.score.alibi_slopes = static_cast<const float*>(at(10 << 20));
+  p.score.softcap = 30.f;
+  const std::string got = handed(ATTNBENCH_OP_ATTENTION_BACKWARD, &p);
+  EXPECT_NE(got.find("VIEWS attention_backward stream=20816"), std::string::npos) << got;
+  EXPECT_NE(got.find("q=bfloat16[2, 33, 4, 64][8448, 256, 64, 1]@1048576 "), std::string::npos) << got;
+  EXPECT_NE(got.find("k=bfloat16[2, 70, 2, 64][8960, 128, 64, 1]@2097152 "), std::string::npos) << got;
+  EXPECT_NE(got.find("v=bfloat16[2, 70, 2, 64][8960, 128, 64, 1]@3145728 "), std::string::npos) << got;
+  EXPECT_NE(got.find("o=bfloat16[2, 33, 4, 64][8448, 256, 64, 1]@4194304 "), std::string::npos) << got;
+  EXPECT_NE(got.find("d_o=bfloat16[2, 33, 4, 64][8448, 256, 64, 1]@5242880 "), std::string::npos) << got;
+  EXPECT_NE(got.find("lse=float32[2, 4, 33][132, 33, 1]@6291456 "), std::string::npos) << got;
+  EXPECT_NE(got.find("dq=bfloat16[2, 33, 4, 64][8448, 256, 64, 1]@7340032 "), std::string::npos) << got;
+  EXPECT_NE(got.find("dk=bfloat16[2, 70, 2, 64][8960, 128, 64, 1]@8388608 "), std::string::npos) << got;
+  EXPECT_NE(got.find("dv=bfloat16[2, 70, 2, 64][8960, 128, 64, 1]@9437184 "), std::string::npos) << got;
+  EXPECT_NE(got.find("alibi_slopes=float32[4][1]@10485760 "), std::string::npos) << got;
+  EXPECT_NE(got.find("sink_logits=None"), std::string::npos) << got;
+  EXPECT_NE(got.find("workspace=None"), std::string::npos) << "no workspace was asked for: " << got;
+  for (const char* scalar : {"'causal': True", "'dtype': 'bfloat16'", "'head_dim': 64", "'heads': 4", "'kv_heads': 2",
+                             "'q_offset': 37", "'seq_k': 70", "'seq_q': 33", "'window': 0"})
+    EXPECT_NE(got.find(scalar), std::string::npos) << scalar << " in " << got;
+  EXPECT_NE(got.find("score={'alibi': True, 'scale': 0.125, 'scale_log2': 0.0, 'sinks': False, 'softcap': 30.0}"),
+            std::string::npos)
+      << got;
+  EXPECT_EQ(got.find("rope="), std::string::npos) << "the op has no RoPE: " << got;
+  EXPECT_EQ(got.find("!capsule"), std::string::npos) << got;
 }
 
 TEST(PythonPlugin, ReshapeAndCacheKnowsItsPool) {

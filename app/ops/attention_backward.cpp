@@ -13,6 +13,7 @@
 #include "app/numeric.hpp"
 #include "app/op.hpp"
 #include "app/ops/heads.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/backward/backward.hpp"
 #include "reference/attention_backward.hpp"
@@ -216,6 +217,33 @@ class AttentionBackwardProblem : public TableProblem<BackwardParams> {
   mutable std::vector<int64_t> fp64_groups_;
 };
 
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_attention_backward_params attention_backward_abi(const BackwardParams& p) {
+  attnbench_attention_backward_params a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.o = p.o;
+  a.d_o = p.d_o;
+  a.lse = p.lse;
+  a.dq = p.dq;
+  a.dk = p.dk;
+  a.dv = p.dv;
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.seq_q = p.seq_q;
+  a.seq_k = p.seq_k;
+  a.head_dim = p.head_dim;
+  a.q_offset = p.q_offset;
+  a.window = p.window;
+  a.causal = p.causal ? 1 : 0;
+  a.score = {p.score.alibi, p.score.alibi_slopes, p.score.scale, p.score.scale_log2, p.score.softcap, p.score.sinks,
+             p.score.sink_logits};
+  a.dtype = abi_dtype(p.dtype);
+  return a;
+}
+
 }  // namespace
 
 OpSpec attention_backward_op() {
@@ -230,6 +258,10 @@ OpSpec attention_backward_op() {
     if (c.shape.flag("sinks")) c.fail("sinks", "shape.sinks: attention_backward has no attention sinks yet");
   };
   op.variants = [] { return variant_infos(backward_variants()); };
+  op.plugin_op = ATTNBENCH_OP_ATTENTION_BACKWARD;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) {
+    add_variant(plugin_variant(v, file, attention_backward_abi));
+  };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> {
     return std::make_unique<AttentionBackwardProblem>(p);
   };

@@ -13,7 +13,8 @@ attnbench imports this module into the Python it embeds (app/python/bridge.cpp) 
 the decorated function once per launch with
   t       the op's tensors: zero-copy views (DLPack) of attnbench's own device buffers,
           named as the fields of the op's struct in attnbench/plugin.h (t.x, t.y for
-          softmax; t.q, t.k_cache, t.block_tables ... for paged), None where the struct's
+          softmax; t.q, t.k_cache, t.block_tables ... for paged; t.d_o, t.lse, t.dq ...
+          for attention_backward), None where the struct's
           pointer is null; t.workspace (uint8) when the variant asked for one;
   p       the struct's other fields (p.rows, p.heads, p.score.scale, p.rope.style ...),
           storage types as names ("bfloat16"; "float8_e4m3fn" for an fp8 cache);
@@ -36,6 +37,7 @@ OPS = {
     "cache_append": 6,
     "reshape_and_cache": 7,
     "ragged": 8,
+    "attention_backward": 9,
 }
 
 # DLPack's type codes and widths per storage type (DLPack 1.1: kDLFloat8_e4m3fn is 10).

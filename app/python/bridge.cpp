@@ -388,6 +388,28 @@ void describe(int32_t op, const void* raw, Fields& f) {
       f.rope(p.rope);
       return;
     }
+    case ATTNBENCH_OP_ATTENTION_BACKWARD: {
+      const auto& p = *static_cast<const attnbench_attention_backward_params*>(raw);
+      const char* t = dtype_name(p.dtype);
+      const std::vector<int64_t> qs = {p.batch, p.seq_q, p.heads, p.head_dim};
+      const std::vector<int64_t> ks = {p.batch, p.seq_k, p.kv_heads, p.head_dim};
+      f.tensor("q", p.q, t, qs);
+      f.tensor("k", p.k, t, ks);
+      f.tensor("v", p.v, t, ks);
+      f.tensor("o", p.o, t, qs);
+      f.tensor("d_o", p.d_o, t, qs);
+      f.tensor("lse", p.lse, "float32", {p.batch, p.heads, p.seq_q});
+      f.tensor("dq", p.dq, t, qs);
+      f.tensor("dk", p.dk, t, ks);
+      f.tensor("dv", p.dv, t, ks);
+      for (auto [n, v] : {std::pair{"batch", p.batch}, {"heads", p.heads}, {"kv_heads", p.kv_heads}, {"seq_q", p.seq_q},
+                          {"seq_k", p.seq_k}, {"head_dim", p.head_dim}, {"q_offset", p.q_offset}, {"window", p.window}})
+        f.num(n, v);
+      f.flag("causal", p.causal != 0);
+      f.text("dtype", t);
+      f.score(p.score, p.heads);
+      return;
+    }
     default:
       return;
   }

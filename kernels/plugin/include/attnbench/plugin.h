@@ -1,4 +1,4 @@
-/* attnbench plugin ABI, version 4.
+/* attnbench plugin ABI, version 5.
  *
  * A plugin is one .cu file (or a shared library built from one) that gives attnbench
  * more variants of its ops. attnbench compiles the file with nvcc, loads it, and runs
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 4
+#define ATTNBENCH_PLUGIN_ABI_VERSION 5
 
 /* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as the paged KV cache's. */
 enum {
@@ -43,7 +43,8 @@ enum {
   ATTNBENCH_OP_PAGED = 5,
   ATTNBENCH_OP_CACHE_APPEND = 6,
   ATTNBENCH_OP_RESHAPE_AND_CACHE = 7,
-  ATTNBENCH_OP_RAGGED = 8     /* a serving batch over a paged cache */
+  ATTNBENCH_OP_RAGGED = 8,    /* a serving batch over a paged cache */
+  ATTNBENCH_OP_ATTENTION_BACKWARD = 9 /* prefill attention's dQ, dK, dV (training) */
 };
 
 /* The card a variant is asked about (attnbench_variant.supports). */
@@ -233,6 +234,39 @@ typedef struct attnbench_ragged_params {
   float k_scale, v_scale;
   attnbench_rope rope;
 } attnbench_ragged_params;
+
+/* attention_backward: the gradients of prefill attention (attnbench_attention_params' math and
+ * masks) as a training step needs them, from dO, the forward's output O and its log-sum-exp.
+ * Per (batch, query head h), with s = scale * q.k, z = cap(s) + bias + mask (the score options
+ * and masks of attention): P = exp(z - lse), D_i = rowsum(dO_i * O_i), dP = dO V^T,
+ * dS = P * (dP - D) * cap'(s) (cap' = 1 - tanh^2(s / softcap), 1 without soft-capping),
+ * dQ = scale * dS K, dK = scale * dS^T Q, dV = P^T dO; dK and dV of kv head g summed over its
+ * query heads h (h / (heads / kv_heads) == g). Dense layouts, attention's: row i of head h of q,
+ * o, d_o and dq at ((b * seq_q + i) * heads + h) * head_dim; row j of kv head g of k, v, dk and
+ * dv at ((b * seq_k + j) * kv_heads + g) * head_dim. Query i sits at position i + q_offset and
+ * sees key j when j <= i + q_offset (causal) and |i + q_offset - j| < window (window > 0; only
+ * the past side when causal). A query that sees no key has dq = 0 and adds nothing to dk, dv;
+ * a key no query sees has dk = dv = 0: every element of dq, dk and dv is written. Attention
+ * sinks are not in this op (score.sinks is 0), nor RoPE or block-sparse masks. */
+typedef struct attnbench_attention_backward_params {
+  const void* q;    /* [batch, seq_q, heads, head_dim] */
+  const void* k;    /* [batch, seq_k, kv_heads, head_dim] */
+  const void* v;    /* [batch, seq_k, kv_heads, head_dim] */
+  const void* o;    /* [batch, seq_q, heads, head_dim]: the forward's output, in dtype */
+  const void* d_o;  /* [batch, seq_q, heads, head_dim]: dL/dO */
+  /* [batch, heads, seq_q] fp32: the forward's log-sum-exp of each query's logits z, natural log,
+   * score units (p = exp(z - lse)); +inf for a query that sees no key. */
+  const float* lse;
+  void* dq;         /* [batch, seq_q, heads, head_dim] */
+  void* dk;         /* [batch, seq_k, kv_heads, head_dim] */
+  void* dv;         /* [batch, seq_k, kv_heads, head_dim] */
+  int64_t batch, heads, kv_heads, seq_q, seq_k, head_dim;
+  int64_t q_offset;   /* seq_k - seq_q (bottom-right causal alignment), or 0 (top-left) */
+  int64_t window;     /* 0 = none */
+  int32_t causal;     /* 0 or 1 */
+  attnbench_score score;
+  int32_t dtype;      /* q, k, v, o, d_o, dq, dk and dv: fp32, fp16 or bf16 */
+} attnbench_attention_backward_params;
 
 /* One variant. `params` points at the struct of the variant's op. */
 typedef struct attnbench_variant {
