@@ -3,7 +3,8 @@
 # Every peer file in kernels/peers/ and every Python example in kernels/plugin/examples/ is
 # loaded beside the built-in variants and verified on the smoke cases (and on smoke variations
 # that reach the options each one takes: GQA and MHA, square and not, both causal alignments,
-# soft-capping, ALiBi, windows, block-sparse, a ragged batch), then timed briefly in graph mode,
+# soft-capping, ALiBi, windows, block-sparse, a ragged batch, SDPA's backward kernels on
+# attention_backward), then timed briefly in graph mode,
 # which captures the Python launches in a CUDA graph. Fails when any of their rows is FAILED or
 # ERROR, or when a file has no verified row at all. Rows a variant skips are not failures: each
 # file's supports() refuses what it does not compute exactly.
@@ -55,6 +56,15 @@ check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set d
 check verify "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=bf16 --set shape.causal=top_left
 check run "$peers/torch_sdpa.py" 'torch_sdpa_*' naive smoke/attention --set dtype=bf16 "${quick[@]}"
 
+# SDPA's backward kernels alone (attention_backward, issue 50): FA2's and cuDNN's backward on
+# attnbench's o and lse. The smoke case is GQA 4:2 with seq_q 33 < seq_k 70, so FA2 runs causal
+# bottom-right and cuDNN top-left (each skips the other alignment); then MHA square fp16 at
+# head_dim 128, where both run every mask; then graph mode, which captures the backward ops.
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*_bwd' naive smoke/attention_backward --set dtype=bf16
+check verify "$peers/torch_sdpa.py" 'torch_sdpa_*_bwd' naive smoke/attention_backward --set dtype=fp16 \
+  --set shape.kv_heads=4 --set shape.seq_k=33 --set shape.head_dim=128
+check run "$peers/torch_sdpa.py" 'torch_sdpa_*_bwd' naive smoke/attention_backward --set dtype=bf16 "${quick[@]}"
+
 # FlexAttention: masks, score_mods, block-sparse (blocks of 64 and 128), the ragged batch
 # (sinks off: the smoke batches have them, which FlexAttention refuses).
 flex=$peers/flex_attention.py
@@ -103,7 +113,7 @@ check verify "$src/tests/plugins/py_raises.py" 'raises_*' naive smoke/softmax --
 import fnmatch, json, os, sys
 
 work = sys.argv[1]
-problems, verified, judged, failing = [], {}, 0, []
+problems, verified, judged, failing, backward = [], {}, 0, [], {}
 for line in open(os.path.join(work, "manifest.tsv")):
     n, plugin, pattern, rc = line.rstrip("\n").split("\t")
     if plugin == "py_raises.py":
@@ -131,6 +141,9 @@ for line in open(os.path.join(work, "manifest.tsv")):
         where = "[%s] %s %s [%s]" % (n, r.get("variant"), r.get("case"), r.get("point") or "-")
         if status == "verified":
             verified[plugin] += 1
+        if r.get("variant", "").endswith("_bwd"):  # the backward peers: their rows, told apart
+            backward.setdefault(r.get("variant"), {}).setdefault(status, 0)
+            backward[r.get("variant")][status] += 1
         elif status in ("FAILED", "ERROR"):
             problems.append("%s: %s: %s" % (where, status, r.get("reason", "")))
             failing.append(n)
@@ -140,6 +153,8 @@ for plugin, count in sorted(verified.items()):
     print("%s: %d verified rows" % (plugin, count))
     if count == 0:
         problems.append("%s: no verified row" % plugin)
+for variant, statuses in sorted(backward.items()):
+    print("%s: %s" % (variant, ", ".join("%d %s" % (c, st) for st, c in sorted(statuses.items()))))
 for n in sorted(set(failing), key=int):  # the table of each run with a bad row, for the reader
     print("---- run [%s]:" % n)
     print("".join(open(os.path.join(work, n + ".out")).readlines()[-30:]), end="")
