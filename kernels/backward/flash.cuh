@@ -304,8 +304,7 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
       turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
       if (tid == 0) {
         const int mine = n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
-        while (ld_acquire(turn) != mine) {
-        }
+        while (ld_acquire(turn) != mine) __nanosleep(64);  // backs off the L2 line the adds before it use
       }
       __syncthreads();
     }
