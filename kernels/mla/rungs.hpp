@@ -1,6 +1,7 @@
 // The mla ladder's launchers and supports, one set per rung file, for the variant table
 // (variants.cpp).
 #pragma once
+#include <cstddef>
 #include <string>
 
 #include "kernels/mla/mla.hpp"
@@ -11,5 +12,8 @@ namespace attnbench::mla_impl {
 std::string common_reason(const MlaParams& p);  // 1_naive.cu
 void naive(const MlaParams& p, const LaunchContext& ctx);  // 1_naive.cu
 std::string naive_supports(const MlaParams& p, const DeviceCaps& caps);
+void split_kv(const MlaParams& p, const LaunchContext& ctx);  // 2_split_kv.cu
+std::string split_kv_supports(const MlaParams& p, const DeviceCaps& caps);
+std::size_t split_kv_workspace(const MlaParams& p);
 
 }  // namespace attnbench::mla_impl
