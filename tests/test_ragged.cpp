@@ -124,6 +124,19 @@ TEST(RaggedSplitKv, SplitsWhereOneContextDominates) {
   EXPECT_EQ(workspace("[[1, 512], [1, 512], [2, 512]]"), 0u);  // 8 tiles each: one split
 }
 
+// ws (the Hopper rung) plans over one block an SM and splits on its 128-key tiles' edges: the
+// chunk of 64-key tiles is even. A decode over 70400 keys (1100 tiles) beside two short ones,
+// 8 heads over 2: 2 x 1102 tiles over 132 blocks is 17 a split, rounded up to 18: 62 splits
+// (split_kv, two blocks an SM: 16 tiles, 69 splits).
+TEST(RaggedSplitKv, WsSplitsOnItsOwnTileEdges) {
+  const Case c = parse(kHead + "sequences = [[1, 70400], [1, 64], [2, 64]]\n");
+  const auto problem = make_problem(c.points[0]);
+  for (const VariantChoice& v : problem->variants(assumed_caps()))
+    if (v.name == "ws" || v.name == "split_kv") EXPECT_EQ(v.skip, "") << v.name;
+  EXPECT_EQ(problem->workspace("ws"), static_cast<std::size_t>(4 * 8 * 62 * 64 * 4 + 4 * 8 * 62 * 8));
+  EXPECT_EQ(problem->workspace("split_kv"), static_cast<std::size_t>(4 * 8 * 69 * 64 * 4 + 4 * 8 * 69 * 8));
+}
+
 TEST(RaggedKeys, HeadsAndOptions) {
   for (int64_t d : {64, 80, 96, 128, 256})
     EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n", {"shape.head_dim=" + std::to_string(d)}).points.size(), 1u) << d;
@@ -133,9 +146,11 @@ TEST(RaggedKeys, HeadsAndOptions) {
                                "window = 3\nrope = \"neox\"\n");
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
-  // Every rung takes every option over an fp8 cache (skip reasons are ""); varlen, the
+  // Every rung up to split_kv takes every option over an fp8 cache (skip reasons are ""); ws,
+  // the Hopper rung, takes neither an fp8 cache nor RoPE yet and says so; varlen, the
   // tensor-core rung, says why it refuses what it does not take.
-  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
+    EXPECT_EQ(v.skip, v.name == "ws" ? "a cache in q's dtype only (split_kv takes an fp8 cache)" : "") << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
     for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
       if (v.name == name) return v.skip;

@@ -42,6 +42,15 @@ __device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src, int sr
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
+// An arrival on the mbarrier at `bar` once every cp.async this thread has issued so far has
+// landed (.noinc: the barrier's count must include this arrival), so that threads that wait on
+// the barrier, not the copier, consume the copies: a cp.async producer warpgroup's "full"
+// barriers. The waiters still order the generic-proxy writes before wgmma's reads
+// (fence_proxy_async_shared) after their wait.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 // cp.async groups: close the group of the copies issued so far; wait until at most N of this
 // thread's groups are pending (their shared writes are then visible to this thread; a barrier
 // or __syncwarp makes them visible to the others). The "memory" clobber keeps the compiler

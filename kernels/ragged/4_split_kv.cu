@@ -26,40 +26,14 @@
 namespace attnbench::ragged_impl {
 namespace {
 
-constexpr int64_t kAssumedSms = 132, kMinChunkTiles = 16;
-
-// The split length (key tiles) for the batch and the most splits any row tile takes.
-Splits plan(const RaggedParams& p) {
-  Splits sp;
-  const int per_tile = tokens_per_tile(p);
-  int64_t steps = 0, longest = 0;  // key tiles over all row tiles of one kv head; the most of one
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int q = p.host_cu_seqlens_q[b + 1] - p.host_cu_seqlens_q[b], ctx = p.host_context_lens[b];
-    for (int t0 = 0; t0 < q; t0 += per_tile) {
-      const KeyRange k = key_range(ctx - q, t0, std::min(per_tile, q - t0), p.window);
-      steps += k.tiles;
-      longest = std::max<int64_t>(longest, k.tiles);
-    }
-  }
-  const int64_t chunk = std::max(kMinChunkTiles, ceil_div(steps * p.kv_heads, 2 * kAssumedSms));
-  if (chunk >= longest) return sp;  // every row tile is one split: rung 3's launch
-  sp.chunk_tiles = static_cast<int>(chunk);
-  sp.max_splits = static_cast<int>(ceil_div(longest, chunk));
-  return sp;
-}
-
-std::size_t partial_o_bytes(const RaggedParams& p, const Splits& sp) {
-  return static_cast<std::size_t>(ceil_div(p.total_queries * p.heads * sp.max_splits * p.head_dim * 4, 256) * 256);
-}
+// Two blocks a streaming multiprocessor (132 SMs assumed: the workspace is sized without the card).
+Splits plan(const RaggedParams& p) { return plan_splits(p, tokens_per_tile(p), 2 * kAssumedSms); }
 
 }  // namespace
 
 void split_kv(const RaggedParams& p, const LaunchContext& ctx) {
   Splits sp = plan(p);
-  if (sp.max_splits > 1) {
-    sp.part_o = static_cast<float*>(ctx.workspace);
-    sp.part_ml = reinterpret_cast<float2*>(static_cast<unsigned char*>(ctx.workspace) + partial_o_bytes(p, sp));
-  }
+  attach_partials(p, sp, ctx.workspace);
   with_varlen_kernel(p, "ragged/split_kv", [&](auto t, auto c, auto d) {
     launch_varlen<decltype(t), decltype(c), decltype(d)::value>(p, ctx, sp);
   });
@@ -75,9 +49,7 @@ std::string split_kv_supports(const RaggedParams& p, const DeviceCaps& caps) {
 
 std::size_t split_kv_workspace(const RaggedParams& p) {
   if (!p.host_cu_seqlens_q || !p.host_context_lens || p.batch < 1 || p.kv_heads < 1 || p.heads < p.kv_heads) return 0;
-  const Splits sp = plan(p);
-  if (sp.max_splits <= 1) return 0;
-  return partial_o_bytes(p, sp) + static_cast<std::size_t>(p.total_queries * p.heads * sp.max_splits * 8);
+  return partials_bytes(p, plan(p));
 }
 
 }  // namespace attnbench::ragged_impl

@@ -25,5 +25,8 @@ std::string varlen_supports(const RaggedParams& p, const DeviceCaps& caps);
 void split_kv(const RaggedParams& p, const LaunchContext& ctx);  // 4_split_kv.cu
 std::string split_kv_supports(const RaggedParams& p, const DeviceCaps& caps);
 std::size_t split_kv_workspace(const RaggedParams& p);
+void ws(const RaggedParams& p, const LaunchContext& ctx);  // 5_ws.cu
+std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps);
+std::size_t ws_workspace(const RaggedParams& p);
 
 }  // namespace attnbench::ragged_impl

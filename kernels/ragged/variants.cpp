@@ -3,8 +3,8 @@
 // q/o fp32, fp16 or bf16; the cache in q's dtype or fp8 e4m3 with per-tensor scales. One rung
 // per file: 1_naive.cu, 2_separate.cu (the batch split by kind onto the dense attention and
 // decode tables), 3_varlen.cu (the whole batch in one tensor-core launch over the paged cache),
-// 4_split_kv.cu (its long contexts split over blocks, and a combine); issue 48 lists the rest
-// (a Hopper rung).
+// 4_split_kv.cu (its long contexts split over blocks, and a combine), 5_ws.cu (the Hopper rung:
+// wgmma, warp specialization, FlashAttention-3's pipeline).
 #include <vector>
 
 #include "kernels/ragged/ragged.hpp"
@@ -31,6 +31,10 @@ const std::vector<Variant<RaggedParams>>& ragged_variants() {
        "varlen with each row tile's keys split over blocks (a split length planned from the batch's lengths), "
        "fp32 partials and a combine",
        split_kv, split_kv_supports, split_kv_workspace},
+      {"ws",
+       "Hopper: split_kv's blocks on FlashAttention-3's machinery (wgmma, a cp.async producer warpgroup and an "
+       "mbarrier ring, ping-pong consumers), 128-row by 128-key tiles",
+       ws, ws_supports, ws_workspace},
   });
   return table;
 }

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -453,6 +454,47 @@ __global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_consta
 
 // Query tokens a row tile holds: 64 rows of (token, head of the group).
 inline int tokens_per_tile(const RaggedParams& p) { return static_cast<int>(64 / (p.heads / p.kv_heads)); }
+
+// Split planning (4_split_kv.cu, 5_ws.cu), from the lengths the host has (a serving engine's
+// scheduler has them): the 64-key tiles of every row tile of per_tile tokens added up (per kv
+// head) and divided over `blocks` blocks, at least kMinChunkTiles (1024 keys) a split and a
+// multiple of `align` tiles (a kernel with wider key tiles splits on their edges). A row tile
+// with more tiles than that takes several splits. chunk_tiles and max_splits of the result;
+// one split everywhere (chunk_tiles INT_MAX) when no row tile needs more.
+constexpr int64_t kAssumedSms = 132, kMinChunkTiles = 16;
+inline Splits plan_splits(const RaggedParams& p, int per_tile, int64_t blocks, int align = 1) {
+  Splits sp;
+  int64_t steps = 0, longest = 0;  // key tiles over all row tiles of one kv head; the most of one
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int q = p.host_cu_seqlens_q[b + 1] - p.host_cu_seqlens_q[b], ctx = p.host_context_lens[b];
+    for (int t0 = 0; t0 < q; t0 += per_tile) {
+      const KeyRange k = key_range(ctx - q, t0, std::min(per_tile, q - t0), p.window);
+      steps += k.tiles;
+      longest = std::max<int64_t>(longest, k.tiles);
+    }
+  }
+  int64_t chunk = std::max(kMinChunkTiles, ceil_div(steps * p.kv_heads, blocks));
+  chunk = ceil_div(chunk, align) * align;
+  if (chunk >= longest) return sp;  // every row tile is one split: rung 3's launch
+  sp.chunk_tiles = static_cast<int>(chunk);
+  sp.max_splits = static_cast<int>(ceil_div(longest, chunk));
+  return sp;
+}
+
+// The partials' workspace of a plan: O [rows, max_splits, head_dim] fp32, then (m, l); none for
+// one split. attach_partials points sp at it.
+inline std::size_t partial_o_bytes(const RaggedParams& p, const Splits& sp) {
+  return static_cast<std::size_t>(ceil_div(p.total_queries * p.heads * sp.max_splits * p.head_dim * 4, 256) * 256);
+}
+inline std::size_t partials_bytes(const RaggedParams& p, const Splits& sp) {
+  if (sp.max_splits <= 1) return 0;
+  return partial_o_bytes(p, sp) + static_cast<std::size_t>(p.total_queries * p.heads * sp.max_splits * 8);
+}
+inline void attach_partials(const RaggedParams& p, Splits& sp, void* workspace) {
+  if (sp.max_splits <= 1) return;
+  sp.part_o = static_cast<float*>(workspace);
+  sp.part_ml = reinterpret_cast<float2*>(static_cast<unsigned char*>(workspace) + partial_o_bytes(p, sp));
+}
 
 // The main kernel over every row tile, kv head and split (sp.max_splits of them: blocks past a
 // tile's splits exit), then the combine where any tile took several (the partials are O times

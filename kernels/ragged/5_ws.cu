@@ -1,0 +1,408 @@
+// ragged rung 5, ws: the Hopper rung. Rung 4 (4_split_kv.cu) with FlashAttention-3's machinery
+// in place of FlashAttention-2's loop: warpgroup mma (wgmma), warp specialization with an
+// mbarrier pipeline, register reallocation, ping-pong consumers and each key tile's softmax
+// overlapped with the previous tile's P V (attention's flash_ws, kernels/attention/6_flash_ws.cu,
+// whose consumer this follows step for step). Rung 4's tensor-core rate is what held the
+// prefill part of a mix back (run 271: 187 TFLOP/s on 4 x 4096 causal prefills against
+// flash_ws' 431 on the same work in a dense layout).
+//
+// Design:
+//   - Blocks are rung 4's: (row tile, kv head, split), a row tile 128 rows of (query token,
+//     query head of the kv head's group) of one sequence, so that each K/V tile serves every
+//     query head that reads it (a decode's whole group in one tile); 128 / group tokens a tile.
+//     Long row tiles split their keys over blocks (plan_splits, on 128-key edges) and rung 4's
+//     combine merges the partials.
+//   - Three warpgroups: a producer and two consumers of 64 rows each. The producer's 128
+//     threads copy the Q tile and a two-stage ring of K and V tiles by cp.async, key row by key
+//     row through the block table (any block size; keys past the split's last are zero-filled,
+//     never read, so the NaN traps after a context stay untouched: TMA boxes of whole pages would
+//     read them), into the 128-byte swizzle the wgmma descriptors name; each thread's
+//     cp.async.mbarrier.arrive lands on the stage's "full" barrier once its copies have, and the
+//     consumers hand a stage back through its "empty" one.
+//   - The consumers: S = Q Kᵀ (m64n128k16, both from shared memory), the masks (the sequence's
+//     causal limit and its end, a window, soft-capping, ALiBi) only on the tiles that need them,
+//     FlashAttention-4's lazy row max, P packed from S's accumulators as the A operand of
+//     O += P V (V N-major); tile j's S issued beside tile j - 1's P V, and the two consumers take
+//     turns at the tensor cores (named barriers) so that one's softmax runs under the other's
+//     products.
+//   - One split: O / l (with the sink) into each live row's token and head. Several: rung 4's
+//     partials (fp32 O, and m, l in exp2 units) and its combine.
+// Not here (supports() says so): fp8 caches and RoPE (rung 4 runs them), head_dim other than 64
+// and 128, groups that do not divide 128 rows, other cards than sm_90.
+// Not yet run on a GPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kernels/attention/wgmma_rows.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/common/storage.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/ragged/rungs.hpp"
+#include "kernels/ragged/varlen.cuh"
+
+namespace attnbench::ragged_impl {
+namespace {
+
+using attention_impl::lazy_row_max;
+
+// 128 rows x 128 keys a tile, two stages of K and V. Tiles are [D / 64 column blocks][rows][128
+// bytes] in the 128-byte swizzle (chunk c of row r at column block c / 8, (c % 8 ^ r % 8) x 16
+// into the row). Registers: the block is launched with 65536 / 384 = 170 a thread (168 usable);
+// the producer gives back down to 40, the consumers take 232 (S 64 + P 32 + O up to 64).
+template <int D_>
+struct WsTiling {
+  static constexpr int D = D_, BR = 128, BC = 128, STAGES = 2, THREADS = 384;
+  static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  static constexpr int CH = D / 8;  // 16-byte chunks of a row
+  static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;
+  static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
+  static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for the 1024-byte atoms
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
+                "more registers than launched");
+};
+
+struct WsBars {
+  uint64_t q_full, k_full[2], k_empty[2], v_full[2], v_empty[2];
+};
+
+// Named barriers: consumer w's turn at the tensor cores is barrier 1 + w (flash_ws' ping-pong).
+constexpr int kTurnBar = 1, kTurnThreads = 256;
+
+template <int BLOCK>
+__device__ __forceinline__ uint32_t swizzled(int r, int c) {
+  return (c >> 3) * BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// kTerms: soft-capping or ALiBi, a term on every score (every tile takes the mask path).
+template <class T, int D, bool kTerms>
+__global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant__ RaggedParams p, int group,
+                                                           int per_tile, Splits sp) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = WsTiling<D>;
+  constexpr int BC = L::BC, STAGES = L::STAGES, CH = L::CH;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ WsBars bars;
+  const uint32_t sq = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sk = sq + L::Q_BYTES, sv = sk + STAGES * L::KV_BYTES;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int kvh = blockIdx.y, x = blockIdx.x;
+  auto bar = [](const uint64_t& b) { return smem_addr(&b); };
+
+  // The block's work, as rung 3 finds it (the whole block takes the same exits).
+  Block w;
+  w.b = find_sequence(p.cu_seqlens_q, static_cast<int>(p.batch), x, per_tile);
+  w.first_q = p.cu_seqlens_q[w.b];
+  w.q_len = p.cu_seqlens_q[w.b + 1] - w.first_q;
+  w.t0 = (x - (w.first_q / per_tile + w.b)) * per_tile;
+  if (w.t0 >= w.q_len) return;  // a number past the sequence's last tile
+  w.tokens = min(per_tile, w.q_len - w.t0);
+  w.ctx = p.context_lens[w.b];
+  const int shift = w.ctx - w.q_len;  // token t sits at position shift + t
+  const int rows = w.tokens * group;
+  const KeyRange kr = key_range(shift, w.t0, w.tokens, p.window);  // 64-key tiles
+  const int split = blockIdx.z, splits = splits_of(kr.tiles, sp);
+  if (split >= splits) return;
+  // This split's keys [k_lo, k_hi): 64-key tiles [split · chunk, (split + 1) · chunk), chunk even.
+  const int chunk = splits > 1 ? sp.chunk_tiles : kr.tiles;
+  const int k_lo = kr.begin + 64 * split * chunk;
+  const int k_hi = min(kr.end, kr.begin + 64 * min(kr.tiles, (split + 1) * chunk));
+  const int tiles = (k_hi - k_lo + BC - 1) / BC;  // >= 1
+
+  if (tid == 0) {
+    mbar_init(bar(bars.q_full), 128);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(bar(bars.k_full[s]), 128);
+      mbar_init(bar(bars.v_full[s]), 128);
+      mbar_init(bar(bars.k_empty[s]), 256);
+      mbar_init(bar(bars.v_empty[s]), 256);
+    }
+  }
+  __syncthreads();
+
+  if (warp < 4) {  // ---- producer warpgroup: 128 threads copy ----
+    setmaxnreg_dec<L::PRODUCER_REGS>();
+    const T* q = static_cast<const T*>(p.q);
+    // Q: row r is token t0 + r / group, query head kvh · group + r % group; rows past the
+    // block's and chunks past head_dim zero-filled. Thread t copies chunk t % CH of rows
+    // t / CH + (128 / CH) i.
+    {
+      const int c = tid % CH;
+      for (int r = tid / CH; r < L::BR; r += 128 / CH) {
+        const bool ok = r < rows;
+        const T* src = q + ((int64_t{w.first_q} + w.t0 + r / group) * p.heads + int64_t{kvh} * group + r % group) * D + 8 * c;
+        cp_async_16(sq + swizzled<L::Q_BLOCK>(r, c), ok ? src : q, ok);
+      }
+      cp_async_mbar_arrive(bar(bars.q_full));
+    }
+    // K and V tile n: keys k_lo + BC n + r through the block table, zeros from k_hi on.
+    const T* kc = static_cast<const T*>(p.k_cache);
+    const T* vc = static_cast<const T*>(p.v_cache);
+    const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
+    const int bs = static_cast<int>(p.block_size);
+    const int64_t kv_row = p.kv_heads * p.head_dim;
+    // Both of a stage's buffers at once: one block-table look-up a key row serves K and V.
+    const int c = tid % CH;
+    for (int n = 0; n < tiles; ++n) {
+      const int s = n % STAGES, parity = ((n / STAGES) & 1) ^ 1;
+      mbar_wait(bar(bars.k_empty[s]), parity);
+      mbar_wait(bar(bars.v_empty[s]), parity);
+      for (int r = tid / CH; r < BC; r += 128 / CH) {
+        const int j = k_lo + BC * n + r;
+        const bool ok = j < k_hi;
+        const int64_t off = ok ? (int64_t{__ldg(table + j / bs)} * bs + j % bs) * kv_row + int64_t{kvh} * D + 8 * c : 0;
+        const uint32_t dst = s * L::KV_BYTES + swizzled<L::KV_BLOCK>(r, c);
+        cp_async_16(sk + dst, kc + off, ok);
+        cp_async_16(sv + dst, vc + off, ok);
+      }
+      cp_async_mbar_arrive(bar(bars.k_full[s]));
+      cp_async_mbar_arrive(bar(bars.v_full[s]));
+    }
+    cp_async_wait<0>();  // nothing in flight past the thread's end
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  setmaxnreg_inc<L::CONSUMER_REGS>();
+  const int wg = warp / 4 - 1, t4 = lane % 4;
+  const uint32_t q_wg = sq + wg * 64 * 128;  // this warpgroup's 64 rows in each column block
+  float o[D / 2], s[BC / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  uint32_t pk[BC / 16][4];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+
+  // This thread's rows r and r + 8: token, position, query head, ALiBi slope (raw score units).
+  const int r0 = wg * 64 + 16 * (warp % 4) + lane / 4;
+  int pos[2], head[2];
+  bool live[2];
+  float slope[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = r0 + 8 * hh;
+    live[hh] = r < rows;
+    pos[hh] = shift + w.t0 + r / group;
+    head[hh] = kvh * group + r % group;
+    slope[hh] = alibi_slope(p.score.alibi && live[hh], p.score.alibi_slopes, head[hh], 1.f / p.score.scale);
+  }
+  const float cap = p.score.softcap > 0 ? p.score.softcap / p.score.scale : 0.f;  // raw units
+  const float inv_cap = p.score.softcap > 0 ? p.score.scale / p.score.softcap : 0.f;
+  const float scale_log2 = p.score.scale_log2;
+  // A tile every row of the block sees whole: below the first token's position, inside the
+  // split, and (window) above the last token's reach.
+  const int first_pos = shift + w.t0, last_pos = shift + w.t0 + w.tokens - 1;
+
+  // Ping-pong (flash_ws): consumer 0 takes its first turn unasked, and each hands the turn on.
+  bool issued = false;
+  auto turn_begin = [&] {
+    if (issued || wg != 0) named_bar_sync(kTurnBar + wg, kTurnThreads);
+    issued = true;
+  };
+  auto turn_end = [&] { named_bar_arrive(kTurnBar + (wg ^ 1), kTurnThreads); };
+  auto release = [&](const uint64_t& empty) { mbar_arrive(bar(empty)); };
+  auto issue_s = [&](int n) {
+    const int st = n % STAGES;
+    mbar_wait(bar(bars.k_full[st]), (n / STAGES) & 1);
+    fence_proxy_async_shared();  // the copies' generic-proxy writes -> wgmma's reads
+    const uint32_t kt = sk + st * L::KV_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t step = (ks % 4) * 32;
+      wgmma_ss_kmajor<T, BC>(s, wgmma_desc_sw128(q_wg + (ks / 4) * L::Q_BLOCK + step),
+                             wgmma_desc_sw128(kt + (ks / 4) * L::KV_BLOCK + step), ks);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int n) {
+    const int st = n % STAGES;
+    mbar_wait(bar(bars.v_full[st]), (n / STAGES) & 1);
+    fence_proxy_async_shared();
+    const uint32_t vt = sv + st * L::KV_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) wgmma_rs_nmajor<T, D>(o, pk[kk], wgmma_desc_sw128(vt + kk * 16 * 128, L::KV_BLOCK));
+    wgmma_commit();
+  };
+  // Tile n's masks (raw scores), then the lazy online softmax (exp2 units): s becomes
+  // exp2(s · scale_log2 - base), l the new sums; corr scales O when m moved (the return).
+  auto softmax = [&](int n, float(&corr)[2]) {
+    const int key0 = k_lo + BC * n;
+    const bool whole = key0 + BC - 1 <= first_pos && key0 + BC <= k_hi &&
+                       (p.window == 0 || key0 > last_pos - static_cast<int>(p.window));
+    if (kTerms || !whole) {
+#pragma unroll
+      for (int j = 0; j < BC / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + 8 * j + 2 * t4 + (e & 1), hh = e >> 1;
+          float x = s[4 * j + e];
+          if (kTerms) {
+            if (cap > 0.f) x = soft_cap_sfu(x, cap, inv_cap);
+            x = fmaf(-slope[hh], static_cast<float>(pos[hh] - key), x);  // ALiBi: key <= position where seen
+          }
+          const bool seen = key <= pos[hh] && key < k_hi && (p.window == 0 || key > pos[hh] - p.window);
+          s[4 * j + e] = seen ? x : -INFINITY;
+        }
+    }
+    float base[2];
+    const bool moved = lazy_row_max<BC>(s, scale_log2, m, l, base, corr);
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+      const int r = (i % 4) / 2;
+      s[i] = exp2_approx(fmaf(s[i], scale_log2, -base[r]));
+      l[r] += s[i];
+    }
+    return moved;
+  };
+  // P (16-bit): the accumulator fragment of n8 tiles 2 kk and 2 kk + 1 is the A fragment of k
+  // step kk. Only once the last P V that read pk is done.
+  auto pack_p = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+      for (int w4 = 0; w4 < 4; ++w4) pk[kk][w4] = pack2<T>(s[8 * kk + 2 * w4], s[8 * kk + 2 * w4 + 1]);
+  };
+
+  mbar_wait(bar(bars.q_full), 0);
+  fence_proxy_async_shared();
+  float corr[2];
+  // The first key tile: S alone (O is 0: nothing to rescale).
+  turn_begin();
+  issue_s(0);
+  turn_end();
+  wgmma_wait<0>();
+  fence_operands(s);
+  release(bars.k_empty[0]);
+  softmax(0, corr);
+  pack_p();
+  // Tile n's S beside tile n - 1's P V; the softmax of n under that P V, the rescale of O and
+  // the new P after it.
+  for (int n = 1; n < tiles; ++n) {
+    turn_begin();
+    issue_s(n);
+    issue_pv(n - 1);
+    turn_end();
+    wgmma_wait<1>();  // S; P V may still run
+    fence_operands(s);
+    release(bars.k_empty[n % STAGES]);
+    const bool moved = softmax(n, corr);
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(bars.v_empty[(n - 1) % STAGES]);
+    if (moved)
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i % 4) / 2];
+    pack_p();
+  }
+  // The last P V.
+  turn_begin();
+  issue_pv(tiles - 1);
+  turn_end();
+  wgmma_wait<0>();
+  fence_operands(o);
+  release(bars.v_empty[(tiles - 1) % STAGES]);
+  if (wg == 0) named_bar_sync(kTurnBar, kTurnThreads);  // the other consumer's last hand-over
+
+  // The rows out: one split, O / l with the sink into the row's token and head; several, the
+  // unnormalised O and (m, l) into the row's partial slot (the combine adds the sink).
+  T* out = static_cast<T*>(p.o);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float sum = allreduce_sum<4, XorOrder::low_first>(l[hh]);
+    if (!live[hh]) continue;
+    const int r = r0 + 8 * hh;
+    const int64_t row = (int64_t{w.first_q} + w.t0 + r / group) * p.heads + head[hh];
+    if (splits > 1) {
+      const int64_t slot = row * sp.max_splits + split;
+      float* dst = sp.part_o + slot * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(dst + 8 * j + 2 * t4) = make_float2(o[4 * j + 2 * hh], o[4 * j + 2 * hh + 1]);
+      if (t4 == 0) sp.part_ml[slot] = make_float2(m[hh], sum);
+      continue;
+    }
+    sum = plus_sink(sum, m[hh], sink_log2(p.score.sinks ? p.score.sink_logits : nullptr, head[hh]));
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T* dst = out + row * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = pack2<T>(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
+  }
+#else
+  __trap();  // built without sm_90a: supports() refuses other cards
+#endif
+}
+
+// One block an SM: the planner spreads the batch's key tiles over 132 blocks, on 128-key edges.
+Splits ws_plan(const RaggedParams& p) {
+  return plan_splits(p, static_cast<int>(128 / (p.heads / p.kv_heads)), kAssumedSms, 2);
+}
+
+template <class T, int D, bool kTerms>
+void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp) {
+  using L = WsTiling<D>;
+  const auto kernel = ragged_ws_kernel<T, D, kTerms>;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
+  check_cuda(opt_in, "ragged/ws");
+  const int group = static_cast<int>(p.heads / p.kv_heads), per_tile = 128 / group;
+  const dim3 grid(static_cast<unsigned>(p.total_queries / per_tile + p.batch), static_cast<unsigned>(p.kv_heads),
+                  static_cast<unsigned>(sp.max_splits));
+  kernel<<<grid, L::THREADS, L::SMEM, ctx.stream>>>(p, group, per_tile, sp);
+  check_launch("ragged/ws");
+  if (sp.max_splits > 1) {
+    varlen_combine_kernel<T><<<static_cast<unsigned>(ceil_div(p.total_queries * p.heads, int64_t{4})), 128, 0,
+                               ctx.stream>>>(p, per_tile, sp);
+    check_launch("ragged/ws combine");
+  }
+}
+
+}  // namespace
+
+void ws(const RaggedParams& p, const LaunchContext& ctx) {
+  Splits sp = ws_plan(p);
+  attach_partials(p, sp, ctx.workspace);
+  with_16bit(p.dtype, "ragged/ws", [&](auto t) {
+    using T = decltype(t);
+    with_value<64, 128>(static_cast<int>(p.head_dim), "ragged/ws", "head_dim", [&](auto d) {
+      with_bool(p.score.alibi || p.score.softcap > 0, [&](auto terms) { launch_ws<T, d, terms>(p, ctx, sp); });
+    });
+  });
+}
+
+std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
+  if (const std::string r = common_reason(p); !r.empty()) return r;
+  if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
+  if (p.kv_dtype != p.dtype) return "a cache in q's dtype only (split_kv takes an fp8 cache)";
+  if (p.rope.style != RopeTable::none) return "no RoPE yet (split_kv turns the queries)";
+  if (p.head_dim != 64 && p.head_dim != 128) return "head_dim 64 or 128 only (split_kv takes every head_dim)";
+  if (caps.cc_major != 0 && caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
+  const int64_t group = p.heads / p.kv_heads;
+  if (128 % group != 0) return "the query heads a kv head has must divide 128 (a row tile's 128 rows hold whole groups)";
+  if (!p.host_cu_seqlens_q || !p.host_context_lens) return "plans its splits from the batch's lengths on the host, not given";
+  if (p.kv_heads > kMaxGridYZ) return "kv_heads must be <= 65535 (gridDim.y)";
+  if (p.total_queries + p.batch > INT_MAX) return "too many row tiles for gridDim.x";
+  if (p.total_queries * p.heads * (p.longest_context / 64 + 2) > (int64_t{1} << 40))
+    return "the partials would pass 2^40 elements";
+  const std::size_t smem = p.head_dim == 64 ? WsTiling<64>::SMEM : WsTiling<128>::SMEM;
+  if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < smem + sizeof(WsBars))
+    return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
+  return {};
+}
+
+std::size_t ws_workspace(const RaggedParams& p) {
+  if (!p.host_cu_seqlens_q || !p.host_context_lens || p.batch < 1 || p.kv_heads < 1 || p.heads < p.kv_heads ||
+      128 % (p.heads / p.kv_heads) != 0)
+    return 0;
+  return partials_bytes(p, ws_plan(p));
+}
+
+}  // namespace attnbench::ragged_impl
