@@ -27,7 +27,9 @@
 //     products.
 //   - One split: O / l (with the sink) into each live row's token and head. Several: rung 4's
 //     partials (fp32 O, and m, l in exp2 units) and its combine.
-// Not here (supports() says so): fp8 caches and RoPE (rung 4 runs them), head_dim other than 64
+//   - RoPE: each consumer turns its 64 query rows in shared memory once they land, at their
+//     tokens' positions (the cache holds keys turned when they were stored).
+// Not here (supports() says so): fp8 caches (rung 4 runs them), head_dim other than 64
 // and 128, groups that do not divide 128 rows, other cards than sm_90.
 // Not yet run on a GPU.
 #include <cuda_bf16.h>
@@ -42,6 +44,7 @@
 #include "kernels/attention/wgmma_rows.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/rope.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/common/tma.cuh"
@@ -75,7 +78,8 @@ struct WsBars {
   uint64_t q_full, k_full[2], k_empty[2], v_full[2], v_empty[2];
 };
 
-// Named barriers: consumer w's turn at the tensor cores is barrier 1 + w (flash_ws' ping-pong).
+// Named barriers: consumer w's turn at the tensor cores is barrier 1 + w (flash_ws' ping-pong);
+// 3 + w: consumer w's own 128 threads, its rows turned (RoPE).
 constexpr int kTurnBar = 1, kTurnThreads = 256;
 
 template <int BLOCK>
@@ -273,6 +277,17 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   };
 
   mbar_wait(bar(bars.q_full), 0);
+  if (p.rope.style != RopeTable::none) {
+    // RoPE on this warpgroup's 64 query rows in shared memory (flash_ws' way), each at its
+    // token's position (a token's GQA heads share it); the cache holds keys turned when stored.
+    const int first = wg * 64;
+    rope_shared_rows<T, 64, 128, 4>(
+        [q_wg](int r, int c) { return q_wg + (c >> 3) * L::Q_BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4); },
+        rows - first, [pos0 = shift + w.t0, first, group](int r) { return pos0 + (first + r) / group; }, p.rope,
+        tid % 128);
+    fence_proxy_async_shared();  // the turned rows -> the S products' reads
+    named_bar_sync(kTurnBar + 2 + wg, 128);
+  }
   fence_proxy_async_shared();
   float corr[2];
   // The first key tile: S alone (O is 0: nothing to rescale).
@@ -382,7 +397,10 @@ std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (const std::string r = common_reason(p); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (p.kv_dtype != p.dtype) return "a cache in q's dtype only (split_kv takes an fp8 cache)";
-  if (p.rope.style != RopeTable::none) return "no RoPE yet (split_kv turns the queries)";
+  if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
+    return "neox RoPE needs rotary_dim % 16 == 0 (a chunk and its partner turn together)";
+  if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
+    return "gptj RoPE needs rotary_dim % 8 == 0 (whole pairs a chunk)";
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim 64 or 128 only (split_kv takes every head_dim)";
   if (caps.cc_major != 0 && caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   const int64_t group = p.heads / p.kv_heads;
