@@ -104,13 +104,7 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
 
   // The block's work, as rung 3 finds it (the whole block takes the same exits).
   Block w;
-  w.b = find_sequence(p.cu_seqlens_q, static_cast<int>(p.batch), x, per_tile);
-  w.first_q = p.cu_seqlens_q[w.b];
-  w.q_len = p.cu_seqlens_q[w.b + 1] - w.first_q;
-  w.t0 = (x - (w.first_q / per_tile + w.b)) * per_tile;
-  if (w.t0 >= w.q_len) return;  // a number past the sequence's last tile
-  w.tokens = min(per_tile, w.q_len - w.t0);
-  w.ctx = p.context_lens[w.b];
+  if (!find_block(p, x, per_tile, w)) return;  // a number past the sequence's last tile
   const int shift = w.ctx - w.q_len;  // token t sits at position shift + t
   const int rows = w.tokens * group;
   const KeyRange kr = key_range(shift, w.t0, w.tokens, p.window);  // 64-key tiles

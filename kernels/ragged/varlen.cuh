@@ -101,6 +101,19 @@ __device__ __forceinline__ int find_sequence(const int32_t* cu, int batch, int x
   return last_at_most(batch, x, [cu, per_tile](int b) { return __ldg(cu + b) / per_tile + b; });
 }
 
+// Row tile x's sequence, first token and tokens, and its context (rows of per_tile tokens);
+// false for a number past its sequence's last tile, whose block exits.
+__device__ __forceinline__ bool find_block(const RaggedParams& p, int x, int per_tile, Block& w) {
+  w.b = find_sequence(p.cu_seqlens_q, static_cast<int>(p.batch), x, per_tile);
+  w.first_q = p.cu_seqlens_q[w.b];
+  w.q_len = p.cu_seqlens_q[w.b + 1] - w.first_q;
+  w.t0 = (x - (w.first_q / per_tile + w.b)) * per_tile;
+  if (w.t0 >= w.q_len) return false;
+  w.tokens = min(per_tile, w.q_len - w.t0);
+  w.ctx = p.context_lens[w.b];
+  return true;
+}
+
 // Four e4m3 codes, the lowest byte first, as two words of T pairs (dims 0, 1 in lo, 2, 3 in hi,
 // the lower dim in the lower half, as a 16-bit cache holds them). Exact: e4m3's values (3
 // mantissa bits, 2^-9 to 448) are all fp16 and bf16 values. fp16 is one cvt per pair; bf16 has
@@ -155,13 +168,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   const int kvh = blockIdx.y, x = blockIdx.x;
 
   Block w;
-  w.b = find_sequence(p.cu_seqlens_q, static_cast<int>(p.batch), x, per_tile);
-  w.first_q = p.cu_seqlens_q[w.b];
-  w.q_len = p.cu_seqlens_q[w.b + 1] - w.first_q;
-  w.t0 = (x - (w.first_q / per_tile + w.b)) * per_tile;
-  if (w.t0 >= w.q_len) return;  // a number past the sequence's last tile
-  w.tokens = min(per_tile, w.q_len - w.t0);
-  w.ctx = p.context_lens[w.b];
+  if (!find_block(p, x, per_tile, w)) return;  // a number past the sequence's last tile
   const int shift = w.ctx - w.q_len;  // token t sits at position shift + t
   const int rows = w.tokens * group;
   // Keys the tile's rows read, and this split's share of them: tiles [n_begin, n_end).
