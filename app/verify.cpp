@@ -75,6 +75,35 @@ Bound scaled_bound(const ref::Matrix& ref, const ref::Matrix& faithful, DType st
   return b;
 }
 
+Comparison compare_integers(const std::vector<IntegerCheck>& want, const std::vector<double>& got,
+                            const ref::Rows& row_ids, int64_t* accepted_other) {
+  Comparison c;
+  c.rows_checked = static_cast<int64_t>(want.size());
+  int64_t other = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ++c.elements_checked;
+    const double g = got[i], w = static_cast<double>(want[i].want);
+    if (g == w) continue;
+    const auto& also = want[i].also;
+    const bool id = std::isfinite(g) && std::fabs(g) < 0x1.0p62 && std::floor(g) == g;  // before any cast
+    if (id && std::find(also.begin(), also.end(), static_cast<int64_t>(g)) != also.end()) {
+      ++other;
+      continue;
+    }
+    ++c.mismatches;
+    const double off = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
+    if (c.worst_row < 0 || off > c.max_abs) {
+      c.max_abs = off;
+      c.worst_row = row_ids[i];
+      c.worst_col = 0;
+      c.worst_got = g;
+      c.worst_ref = w;
+    }
+  }
+  if (accepted_other) *accepted_other = other;
+  return c;
+}
+
 void apply_bound(Comparison& c, const Bound& b) {
   c.bound = b;
   const auto used = [](double err, double allowed) {

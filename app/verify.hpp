@@ -82,6 +82,18 @@ struct Comparison {
 // beside |ref|: an element passes when |got - ref| <= atol + rtol * max(|ref|, magnitude).
 Comparison compare(const ref::Matrix& ref, const std::vector<double>& got, const ref::Rows& row_ids, Tolerance tol,
                    const ref::Matrix* magnitude = nullptr);
+// Integer outputs (token ids): no tolerance at all. A checked element passes when it equals the
+// reference's value, or is one of the alternatives the op's documented rule accepts for it (the
+// sample op: a token whose fp64 CDF interval meets the window an fp32 kernel's rounding allows);
+// those are counted in `accepted_other`, never a widened tolerance. A mismatch's distance is
+// |got - want| in ids, reported as max_abs with the worst row; a value that is no integer id
+// (NaN, -1) is a mismatch too.
+struct IntegerCheck {
+  int64_t want = 0;
+  std::vector<int64_t> also;  // the other values the op's rule accepts; empty for most elements
+};
+Comparison compare_integers(const std::vector<IntegerCheck>& want, const std::vector<double>& got,
+                            const ref::Rows& row_ids, int64_t* accepted_other = nullptr);
 // Holds a comparison to a scaled bound: sets c.bound and c.margin.
 void apply_bound(Comparison& c, const Bound& b);
 // A margin as the report prints it: "0.41", "37", "inf".

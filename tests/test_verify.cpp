@@ -351,3 +351,26 @@ TEST(ScaledBound, OnlineSoftmaxOnLargeLogitsNeedsTheScoreFloor) {
   std::printf("online softmax, logits to %.0f: rel-L2 %.3g, margin %.3g with the score floor, %.3g without\n", largest,
               with.rel_l2, with.margin, without.margin);
 }
+
+// Integer outputs: equal, or one of the element's accepted alternatives (counted apart); one id
+// off outside them fails, and so do NaN and the poison's -1.
+TEST(CompareIntegers, ExactOrAcceptedAlternative) {
+  const std::vector<IntegerCheck> want = {{5, {}}, {7, {8}}, {3, {2, 4}}};
+  const ref::Rows rows = {0, 10, 20};
+  int64_t other = -1;
+  Comparison ok = compare_integers(want, {5, 8, 3}, rows, &other);
+  EXPECT_TRUE(ok.passed());
+  EXPECT_EQ(ok.elements_checked, 3);
+  EXPECT_EQ(other, 1);
+  Comparison off = compare_integers(want, {6, 7, 3}, rows, &other);
+  EXPECT_FALSE(off.passed());
+  EXPECT_EQ(off.mismatches, 1);
+  EXPECT_EQ(off.worst_row, 0);
+  EXPECT_EQ(off.worst_got, 6);
+  EXPECT_EQ(off.max_abs, 1);
+  EXPECT_EQ(other, 0);
+  EXPECT_FALSE(compare_integers(want, {5, 9, 3}, rows).passed());  // 8 is accepted, 9 is not
+  EXPECT_FALSE(compare_integers(want, {5, 7, std::nan("")}, rows).passed());
+  EXPECT_FALSE(compare_integers(want, {-1, 7, 3}, rows).passed());
+  EXPECT_FALSE(compare_integers(want, {5, 7.5, 3}, rows).passed());
+}
