@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mutants.sh ATTNBENCH [WORKDIR]: the mutant suite (tests/mutants/README.md). Each line of
+# mutants.sh [--suite-only] ATTNBENCH [WORKDIR]: the mutant suite (tests/mutants/README.md). Each line of
 # SUITE below runs attnbench once: one plugin of tests/mutants/, one case of
 # tests/mutants/cases/, `verify` or `run`, and the variants named. Every mut_* variant (a
 # correct kernel with one bug) must come out FAILED on every point of its case: skipped or
@@ -9,7 +9,9 @@
 # every control passed, 1 otherwise, 3 (skipped) without a GPU. WORKDIR (default: a new
 # temporary directory) keeps each run's json report, stdout and stderr.
 set -u
-bin=${1:?usage: mutants.sh ATTNBENCH [WORKDIR]}
+suite_only=0
+if [ "${1:-}" = "--suite-only" ]; then suite_only=1; shift; fi
+bin=${1:?usage: mutants.sh [--suite-only] ATTNBENCH [WORKDIR]}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mutants=$here/mutants
 work=${2:-$(mktemp -d "${TMPDIR:-/tmp}/attnbench-mutants.XXXXXX")}
@@ -39,9 +41,42 @@ ragged.cu       ragged-batch.toml        verify   4       ctl_ragged mut_ragged_
 ragged.cu       ragged-fp8.toml          verify   2       ctl_ragged mut_ragged_fp8_noscale mut_ragged_top_left mut_ragged_seq_off_by_one mut_ragged_past_context mut_ragged_logical_block mut_ragged_table0
 ragged.cu       ragged-sinks.toml        verify   8       ctl_ragged mut_ragged_sink_ignored
 ragged.cu       ragged-window.toml       verify   6       ctl_ragged mut_ragged_window_off_by_one mut_ragged_past_context mut_ragged_top_left
+backward.cu     backward-causal-br.toml  verify   4       ctl_backward mut_bwd_no_d mut_bwd_dk_unscaled mut_bwd_dv_from_ds mut_bwd_gqa_first_head mut_bwd_top_left mut_bwd_lse_log2 mut_bwd_dq_drop_last
+backward.cu     backward-softcap.toml    verify   2       ctl_backward mut_bwd_no_cap_slope mut_bwd_no_d
+backward.cu     backward-alibi.toml      verify   2       ctl_backward mut_bwd_alibi_sign mut_bwd_top_left
+backward.cu     backward-lowp.toml       verify   2       ctl_backward mut_bwd_dk_lowp_acc
 '
 # The side-stream mutant runs alone: its kernel may still be writing the shared output
 # buffer when the next variant of the point starts.
+
+# --suite-only (CTest mutants_suite, no GPU): the table itself checked. Every variant the
+# plugins declare is on a line of it, every line's case loads with its plugin, and each variant
+# named runs on every point of its case (a dry run lists it, not among the skipped): a mutant
+# refused by its own case would never be caught.
+if [ "$suite_only" = 1 ]; then
+  plugin_args=()
+  for f in "$mutants"/*.cu; do plugin_args+=(--plugin "$f"); done
+  "$bin" list kernels "${plugin_args[@]}" </dev/null >"$work/declared.txt" 2>"$work/declared.err" ||
+    { echo "mutants.sh: attnbench list kernels failed:"; cat "$work/declared.err"; exit 1; }
+  declared=$(sed -n 's/^ \{1,\}\(\(ctl\|mut\)_[A-Za-z0-9_]*\) .*/\1/p' "$work/declared.txt" | sort -u)
+  named=$(awk 'NF >= 5 { for (i = 5; i <= NF; ++i) print $i }' <<<"$SUITE" | sort -u)
+  bad=0
+  for v in $(comm -23 <(echo "$declared") <(echo "$named")); do echo "declared but on no line: $v"; bad=1; done
+  for v in $(comm -13 <(echo "$declared") <(echo "$named")); do echo "on a line but declared by no plugin: $v"; bad=1; done
+  while read -r plugin case cmd points variants; do
+    [ -n "$plugin" ] || continue
+    out=$("$bin" verify "$mutants/cases/$case" --plugin "$mutants/$plugin" --dry-run </dev/null 2>&1) ||
+      { echo "$case with $plugin does not load:"; echo "$out" | tail -n 3; bad=1; continue; }
+    got=$(grep -c 'variants: ' <<<"$out")
+    [ "$got" = "$points" ] || { echo "$case: $got points, the table says $points"; bad=1; }
+    for v in $variants; do
+      runs=$(grep 'variants: ' <<<"$out" | sed 's/; skips .*//' | grep -c " $v\( \|$\)")
+      [ "$runs" = "$got" ] || { echo "$case: $v runs on $runs of its $got points"; bad=1; }
+    done
+  done <<<"$SUITE"
+  [ $bad = 0 ] && echo "mutant suite table: $(wc -l <<<"$declared") variants, every one on a line that runs it on every point"
+  exit $bad
+fi
 
 if command -v nvidia-smi >/dev/null 2>&1 && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "skipped: nvidia-smi -L lists no GPU"
