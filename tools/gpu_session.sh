@@ -15,7 +15,8 @@
 #   tools/gpu_session.sh python              # the Python peers as variants (kernels/peers, the
 #                                          # Triton examples) on cases/perf's prefill, softmax and
 #                                          # gemm shapes, timed by attnbench (write flush), then the
-#                                          # same kernels by triton's do_bench (tools/do_bench_check.py)
+#                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
+#                                          # and the backward beside SDPA's backward kernels
 #   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
@@ -115,6 +116,11 @@ python_peers() {
     tee "$OUT/python-peers.txt"
   PYTHONUNBUFFERED=1 python3 tools/do_bench_check.py --attnbench "$OUT/python-peers.json" \
     --json "$OUT/do_bench.json" 2>&1 | tee "$OUT/do_bench.txt"
+  # The backward beside PyTorch's FA2 and cuDNN SDPA backward kernels (issue 50's peers): the
+  # perf cases name only our rungs, so the peers join by name.
+  $bin run cases/perf/attention_backward-*.toml --plugin kernels/peers/torch_sdpa.py \
+    --set 'kernels=[flash_mma,flash_mma_det,torch_sdpa_flash_bwd,torch_sdpa_cudnn_bwd]' --flush write "${q[@]}" \
+    -o "$OUT/python-backward.json" 2>&1 | tee "$OUT/python-backward.txt"
 }
 
 # A refactor's proof: the perf cases timed by the old build, then the new, on one card.
