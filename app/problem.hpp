@@ -204,7 +204,9 @@ class Problem {
   };
   InputDraw input_draw(size_t i) const;
   const Tensor& output_tensor() const { return output_; }
-  std::vector<float> download_output() const;
+  // The output widened to float (--dump, [verify] repeat); an op whose output holds integers in
+  // its slots (sample's int32 token ids) reads them as such.
+  virtual std::vector<float> download_output() const;
 
  protected:
   // Inputs are drawn N(0, scale^2) when `normal`, else U(-scale, scale).

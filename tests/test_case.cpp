@@ -295,7 +295,7 @@ TEST(CaseErrors, MissingAndUnknownOp) {
              {"cases/t.toml:1:6: error: unknown op 'atention' (did you mean attention?)"});
   expect_has(error_of("op = \"banana\"\n"), {"unknown op 'banana' (expected softmax, gemm, attention, decode, paged, "
                                              "pipeline, cache_append, reshape_and_cache, mha, model, ragged, attention_backward, "
-                                             "mla or gemm_q)"});
+                                             "mla, gemm_q or sample)"});
   expect_has(error_of("op = 3\n"), {"1:6", "op must be a string, got integer"});
 }
 

@@ -18,11 +18,13 @@ OpSpec ragged_op();
 OpSpec attention_backward_op();
 OpSpec mla_op();
 OpSpec gemm_q_op();
+OpSpec sample_op();
 
 const std::vector<OpSpec>& ops() {
   static const std::vector<OpSpec> all = {
       softmax_op(), gemm_op(), attention_op(), decode_op(), paged_op(), pipeline_op(), cache_append_op(),
       reshape_and_cache_op(), mha_op(), model_op(), ragged_op(), attention_backward_op(), mla_op(), gemm_q_op(),
+      sample_op(),
   };
   return all;
 }

@@ -1,0 +1,332 @@
+// The sample op on the CPU: Philox against Random123's known answers, the fp64 reference's
+// filters and draw on hand-made rows, the near-tie rule and how often it fires on realistic
+// rows, the case keys' refusals, work() and what the variants refuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "app/numeric.hpp"
+#include "app/op.hpp"
+#include "app/problem.hpp"
+#include "app/verify.hpp"
+#include "case_text.hpp"
+#include "kernels/common/philox.hpp"
+#include "kernels/common/random.hpp"
+#include "kernels/sample/sample.hpp"
+#include "reference/sample.hpp"
+
+using namespace attnbench;
+using namespace attnbench::case_text;
+
+namespace {
+
+constexpr double kEps = 0x1.0p-24;
+
+// Logits whose softmax (T = 1) is p: log p, as the fp32 values the reference reads.
+std::vector<float> logits_of(std::initializer_list<double> p) {
+  std::vector<float> x;
+  for (double v : p) x.push_back(static_cast<float>(std::log(v)));
+  return x;
+}
+
+ref::SampleDraw draw(const std::vector<float>& x, ref::SampleOptions o, float u) {
+  return ref::sample_row(x.data(), static_cast<int64_t>(x.size()), o, u);
+}
+
+// The tokens a row can give over a fine sweep of u: the kept set (all of it has mass).
+std::vector<int64_t> reachable(const std::vector<float>& x, ref::SampleOptions o) {
+  std::vector<int64_t> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t t = draw(x, o, static_cast<float>((i + 0.5) / 1000)).token;
+    if (std::find(seen.begin(), seen.end(), t) == seen.end()) seen.push_back(t);
+  }
+  std::sort(seen.begin(), seen.end());
+  return seen;
+}
+
+CasePoint point(const std::string& shape, const std::string& dtype = "bf16") {
+  return parse("op = \"sample\"\ndtype = \"" + dtype + "\"\n[shape]\n" + shape).points.at(0);
+}
+
+}  // namespace
+
+// Random123's kat_vectors for philox4x32 with 10 rounds.
+TEST(Philox, KnownAnswers) {
+  struct Kat {
+    Philox4 ctr;
+    uint32_t k0, k1;
+    Philox4 want;
+  };
+  const Kat kats[] = {
+      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
+       {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
+       {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+  };
+  for (const Kat& k : kats) {
+    const Philox4 got = philox4x32_10(k.ctr, k.k0, k.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got.v[i], k.want.v[i]) << std::hex << k.ctr.v[0] << " word " << i;
+  }
+}
+
+// u: 24 bits over 2^24, in [0, 1), the same in float and double; rows and seeds differ.
+TEST(Philox, SampleUniform) {
+  EXPECT_EQ(sample_uniform(0, 0), static_cast<float>(0x6627e8d5u >> 8) * 0x1.0p-24f);
+  double mean = 0;
+  for (uint64_t r = 0; r < 4096; ++r) {
+    const float u = sample_uniform(42, r);
+    ASSERT_GE(u, 0.f);
+    ASSERT_LT(u, 1.f);
+    EXPECT_EQ(std::ldexp(static_cast<double>(u), 24), std::floor(std::ldexp(static_cast<double>(u), 24)));
+    mean += u / 4096.0;
+  }
+  EXPECT_NEAR(mean, 0.5, 0.02);
+  EXPECT_NE(sample_uniform(42, 1), sample_uniform(42, 2));
+  EXPECT_NE(sample_uniform(42, 1), sample_uniform(43, 1));
+  EXPECT_NE(sample_uniform(1, 0), sample_uniform(uint64_t{1} << 32, 0));  // the seed's high word counts
+}
+
+TEST(SampleReference, GreedyIsTheFirstMaximum) {
+  ref::SampleOptions o;
+  o.temperature = 0;
+  o.top_k = 1;  // ignored under greedy, as every filter
+  const std::vector<float> x = {1, 3, 3, 2};
+  for (float u : {0.f, 0.5f, 0.99f}) {
+    const ref::SampleDraw d = draw(x, o, u);
+    EXPECT_EQ(d.token, 1);
+    EXPECT_EQ(d.accepted, (std::vector<int64_t>{1}));
+    EXPECT_FALSE(d.near_tie);
+  }
+}
+
+// The inverse CDF runs in vocabulary order, not by probability.
+TEST(SampleReference, DrawsInVocabularyOrder) {
+  const std::vector<float> x = logits_of({0.2, 0.5, 0.3});
+  ref::SampleOptions o;
+  EXPECT_EQ(draw(x, o, 0.1f).token, 0);
+  EXPECT_EQ(draw(x, o, 0.3f).token, 1);
+  EXPECT_EQ(draw(x, o, 0.69f).token, 1);
+  EXPECT_EQ(draw(x, o, 0.71f).token, 2);
+  EXPECT_EQ(draw(x, o, 0.71f).kept, 3);
+  // Over seeded rows, the frequencies are the probabilities.
+  std::vector<float> rows;
+  const int n = 30000;
+  for (int r = 0; r < n; ++r) rows.insert(rows.end(), x.begin(), x.end());
+  ref::Rows all(n);
+  for (int r = 0; r < n; ++r) all[static_cast<size_t>(r)] = r;
+  int count[3] = {};
+  for (const ref::SampleDraw& d : ref::sample(rows.data(), 3, all, o, 7)) ++count[d.token];
+  EXPECT_NEAR(count[0] / double(n), 0.2, 0.015);
+  EXPECT_NEAR(count[1] / double(n), 0.5, 0.015);
+  EXPECT_NEAR(count[2] / double(n), 0.3, 0.015);
+}
+
+// top_k keeps the tokens with fewer than k strictly larger logits: exactly k without ties, and
+// every token tied with the k-th largest.
+TEST(SampleReference, TopKKeepsKAndItsTies) {
+  ref::SampleOptions o;
+  o.top_k = 2;
+  const std::vector<float> distinct = {0.5f, 3, 1, 2, -1};
+  EXPECT_EQ(draw(distinct, o, 0.5f).kept, 2);
+  EXPECT_EQ(reachable(distinct, o), (std::vector<int64_t>{1, 3}));
+  const std::vector<float> tied = {5, 4, 1, 4, 3};
+  EXPECT_EQ(draw(tied, o, 0.5f).kept, 3);
+  EXPECT_EQ(reachable(tied, o), (std::vector<int64_t>{0, 1, 3}));
+  o.top_k = 1;
+  EXPECT_EQ(reachable(tied, o), (std::vector<int64_t>{0}));
+  o.top_k = 5;  // >= vocab: off
+  EXPECT_EQ(draw(tied, o, 0.5f).kept, 5);
+}
+
+// top_p keeps a token while the mass strictly above it is below top_p: the token that crosses
+// top_p is kept, the next is not.
+TEST(SampleReference, TopPIncludesTheBoundaryToken) {
+  const std::vector<float> x = logits_of({0.3, 0.5, 0.2});
+  ref::SampleOptions o;
+  o.top_p = 0.45f;  // 0.5 alone crosses it
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{1}));
+  o.top_p = 0.55f;  // above 0.5: the 0.3 token crosses it and is kept
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1}));
+  o.top_p = 0.85f;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1, 2}));
+  // A tied group is kept or dropped whole.
+  const std::vector<float> tied = logits_of({0.25, 0.25, 0.25, 0.25});
+  o.top_p = 0.1f;
+  EXPECT_EQ(draw(tied, o, 0.5f).kept, 4);
+}
+
+TEST(SampleReference, MinPAndTemperature) {
+  const std::vector<float> x = logits_of({0.5, 0.3, 0.2});
+  ref::SampleOptions o;
+  o.min_p = 0.5f;  // p >= 0.25
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1}));
+  // T = 0.5 squares the ratios: 0.3/0.5 -> 0.36 and 0.2/0.5 -> 0.16 of the max.
+  o.temperature = 0.5f;
+  o.min_p = 0.3f;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1}));
+  o.min_p = 0.4f;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0}));
+  // T = 2: 0.2/0.5 -> sqrt(0.4) = 0.63 of the max.
+  o.temperature = 2;
+  o.min_p = 0.6f;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1, 2}));
+}
+
+// vLLM's order: min-p, then top-k, then top-p over the renormalised survivors.
+TEST(SampleReference, FiltersComposeInVllmOrder) {
+  const std::vector<float> x = logits_of({0.4, 0.3, 0.2, 0.1});
+  ref::SampleOptions o;
+  o.top_k = 3;
+  o.top_p = 0.75f;  // of Z = 0.9: 0.675, which 0.4 + 0.3 crosses; of 1 it would keep three
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1}));
+  o.top_k = 0;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0, 1, 2}));
+  o.min_p = 0.6f;  // p >= 0.24 first: {0.4, 0.3}, renormalised; top_p 0.5 then keeps 0.4/0.7 alone
+  o.top_p = 0.5f;
+  EXPECT_EQ(reachable(x, o), (std::vector<int64_t>{0}));
+}
+
+// A target exactly on a CDF boundary: the fp64 token is the one after it, the one before is
+// accepted as a near-tie; in the middle of a token's interval only that token is.
+TEST(SampleReference, NearTieWindow) {
+  const std::vector<float> two = {0, 0};
+  ref::SampleOptions o;
+  const ref::SampleDraw d = draw(two, o, 0.5f);  // u·W = 1 = P(token 0)
+  EXPECT_EQ(d.token, 1);
+  EXPECT_EQ(d.accepted, (std::vector<int64_t>{1, 0}));
+  EXPECT_TRUE(d.near_tie);
+  // Equal logits have exact weights (exp(0) = 1): the window is the sum depth's alone,
+  // 2 γ_h + ε with h = ceil(n / 1024) + 32.
+  const double h = 1 + 32, gamma = h * kEps / (1 - h * kEps);
+  EXPECT_DOUBLE_EQ(d.window, 2 * gamma + kEps);
+  const std::vector<float> three = {0, 0, 0};
+  const ref::SampleDraw mid = draw(three, o, 0.5f);  // u·W = 1.5, the middle of token 1
+  EXPECT_EQ(mid.accepted, (std::vector<int64_t>{1}));
+  EXPECT_FALSE(mid.near_tie);
+  int64_t other = 0;
+  EXPECT_TRUE(compare_integers({{d.token, {0}}}, {0}, {0}, &other).passed());
+  EXPECT_EQ(other, 1);
+  EXPECT_FALSE(compare_integers({{mid.token, {}}}, {0}, {0}).passed());
+  EXPECT_FALSE(compare_integers({{mid.token, {}}}, {2}, {0}).passed());
+}
+
+// A weight within its fp32 error of min_p: the kept set is uncertain, and the tokens of both
+// resolutions are accepted.
+TEST(SampleReference, FilterNearTie) {
+  const std::vector<float> x = {0, static_cast<float>(std::log(0.5)), -3};
+  ref::SampleOptions o;
+  o.min_p = 0.5f;
+  const ref::SampleDraw d = draw(x, o, 0.7f);
+  EXPECT_TRUE(d.filter_near_tie);
+  // Kept: u·W = 0.7 · 1.5 = 1.05 lies in token 1; dropped: token 0 alone.
+  EXPECT_EQ(d.accepted.size(), 2u);
+  EXPECT_NE(std::find(d.accepted.begin(), d.accepted.end(), 0), d.accepted.end());
+  EXPECT_NE(std::find(d.accepted.begin(), d.accepted.end(), 1), d.accepted.end());
+  o.min_p = 0.4f;  // clear of every weight
+  EXPECT_FALSE(draw(x, o, 0.7f).filter_near_tie);
+}
+
+// On rows like an LM's (N(0, 4.5²) logits in bf16, the op's draw): a token one kept token away
+// from the fp64 one fails unless the row is a near-tie, and near-ties are rare when the kept
+// tokens have mass (top_p 0.9), common only when the window spans tokens of tiny mass
+// (no filter over 128256 tokens). The counts are printed.
+TEST(SampleReference, NeighbourFailsOutsideTheWindow) {
+  struct Setting {
+    const char* name;
+    int64_t vocab;
+    ref::SampleOptions o;
+    double most_near;  // the largest fraction of near-tie rows expected
+  };
+  ref::SampleOptions top_p;
+  top_p.top_p = 0.9f;
+  ref::SampleOptions none;
+  for (const Setting& s : {Setting{"top_p 0.9, vocab 32000", 32000, top_p, 0.02},
+                           Setting{"no filter, vocab 128256", 128256, none, 1.0}}) {
+    const int64_t rows = 64;
+    std::vector<float> x(static_cast<size_t>(rows * s.vocab));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = round_to(DType::bf16, 4.5f * random_normal(11, 0, i));
+    ref::Rows all(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) all[static_cast<size_t>(r)] = r;
+    const std::vector<ref::SampleDraw> draws = ref::sample(x.data(), s.vocab, all, s.o, 5);
+    int64_t near = 0, failed = 0, kept = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const ref::SampleDraw& d = draws[static_cast<size_t>(r)];
+      near += d.near_tie;
+      kept += d.kept;
+      // The next token in vocabulary order that the filters keep (or the one before).
+      const float* row = x.data() + r * s.vocab;
+      int64_t neighbour = -1;
+      for (int64_t t = d.token + 1; t < s.vocab && neighbour < 0; ++t)
+        if (s.o.top_p == 1 || row[t] >= row[d.token]) neighbour = t;
+      if (neighbour < 0) neighbour = d.token - 1;
+      const bool ok = compare_integers({{d.token, std::vector<int64_t>(d.accepted.begin() + 1, d.accepted.end())}},
+                                       {static_cast<double>(neighbour)}, {r})
+                          .passed();
+      const bool accepted = std::find(d.accepted.begin(), d.accepted.end(), neighbour) != d.accepted.end();
+      EXPECT_EQ(ok, accepted);
+      failed += !ok;
+    }
+    std::printf("%s: %lld of %lld rows near-ties, window %.3g of W, %.1f tokens kept a row; a neighbour failed %lld "
+                "rows\n",
+                s.name, static_cast<long long>(near), static_cast<long long>(rows), draws[0].window,
+                static_cast<double>(kept) / rows, static_cast<long long>(failed));
+    EXPECT_LE(near, s.most_near * rows);
+    EXPECT_GT(failed, 0);
+  }
+}
+
+TEST(SampleCase, KeysAndRefusals) {
+  const CasePoint p = point("batch = 4\nvocab = 1000\n");
+  EXPECT_EQ(p.shape.real("temperature"), 1);
+  EXPECT_EQ(p.shape.num("top_k"), 0);
+  EXPECT_EQ(p.shape.real("top_p"), 1);
+  EXPECT_EQ(p.shape.real("min_p"), 0);
+  const std::string base = "op = \"sample\"\n[shape]\nbatch = 4\n";
+  expect_has(error_of(base + "vocab = 1\n"), {"cases/t.toml:4:", "vocab"});
+  expect_has(error_of(base + "vocab = 10\ntop_p = 0\n"), {"top_p must be in (0, 1]"});
+  expect_has(error_of(base + "vocab = 10\ntop_p = 1.5\n"), {"top_p"});
+  expect_has(error_of(base + "vocab = 10\nmin_p = -0.1\n"), {"min_p"});
+  expect_has(error_of(base + "vocab = 10\ntop_k = -1\n"), {"top_k"});
+  expect_has(error_of(base + "vocab = 10\ntemperature = 0.0001\n"), {"temperature must be 0 (greedy) or at least"});
+  expect_has(error_of(base + "vocab = 10\ntemperature = -1\n"), {"temperature"});
+  expect_has(error_of("op = \"sample\"\ndtype = \"fp8_e4m3\"\n[shape]\nbatch = 1\nvocab = 10\n"), {"dtype"});
+}
+
+// The floor: the logits read once and the tokens written.
+TEST(SampleCase, WorkAndOutput) {
+  const auto bf16 = make_problem(point("batch = 8\nvocab = 128256\ntop_p = 0.9\n"));
+  EXPECT_DOUBLE_EQ(bf16->work().bytes, 8.0 * 128256 * 2 + 8 * 4);
+  EXPECT_DOUBLE_EQ(bf16->work().flops, 3.0 * 8 * 128256);
+  EXPECT_EQ(bf16->work().bandwidth, Bandwidth::read);
+  EXPECT_EQ(bf16->output_rows(), 8);
+  EXPECT_EQ(bf16->output_cols(), 1);
+  const auto fp32 = make_problem(point("batch = 64\nvocab = 32000\n", "fp32"));
+  EXPECT_DOUBLE_EQ(fp32->work().bytes, 64.0 * 32000 * 4 + 64 * 4);
+}
+
+// Every rung runs every dtype; the sort refuses what its int-counted CUB call cannot hold.
+TEST(SampleCase, Supports) {
+  const DeviceCaps caps = assumed_caps();
+  SampleParams p;
+  p.batch = 64;
+  p.vocab = 256000;
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16}) {
+    p.dtype = t;
+    for (const auto& v : sample_variants()) EXPECT_EQ(v.supports(p, caps), "") << v.name;
+  }
+  p.dtype = DType::fp8_e4m3;
+  for (const auto& v : sample_variants()) EXPECT_NE(v.supports(p, caps), "") << v.name;
+  p.dtype = DType::bf16;
+  p.batch = 20000;  // 5.1e9 logits
+  EXPECT_NE(sample_variants()[0].supports(p, caps).find("2^31"), std::string::npos);
+  EXPECT_EQ(sample_variants()[1].supports(p, caps), "");
+  EXPECT_EQ(std::string(sample_variants()[0].name), "sort");
+  EXPECT_EQ(std::string(sample_variants()[1].name), "pivot");
+}
