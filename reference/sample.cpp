@@ -110,7 +110,7 @@ void draw(const Row& r, const std::vector<char>& keep, float u, SampleDraw& d, b
 
 }  // namespace
 
-int64_t sample_sum_depth(int64_t n) { return (n + 1023) / 1024 + 32; }
+int64_t sample_sum_depth(int64_t n) { return (n + 1023) / 1024 + 48; }
 
 SampleDraw sample_row(const float* x, int64_t n, const SampleOptions& o, float u) {
   require(n >= 1, "sample: vocab must be positive");

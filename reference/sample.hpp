@@ -34,8 +34,10 @@ struct SampleDraw {
 };
 
 // The longest chain of fp32 additions a kernel may pass a weight through in its sums over a row
-// of n (a thread's sequential run of n/1024 elements, then a block's tree and a carry across
-// chunks): the contract the tolerance is derived from; both rungs meet it (kernels/sample/).
+// of n: ceil(n / 1024) + 48, a thread's run of n / 1024 logits and 48 more for a block's trees
+// (CUB's block reduce: 5 shuffle levels, then 31 warp totals in a row; its raking scan: 32, then
+// 5) and the draw's carry per chunk (n / 4096 chunks of 4 a thread). The contract the tolerance
+// is derived from; both rungs keep it (kernels/sample/).
 int64_t sample_sum_depth(int64_t n);
 
 // One row: x [n] the stored logits, u the row's uniform (sample_uniform).

@@ -203,8 +203,8 @@ TEST(SampleReference, NearTieWindow) {
   EXPECT_EQ(d.accepted, (std::vector<int64_t>{1, 0}));
   EXPECT_TRUE(d.near_tie);
   // Equal logits have exact weights (exp(0) = 1): the window is the sum depth's alone,
-  // 2 γ_h + ε with h = ceil(n / 1024) + 32.
-  const double h = 1 + 32, gamma = h * kEps / (1 - h * kEps);
+  // 2 γ_h + ε with h = ceil(n / 1024) + 48.
+  const double h = 1 + 48, gamma = h * kEps / (1 - h * kEps);
   EXPECT_DOUBLE_EQ(d.window, 2 * gamma + kEps);
   const std::vector<float> three = {0, 0, 0};
   const ref::SampleDraw mid = draw(three, o, 0.5f);  // u·W = 1.5, the middle of token 1

@@ -166,12 +166,14 @@ void sort(const SampleParams& p, const LaunchContext& ctx) {
     const int64_t items = p.batch * p.vocab;
     const int blocks = static_cast<int>(std::min<int64_t>((items + 255) / 256, 4096));
     key_kernel<T><<<blocks, 256, 0, ctx.stream>>>(x, keys, p.vocab, items);
+    check_launch("sample/sort: keys");
     std::size_t cub_bytes = l.cub_bytes;
     check_cuda(cub::DeviceRadixSort::SortKeys(base + l.cub, cub_bytes, static_cast<const uint64_t*>(keys), sorted,
                                               static_cast<int>(items), 0, l.end_bit, ctx.stream),
                "sample sort: radix sort");
     select_kernel<T><<<static_cast<unsigned>(p.batch), kSampleThreads, 0, ctx.stream>>>(x, sorted, p);
   });
+  check_launch("sample/sort");
 }
 
 }  // namespace attnbench::sample_impl

@@ -121,8 +121,11 @@ __device__ long long search(const T* x, int n, float m, float inv_t, float min_p
     at = {count[j], mass[j]};
     if (j + 1 < kPivots) top = pivot[j + 1], top_count = count[j + 1];
     lo = pivot[j];
-    // No logit lies between the old low end and kmin: the stats at kmin - 1 are lo's.
-    if (static_cast<long long>(kmin) - 1 > lo && static_cast<long long>(kmin) - 1 < top) lo = kmin - 1;
+    // No logit lies between the old low end and kmin (the smallest key above it), so none between
+    // lo and min(kmin, top) - 1: the stats there are lo's, and lo moves up to it (to top - 1,
+    // done, when the bracket holds no logit below top).
+    const long long snap = min(static_cast<long long>(kmin), top) - 1;
+    if (snap > lo) lo = snap;
     if (lo_count == top_count || top - lo <= 1) return lo;  // nothing undecided between lo and top
   }
 }
@@ -164,6 +167,7 @@ void pivot(const SampleParams& p, const LaunchContext& ctx) {
     using T = decltype(tag);
     pivot_kernel<T><<<static_cast<unsigned>(p.batch), kSampleThreads, 0, ctx.stream>>>(p);
   });
+  check_launch("sample/pivot");
 }
 
 }  // namespace attnbench::sample_impl

@@ -1,7 +1,7 @@
 // What every rung of the sample ladder computes alike, once: a logit as the rules read it, its
 // weight, the row's max and first argmax, and the inverse-CDF draw in vocabulary order. The
 // reference's tolerance (reference/sample.cpp) is derived from exactly these roundings and from
-// the sum depth they keep (at most vocab / 1024 + 32 fp32 additions per weight).
+// the sum depth they keep (at most vocab / 1024 + 48 fp32 additions per weight: reference/sample.hpp).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -78,8 +78,8 @@ __device__ void row_max(const T* x, int n, float& m, int& arg) {
 // The inverse-CDF draw: the first kept token t, in vocabulary order, whose prefix sum of kept
 // weights exceeds `target` (= u · W); the last kept token when rounding leaves none. keep(x, w)
 // says whether a token with logit x and weight w is kept. The row in chunks of kPer consecutive
-// elements a thread: a thread's run (kPer additions), a block scan (10 levels), a carry per
-// chunk (vocab / (1024 kPer) additions): within the tolerance's depth contract. Stops at the
+// elements a thread: a thread's run (kPer additions), CUB's raking block scan (32 + 5), a carry
+// per chunk (vocab / (1024 kPer) additions): within the tolerance's depth contract. Stops at the
 // chunk that holds the token.
 template <int kPer, class T, class Keep>
 __device__ int draw_token(const T* x, int n, float m, float inv_t, float target, Keep keep) {
