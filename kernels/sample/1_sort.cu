@@ -68,11 +68,8 @@ __global__ void key_kernel(const T* x, uint64_t* keys, int64_t vocab, int64_t it
 template <class T>
 __global__ void __launch_bounds__(kSampleThreads) select_kernel(const T* logits, const uint64_t* sorted, SampleParams p) {
   using Reduce = cub::BlockReduce<float, kSampleThreads>;
-  using Scan = cub::BlockScan<float, kSampleThreads>;
   __shared__ typename Reduce::TempStorage reduce_tmp;
-  __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ float shared_value;
-  __shared__ int shared_pos;
   const int64_t row = blockIdx.x;
   const int n = static_cast<int>(p.vocab);
   const T* x = logits + row * n;
@@ -110,37 +107,14 @@ __global__ void __launch_bounds__(kSampleThreads) select_kernel(const T* logits,
   if (p.top_p < 1) {
     // The first sorted position whose kept mass before it reaches top_p · Z.
     const float bound = p.top_p * total;
-    float carry = 0;
-    int cut = INT_MAX;
-    for (int base = 0; base < n && cut == INT_MAX; base += kSampleThreads * kPer) {
-      const int first = base + static_cast<int>(threadIdx.x) * kPer;
-      float w[kPer], run = 0;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        w[j] = 0;
-        if (first + j < n) {
-          const float v = s(first + j), wt = weight(v, m, inv_t);
-          if (in_k(v, wt)) w[j] = wt;
-        }
-        run += w[j];
-      }
-      float before, chunk;
-      Scan(scan_tmp).ExclusiveSum(run, before, chunk);
-      int hit = INT_MAX;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        if (hit == INT_MAX && first + j < n && carry + before >= bound) hit = first + j;
-        before += w[j];
-      }
-      using ReduceI = cub::BlockReduce<int, kSampleThreads>;
-      __shared__ typename ReduceI::TempStorage reduce_i;
-      const int found = ReduceI(reduce_i).Reduce(hit, [](int a, int b) { return a < b ? a : b; });
-      if (threadIdx.x == 0) shared_pos = found;
-      __syncthreads();
-      cut = shared_pos;
-      __syncthreads();
-      carry += chunk;
-    }
+    const int cut = first_in_prefix<kPer>(
+                        n,
+                        [&](int i) {
+                          const float v = s(i), w = weight(v, m, inv_t);
+                          return in_k(v, w) ? w : 0.f;
+                        },
+                        [&](float before, float) { return before >= bound; })
+                        .first;
     // cut >= 1: nothing is before position 0, and top_p · Z > 0.
     if (cut != INT_MAX) smallest = fmaxf(smallest, s(cut - 1));
     total = mass([&](float v, float w) { return v >= smallest && in_k(v, w); });

@@ -35,13 +35,8 @@ struct Stat {
   float mass;
 };
 
-// Sums over the block of each pivot's count and mass, and the smallest key above the bracket's
-// low end, in every thread: a warp tree, then warp 0's tree over the 32 warps' partials.
-__device__ void block_sums(int (&count)[kPivots], float (&mass)[kPivots], unsigned& kmin) {
-  __shared__ int part_count[kWarps][kPivots];
-  __shared__ float part_mass[kWarps][kPivots];
-  __shared__ unsigned part_kmin[kWarps];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// A warp's sums of each pivot's count and mass, and its smallest key, in every lane (5 levels).
+__device__ __forceinline__ void warp_sums(int (&count)[kPivots], float (&mass)[kPivots], unsigned& kmin) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
 #pragma unroll
@@ -51,35 +46,35 @@ __device__ void block_sums(int (&count)[kPivots], float (&mass)[kPivots], unsign
     }
     kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
   }
-  if (lane == 0) {
+}
+
+// The same over the block, in every thread: each warp's tree, then warp 0's over the 32 warps'
+// partials (10 levels in all: the depth contract's block tree).
+__device__ void block_sums(int (&count)[kPivots], float (&mass)[kPivots], unsigned& kmin) {
+  __shared__ int part_count[kWarps][kPivots];
+  __shared__ float part_mass[kWarps][kPivots];
+  __shared__ unsigned part_kmin[kWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto store = [&](int at) {
 #pragma unroll
-    for (int j = 0; j < kPivots; ++j) part_count[warp][j] = count[j], part_mass[warp][j] = mass[j];
-    part_kmin[warp] = kmin;
-  }
+    for (int j = 0; j < kPivots; ++j) part_count[at][j] = count[j], part_mass[at][j] = mass[j];
+    part_kmin[at] = kmin;
+  };
+  auto load = [&](int at) {
+#pragma unroll
+    for (int j = 0; j < kPivots; ++j) count[j] = part_count[at][j], mass[j] = part_mass[at][j];
+    kmin = part_kmin[at];
+  };
+  warp_sums(count, mass, kmin);
+  if (lane == 0) store(warp);
   __syncthreads();
   if (warp == 0) {
-#pragma unroll
-    for (int j = 0; j < kPivots; ++j) count[j] = part_count[lane][j], mass[j] = part_mass[lane][j];
-    kmin = part_kmin[lane];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-#pragma unroll
-      for (int j = 0; j < kPivots; ++j) {
-        count[j] += __shfl_xor_sync(0xffffffffu, count[j], off);
-        mass[j] += __shfl_xor_sync(0xffffffffu, mass[j], off);
-      }
-      kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
-    }
-    if (lane == 0) {
-#pragma unroll
-      for (int j = 0; j < kPivots; ++j) part_count[0][j] = count[j], part_mass[0][j] = mass[j];
-      part_kmin[0] = kmin;
-    }
+    load(lane);
+    warp_sums(count, mass, kmin);
+    if (lane == 0) store(0);
   }
   __syncthreads();
-#pragma unroll
-  for (int j = 0; j < kPivots; ++j) count[j] = part_count[0][j], mass[j] = part_mass[0][j];
-  kmin = part_kmin[0];
+  load(0);
   __syncthreads();  // the partials may be rewritten by the next pass
 }
 

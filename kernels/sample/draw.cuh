@@ -75,14 +75,18 @@ __device__ void row_max(const T* x, int n, float& m, int& arg) {
   __syncthreads();  // tmp and best may be reused
 }
 
-// The inverse-CDF draw: the first kept token t, in vocabulary order, whose prefix sum of kept
-// weights exceeds `target` (= u · W); the last kept token when rounding leaves none. keep(x, w)
-// says whether a token with logit x and weight w is kept. The row in chunks of kPer consecutive
-// elements a thread: a thread's run (kPer additions), CUB's raking block scan (32 + 5), a carry
-// per chunk (vocab / (1024 kPer) additions): within the tolerance's depth contract. Stops at the
-// chunk that holds the token.
-template <int kPer, class T, class Keep>
-__device__ int draw_token(const T* x, int n, float m, float inv_t, float target, Keep keep) {
+// The first position i of a row of n, in order, where hit(before, w) holds: w = weight(i) (0 for a
+// token that is not counted) and before the fp32 prefix sum of the weights ahead of it; INT_MAX
+// when there is none. Also the last position whose weight is positive. In chunks of kPer
+// consecutive positions a thread: a thread's run (kPer additions), CUB's raking block scan
+// (32 + 5), a carry per chunk (n / (1024 kPer) additions): within the tolerance's depth contract
+// (reference/sample.hpp). Stops at the chunk that holds the hit. The same in every thread.
+struct PrefixHit {
+  int first, last;
+};
+
+template <int kPer, class Weight, class Hit>
+__device__ PrefixHit first_in_prefix(int n, Weight weight, Hit hit) {
   using Scan = cub::BlockScan<float, kSampleThreads>;
   using Reduce = cub::BlockReduce<int, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -96,33 +100,49 @@ __device__ int draw_token(const T* x, int n, float m, float inv_t, float target,
     float run = 0;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      w[j] = 0;
-      if (first + j < n) {
-        const float v = logit(x[first + j]), wt = weight(v, m, inv_t);
-        if (keep(v, wt)) w[j] = wt, last = first + j;
-      }
+      w[j] = first + j < n ? weight(first + j) : 0.f;
+      if (w[j] > 0) last = first + j;
       run += w[j];
     }
     float before, total;
     Scan(scan_tmp).ExclusiveSum(run, before, total);
-    int hit = INT_MAX;
+    int found = INT_MAX;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
+      if (found == INT_MAX && first + j < n && hit(carry + before, w[j])) found = first + j;
       before += w[j];
-      if (hit == INT_MAX && w[j] > 0 && carry + before > target) hit = first + j;
     }
-    const int found = Reduce(reduce_tmp).Reduce(hit, [](int a, int b) { return a < b ? a : b; });
+    found = Reduce(reduce_tmp).Reduce(found, [](int a, int b) { return a < b ? a : b; });
     if (threadIdx.x == 0) result = found;
     __syncthreads();
-    const int token = result;
-    __syncthreads();  // result, scan_tmp and reduce_tmp are rewritten by the next chunk
-    if (token != INT_MAX) return token;
+    found = result;
+    __syncthreads();  // result, scan_tmp and reduce_tmp are rewritten next
     carry += total;
+    if (found != INT_MAX || base + kSampleThreads * kPer >= n) {
+      last = Reduce(reduce_tmp).Reduce(last, [](int a, int b) { return a > b ? a : b; });
+      if (threadIdx.x == 0) result = last;
+      __syncthreads();
+      last = result;
+      __syncthreads();
+      return {found, last};
+    }
   }
-  const int lastmost = Reduce(reduce_tmp).Reduce(last, [](int a, int b) { return a > b ? a : b; });
-  if (threadIdx.x == 0) result = lastmost;
-  __syncthreads();
-  return result;
+  return {INT_MAX, -1};  // n == 0
+}
+
+// The inverse-CDF draw: the first kept token t, in vocabulary order, whose prefix sum of kept
+// weights exceeds `target` (= u · W); the last kept token of positive weight when rounding
+// leaves none. keep(x, w) says whether a token with logit x and weight w is kept.
+template <int kPer, class T, class Keep>
+__device__ int draw_token(const T* x, int n, float m, float inv_t, float target, Keep keep) {
+  const PrefixHit h = first_in_prefix<kPer>(
+      n,
+      [&](int i) {
+        const float v = logit(x[i]), w = weight(v, m, inv_t);
+        return keep(v, w) ? w : 0.f;
+      },
+      [&](float before, float w) { return w > 0 && before + w > target; });
+  return h.first != INT_MAX ? h.first : h.last;
 }
 
 }  // namespace attnbench::sample_impl
