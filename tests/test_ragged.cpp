@@ -146,11 +146,9 @@ TEST(RaggedKeys, HeadsAndOptions) {
                                "window = 3\nrope = \"neox\"\n");
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
-  // Every rung up to split_kv takes every option over an fp8 cache (skip reasons are ""); ws,
-  // the Hopper rung, takes neither an fp8 cache nor RoPE yet and says so; varlen, the
+  // Every rung takes every option over an fp8 cache (skip reasons are ""); varlen, the
   // tensor-core rung, says why it refuses what it does not take.
-  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
-    EXPECT_EQ(v.skip, v.name == "ws" ? "a cache in q's dtype only (split_kv takes an fp8 cache)" : "") << v.name;
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
     for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
       if (v.name == name) return v.skip;

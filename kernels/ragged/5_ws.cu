@@ -29,7 +29,10 @@
 //     partials (fp32 O, and m, l in exp2 units) and its combine.
 //   - RoPE: each consumer turns its 64 query rows in shared memory once they land, at their
 //     tokens' positions (the cache holds keys turned when they were stored).
-// Not here (supports() says so): fp8 caches (rung 4 runs them), head_dim other than 64
+//   - An fp8 e4m3 cache: the producer copies the codes into raw stages and widens each of its
+//     own chunks into the 16-bit tiles (exact), so the consumers' loop is the 16-bit cache's;
+//     k_scale joins the softmax scale and v_scale multiplies O once (rung 3's way).
+// Not here (supports() says so): head_dim other than 64
 // and 128, groups that do not divide 128 rows, other cards than sm_90.
 // Not yet run on a GPU.
 #include <cuda_bf16.h>
@@ -69,6 +72,11 @@ struct WsTiling {
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;
   static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
   static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for the 1024-byte atoms
+  // An fp8 cache: each K and V tile's codes land first in raw stages of their own ([K, V][BC
+  // rows][D bytes], unpadded: only the thread that copied a chunk reads it back), D / 16 copies
+  // of 16 codes a row; 225 KB at d128, within sm_90's 227.
+  static constexpr int RAW_CH = D / 16, RAW_BYTES = BC * D;
+  static constexpr int FP8_SMEM = SMEM + 2 * STAGES * RAW_BYTES;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
                 "more registers than launched");
@@ -88,11 +96,13 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 }
 
 // kTerms: soft-capping or ALiBi, a term on every score (every tile takes the mask path).
-template <class T, int D, bool kTerms>
+// Cache: the cache's elements, T or Fp8.
+template <class T, class Cache, int D, bool kTerms>
 __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant__ RaggedParams p, int group,
                                                            int per_tile, Splits sp) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = WsTiling<D>;
+  constexpr bool kFp8 = kIsFp8<Cache>;
   constexpr int BC = L::BC, STAGES = L::STAGES, CH = L::CH;
   extern __shared__ unsigned char smem_raw[];
   __shared__ WsBars bars;
@@ -143,11 +153,60 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
       cp_async_mbar_arrive(bar(bars.q_full));
     }
     // K and V tile n: keys k_lo + BC n + r through the block table, zeros from k_hi on.
-    const T* kc = static_cast<const T*>(p.k_cache);
-    const T* vc = static_cast<const T*>(p.v_cache);
+    const Cache* kc = static_cast<const Cache*>(p.k_cache);
+    const Cache* vc = static_cast<const Cache*>(p.v_cache);
     const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
     const int bs = static_cast<int>(p.block_size);
     const int64_t kv_row = p.kv_heads * p.head_dim;
+    if constexpr (kFp8) {
+      // The codes by cp.async into raw stage n % 2, one tile ahead; once this thread's own
+      // copies of tile n have landed it widens exactly those chunks (16 codes -> 2 chunks of the
+      // 16-bit tile, exact: every e4m3 value is an fp16 and a bf16 value) into stage n % 2 of
+      // the tiles the consumers read, orders its writes for wgmma (fence.proxy.async) and
+      // arrives. No thread reads another's chunks, so the producers need no barrier.
+      const uint32_t raw = sv + STAGES * L::KV_BYTES;  // [stage][K, V][BC][D]
+      const int c8 = tid % L::RAW_CH;
+      auto copy_raw = [&](int n) {
+        const uint32_t dst = raw + (n % 2) * 2 * L::RAW_BYTES;
+        for (int r = tid / L::RAW_CH; r < BC; r += 128 / L::RAW_CH) {
+          const int j = k_lo + BC * n + r;
+          const bool ok = j < k_hi;
+          const int64_t off = ok ? (int64_t{__ldg(table + j / bs)} * bs + j % bs) * kv_row + int64_t{kvh} * D + 16 * c8 : 0;
+          cp_async_16(dst + r * D + 16 * c8, kc + off, ok);
+          cp_async_16(dst + L::RAW_BYTES + r * D + 16 * c8, vc + off, ok);
+        }
+        cp_async_commit();
+      };
+      copy_raw(0);
+      for (int n = 0; n < tiles; ++n) {
+        const int s = n % STAGES, parity = ((n / STAGES) & 1) ^ 1;
+        if (n + 1 < tiles) copy_raw(n + 1);
+        else cp_async_commit();  // an empty group: the wait below counts the same
+        cp_async_wait<1>();      // this thread's copies of tile n
+        mbar_wait(bar(bars.k_empty[s]), parity);
+        mbar_wait(bar(bars.v_empty[s]), parity);
+        const unsigned char* src = smem_raw + (raw - smem_addr(smem_raw)) + (n % 2) * 2 * L::RAW_BYTES;
+        for (int r = tid / L::RAW_CH; r < BC; r += 128 / L::RAW_CH)
+#pragma unroll
+          for (int kv = 0; kv < 2; ++kv) {
+            const uint4 codes = *reinterpret_cast<const uint4*>(src + kv * L::RAW_BYTES + r * D + 16 * c8);
+            uint4 lo, hi;
+            e4m3x4_to<T>(codes.x, lo.x, lo.y);
+            e4m3x4_to<T>(codes.y, lo.z, lo.w);
+            e4m3x4_to<T>(codes.z, hi.x, hi.y);
+            e4m3x4_to<T>(codes.w, hi.z, hi.w);
+            const uint32_t dst = (kv ? sv : sk) + s * L::KV_BYTES;
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swizzled<L::KV_BLOCK>(r, 2 * c8)),
+                         "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w));
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swizzled<L::KV_BLOCK>(r, 2 * c8 + 1)),
+                         "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w));
+          }
+        fence_proxy_async_shared();  // the widened tiles -> wgmma's reads
+        mbar_arrive(bar(bars.k_full[s]));
+        mbar_arrive(bar(bars.v_full[s]));
+      }
+      return;
+    }
     // Both of a stage's buffers at once: one block-table look-up a key row serves K and V.
     const int c = tid % CH;
     for (int n = 0; n < tiles; ++n) {
@@ -178,6 +237,9 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 
+  // Raw scores are q·k of the tiles as loaded: an fp8 cache's codes, whose k_scale joins the
+  // softmax scale; v_scale multiplies O once after the loop (rung 3's way).
+  const float qk_scale = kFp8 ? p.score.scale * p.k_scale : p.score.scale;
   // This thread's rows r and r + 8: token, position, query head, ALiBi slope (raw score units).
   const int r0 = wg * 64 + 16 * (warp % 4) + lane / 4;
   int pos[2], head[2];
@@ -189,11 +251,11 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
     live[hh] = r < rows;
     pos[hh] = shift + w.t0 + r / group;
     head[hh] = kvh * group + r % group;
-    slope[hh] = alibi_slope(p.score.alibi && live[hh], p.score.alibi_slopes, head[hh], 1.f / p.score.scale);
+    slope[hh] = alibi_slope(p.score.alibi && live[hh], p.score.alibi_slopes, head[hh], 1.f / qk_scale);
   }
-  const float cap = p.score.softcap > 0 ? p.score.softcap / p.score.scale : 0.f;  // raw units
-  const float inv_cap = p.score.softcap > 0 ? p.score.scale / p.score.softcap : 0.f;
-  const float scale_log2 = p.score.scale_log2;
+  const float cap = p.score.softcap > 0 ? p.score.softcap / qk_scale : 0.f;  // raw units
+  const float inv_cap = p.score.softcap > 0 ? qk_scale / p.score.softcap : 0.f;
+  const float scale_log2 = kFp8 ? p.score.scale_log2 * p.k_scale : p.score.scale_log2;
   // A tile every row of the block sees whole: below the first token's position, inside the
   // split, and (window) above the last token's reach.
   const int first_pos = shift + w.t0, last_pos = shift + w.t0 + w.tokens - 1;
@@ -320,6 +382,9 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   fence_operands(o);
   release(bars.v_empty[(tiles - 1) % STAGES]);
   if (wg == 0) named_bar_sync(kTurnBar, kTurnThreads);  // the other consumer's last hand-over
+  if constexpr (kFp8)
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] *= p.v_scale;  // before the partials too: the combine merges them as they are
 
   // The rows out: one split, O / l with the sink into the row's token and head; several, the
   // unnormalised O and (m, l) into the row's partial slot (the combine adds the sink).
@@ -356,16 +421,17 @@ Splits ws_plan(const RaggedParams& p) {
   return plan_splits(p, static_cast<int>(128 / (p.heads / p.kv_heads)), kAssumedSms, 2);
 }
 
-template <class T, int D, bool kTerms>
+template <class T, class Cache, int D, bool kTerms>
 void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp) {
   using L = WsTiling<D>;
-  const auto kernel = ragged_ws_kernel<T, D, kTerms>;
-  static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
+  const auto kernel = ragged_ws_kernel<T, Cache, D, kTerms>;
+  constexpr int smem = kIsFp8<Cache> ? L::FP8_SMEM : L::SMEM;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   check_cuda(opt_in, "ragged/ws");
   const int group = static_cast<int>(p.heads / p.kv_heads), per_tile = 128 / group;
   const dim3 grid(static_cast<unsigned>(p.total_queries / per_tile + p.batch), static_cast<unsigned>(p.kv_heads),
                   static_cast<unsigned>(sp.max_splits));
-  kernel<<<grid, L::THREADS, L::SMEM, ctx.stream>>>(p, group, per_tile, sp);
+  kernel<<<grid, L::THREADS, smem, ctx.stream>>>(p, group, per_tile, sp);
   check_launch("ragged/ws");
   if (sp.max_splits > 1) {
     varlen_combine_kernel<T><<<static_cast<unsigned>(ceil_div(p.total_queries * p.heads, int64_t{4})), 128, 0,
@@ -382,7 +448,10 @@ void ws(const RaggedParams& p, const LaunchContext& ctx) {
   with_16bit(p.dtype, "ragged/ws", [&](auto t) {
     using T = decltype(t);
     with_value<64, 128>(static_cast<int>(p.head_dim), "ragged/ws", "head_dim", [&](auto d) {
-      with_bool(p.score.alibi || p.score.softcap > 0, [&](auto terms) { launch_ws<T, d, terms>(p, ctx, sp); });
+      with_bool(p.score.alibi || p.score.softcap > 0, [&](auto terms) {
+        if (p.kv_dtype == DType::fp8_e4m3) launch_ws<T, Fp8, d, terms>(p, ctx, sp);
+        else launch_ws<T, T, d, terms>(p, ctx, sp);
+      });
     });
   });
 }
@@ -390,7 +459,8 @@ void ws(const RaggedParams& p, const LaunchContext& ctx) {
 std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (const std::string r = common_reason(p); !r.empty()) return r;
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
-  if (p.kv_dtype != p.dtype) return "a cache in q's dtype only (split_kv takes an fp8 cache)";
+  const bool fp8 = p.kv_dtype == DType::fp8_e4m3;
+  if (p.kv_dtype != p.dtype && !fp8) return "a cache in q's dtype or fp8 e4m3";
   if (p.rope.style == RopeTable::neox && p.rope.rotary_dim % 16 != 0)
     return "neox RoPE needs rotary_dim % 16 == 0 (a chunk and its partner turn together)";
   if (p.rope.style == RopeTable::gptj && p.rope.rotary_dim % 8 != 0)
@@ -404,7 +474,8 @@ std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (p.total_queries + p.batch > INT_MAX) return "too many row tiles for gridDim.x";
   if (p.total_queries * p.heads * (p.longest_context / 64 + 2) > (int64_t{1} << 40))
     return "the partials would pass 2^40 elements";
-  const std::size_t smem = p.head_dim == 64 ? WsTiling<64>::SMEM : WsTiling<128>::SMEM;
+  const std::size_t smem = p.head_dim == 64 ? (fp8 ? WsTiling<64>::FP8_SMEM : WsTiling<64>::SMEM)
+                                            : (fp8 ? WsTiling<128>::FP8_SMEM : WsTiling<128>::SMEM);
   if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < smem + sizeof(WsBars))
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
   return {};
