@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "case_text.hpp"
 #include "kernels/common/philox.hpp"
 #include "kernels/common/random.hpp"
+#include "kernels/sample/pivot.hpp"
 #include "kernels/sample/sample.hpp"
 #include "reference/sample.hpp"
 
@@ -329,4 +331,153 @@ TEST(SampleCase, Supports) {
   EXPECT_EQ(sample_variants()[1].supports(p, caps), "");
   EXPECT_EQ(std::string(sample_variants()[0].name), "sort");
   EXPECT_EQ(std::string(sample_variants()[1].name), "pivot");
+}
+
+namespace {
+
+// The kernels' order key on the host: fp32's bits, or bf16's top half, made monotone.
+long long host_key(float v, DType t) {
+  v += 0.f;  // -0 is +0
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  if (t == DType::bf16) {
+    b >>= 16;
+    return (b >> 15) ? (~b & 0xffffu) : (b | 0x8000u);
+  }
+  return (b >> 31) ? ~b : (b | 0x80000000u);
+}
+
+// The value of a host order key (the inverse of host_key).
+float host_value(long long key, DType t) {
+  const int bits = t == DType::bf16 ? 16 : 32;
+  const uint32_t top = 1u << (bits - 1), all = bits == 32 ? ~0u : (1u << bits) - 1;
+  const uint32_t k = static_cast<uint32_t>(key);
+  uint32_t b = (k & top) ? (k & ~top) : (~k & all);
+  if (bits == 16) b <<= 16;
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
+// key_below (2_pivot.cu): the key just below v rounded down to the dtype.
+long long host_key_below(float v, DType t) {
+  long long k = host_key(v, DType::fp32);
+  if (t == DType::bf16) {
+    k >>= 16;
+    if (host_value(k, t) > v) --k;  // truncated toward zero: one step down for negatives
+  }
+  return k - 1;
+}
+
+// The pivot rung's search (2_pivot.cu) on exact host counts and masses, with the kernel's own
+// bracket (kernels/sample/pivot.hpp): the kept tokens are key > the returned lo.
+template <class Kept>
+long long host_search(const std::vector<long long>& key, const std::vector<double>& w, const std::vector<char>& minp,
+                      long long zfloor, long long floor, long long hi, Kept kept, int& passes, double& mass_at) {
+  SampleBracket b{floor, hi, 0};
+  double z = 0;
+  for (bool first = true;; first = false) {
+    ++passes;
+    long long pivot[kSamplePivots];
+    for (int j = 0; j < kSamplePivots; ++j) pivot[j] = bracket_pivot(b, j);
+    int count[kSamplePivots] = {};
+    double mass[kSamplePivots] = {};
+    long long kmin = 1ll << 40;
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (key[i] <= zfloor || !minp[i]) continue;
+      if (first) z += w[i];
+      if (key[i] <= b.lo) continue;
+      kmin = std::min(kmin, key[i]);
+      for (int j = 0; j < kSamplePivots; ++j)
+        if (key[i] > pivot[j]) ++count[j], mass[j] += w[i];
+    }
+    if (first && kept(count[0], mass[0], z)) {
+      mass_at = mass[0];
+      return b.lo;
+    }
+    int j = 0;
+    for (int i = 1; i < kSamplePivots; ++i)
+      if (!kept(count[i], mass[i], z)) j = i;
+    mass_at = mass[j];
+    if (bracket_narrow(b, pivot, count, j, kmin)) return b.lo;
+  }
+}
+
+}  // namespace
+
+// The pivot rung's bracket, run on the host over exact statistics, keeps the reference's tokens
+// on rows like an LM's, wide ones and ties, within the pass counts its story states (6 for
+// 16-bit logits, 11 for fp32, a search); the mean passes are printed.
+TEST(SamplePivot, BracketFindsTheReferenceThresholds) {
+  struct Setting {
+    const char* name;
+    DType dtype;
+    float scale;  // of N(0, scale²) logits; 0: every logit 0
+    ref::SampleOptions o;
+  };
+  auto opts = [](int64_t k, float p, float min_p) {
+    ref::SampleOptions o;
+    o.top_k = k;
+    o.top_p = p;
+    o.min_p = min_p;
+    return o;
+  };
+  const Setting settings[] = {
+      {"bf16 top_k 50", DType::bf16, 4.5f, opts(50, 1, 0)},
+      {"bf16 top_p 0.9", DType::bf16, 4.5f, opts(0, 0.9f, 0)},
+      {"bf16 top_k 50 top_p 0.9", DType::bf16, 4.5f, opts(50, 0.9f, 0)},
+      {"bf16 min_p 0.05 top_p 0.9", DType::bf16, 4.5f, opts(0, 0.9f, 0.05f)},
+      {"fp32 top_k 50", DType::fp32, 4.5f, opts(50, 1, 0)},
+      {"fp32 top_p 0.9", DType::fp32, 4.5f, opts(0, 0.9f, 0)},
+      {"fp32 top_k 1000 top_p 0.99", DType::fp32, 1.f, opts(1000, 0.99f, 0)},
+      {"bf16 N(0, 72^2) top_p 0.9", DType::bf16, 72.f, opts(0, 0.9f, 0)},
+      {"bf16 ties top_k 2 top_p 0.3", DType::bf16, 0.f, opts(2, 0.3f, 0)},
+  };
+  const int64_t vocab = 32000, rows = 12;
+  for (const Setting& s : settings) {
+    int most = 0, total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> x(static_cast<size_t>(vocab));
+      for (int64_t i = 0; i < vocab; ++i)
+        x[static_cast<size_t>(i)] = round_to(s.dtype, s.scale * random_normal(3, static_cast<uint64_t>(r), i));
+      const ref::SampleDraw d = ref::sample_row(x.data(), vocab, s.o, 0.5f);
+      const float m = *std::max_element(x.begin(), x.end());
+      std::vector<long long> key(x.size());
+      std::vector<double> w(x.size());
+      std::vector<char> minp(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        key[i] = host_key(x[i], s.dtype);
+        w[i] = std::exp(static_cast<double>(x[i]) - m);
+        minp[i] = s.o.min_p <= 0 || w[i] >= s.o.min_p;
+      }
+      int passes = 0;
+      double at = 0;
+      const bool top_k = s.o.top_k > 0 && s.o.top_k < vocab;
+      const long long hi = host_key(m, s.dtype);
+      long long lo = -1;
+      if (top_k)
+        lo = host_search(
+            key, w, minp, -1, -1, hi, [&](int count, double, double) { return count < s.o.top_k; }, passes, at);
+      const int k_passes = passes;
+      if (s.o.top_p < 1) {
+        const long long floor =
+            std::max(lo, host_key_below(top_p_floor(m, 1.f, s.o.top_p, static_cast<int>(vocab)), s.dtype));
+        lo = host_search(
+            key, w, minp, lo, floor, hi, [&](int, double mass, double z) { return mass < s.o.top_p * z; }, passes,
+            at);
+      }
+      int64_t kept = 0;
+      for (size_t i = 0; i < x.size(); ++i) kept += key[i] > lo && minp[i];
+      if (!d.filter_near_tie) EXPECT_EQ(kept, d.kept) << s.name << ", row " << r;
+      double mass = 0;
+      for (size_t i = 0; i < x.size(); ++i) mass += key[i] > lo && minp[i] ? w[i] : 0;
+      EXPECT_NEAR(at, mass, 1e-9 * mass) << s.name << ": the search's mass above lo is W";
+      const int limit = s.dtype == DType::bf16 ? 6 : 11;
+      EXPECT_LE(k_passes, limit) << s.name;
+      EXPECT_LE(passes - k_passes, limit) << s.name;
+      most = std::max(most, passes);
+      total += passes;
+    }
+    std::printf("%s: %.1f search passes a row (most %d)\n", s.name, static_cast<double>(total) / rows, most);
+  }
 }
