@@ -130,10 +130,11 @@ SampleDraw sample_row(const float* x, int64_t n, const SampleOptions& o, float u
   const double m = x[argmax], temp = o.temperature;
   for (int64_t t = 0; t < n; ++t) {
     // The kernel's a~ = (x - m) · fl(1/T) carries three roundings (3ε|a|); expf adds up to 2 ulp
-    // (4ε) of its result; 1% over their first-order sum covers the higher orders.
+    // (4ε) of its result; 1% over their first-order sum covers the higher orders. A weight in
+    // fp32's subnormal range (or flushed to 0) is off by up to 2^-126 whatever its size.
     const double a = (x[t] - m) / temp, w = std::exp(a);
     r.w[static_cast<size_t>(t)] = w;
-    r.err[static_cast<size_t>(t)] = x[t] == m ? 0 : 1.01 * (3 * std::fabs(a) + 4) * kEps * w;
+    r.err[static_cast<size_t>(t)] = x[t] == m ? 0 : 1.01 * (3 * std::fabs(a) + 4) * kEps * w + 0x1.0p-126;
   }
   r.order.resize(static_cast<size_t>(n));
   std::iota(r.order.begin(), r.order.end(), int64_t{0});
