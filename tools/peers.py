@@ -15,6 +15,10 @@ What it measures, per case point (a case's [sweep] expanded as attnbench expands
   paged      dense decode peers on the same contexts, cache in the query dtype (SDPA has no paged or fp8 cache)
   pipeline   its prefill only: causal attention over the prompt
   mha        the layer in PyTorch: F.linear (fused QKV, bias), SDPA on each backend, F.linear (output, bias)
+  sample     vLLM's PyTorch-native sampler (its forward_native): logits.float() / T, apply_top_k_top_p (a sort
+             of each row, top-k's k-th value, softmax and cumsum of the sorted row for top-p, a scatter back), then
+             softmax and the exponential race (probs / Exp(1), argmax); logits N(0, 4.5²) as the op draws them
+             (variant torch_sample_sort): PyTorch's sort-based top-p, the yardstick issue 52 sets
   ragged     the batch's prefill part (every sequence with more than one new token) as FlexAttention over the
              concatenated queries and dense keys, a document mask keeping each query to its own sequence's keys,
              causal bottom-right within it (and the window); the decodes are not in it, and the row says so
@@ -121,6 +125,9 @@ def defaults(op, dtype, s):
     s.setdefault("batch", 1)
     if op == "gemm":
         s.setdefault("layout", "nt")
+    if op == "sample":
+        for key, value in (("temperature", 1.0), ("top_k", 0), ("top_p", 1.0), ("min_p", 0.0)):
+            s.setdefault(key, value)
     if op in ("attention", "decode", "paged", "pipeline", "mha"):
         s.setdefault("kv_heads", s["heads"])
     if op == "mha":
@@ -214,6 +221,10 @@ def plan(op, dtype, s):
         return "ragged", ["flex"], dict(s, prefill=pre), 4 * h * d * pairs, e * d * (2 * nq * h + 2 * nk * g)
     if op == "softmax":
         return "softmax", ["torch.softmax"], s, 0, 2 * e * s["rows"] * s["cols"]
+    if op == "sample":  # the op's own floor: the logits read once, the tokens written
+        if s["temperature"] == 0:
+            return "skip: greedy is an argmax, not a sampler"
+        return "sample", ["torch_sort"], s, 0, e * s["batch"] * s["vocab"] + 4 * s["batch"]
     if op == "gemm":
         b, m, n, k = s["batch"], s["m"], s["n"], s["k"]
         return "gemm", ["cublas"], s, 2 * b * m * n * k, e * b * (m * k + n * k + m * n)
@@ -246,6 +257,9 @@ def plan(op, dtype, s):
 def describe(kind, s, dtype):
     if kind == "softmax":
         return f"x [{s['rows']}, {s['cols']}] {dtype}"
+    if kind == "sample":
+        return (f"logits [{s['batch']}, {s['vocab']}] {dtype}, T {s['temperature']}, top_k {s['top_k']}, "
+                f"top_p {s['top_p']}, min_p {s['min_p']}: vLLM's forward_native (sort, cumsum, exponential race)")
     if kind == "gemm":
         b = f"[{s['batch']}, {s['n']}, {s['k']}]" if s["layout"] == "nt" else f"[{s['batch']}, {s['k']}, {s['n']}]"
         return f"{s['layout']}: a [{s['batch']}, {s['m']}, {s['k']}] b {b} {dtype}"
@@ -273,6 +287,9 @@ def build(torch, kind, peer, s, dtype):
     if kind == "softmax":
         x = rand(s["rows"], s["cols"])
         return (lambda: torch.softmax(x, dim=-1)), contextlib.nullcontext()
+    if kind == "sample":
+        logits = rand(s["batch"], s["vocab"]) * 4.5
+        return (lambda: torch_sample(torch, logits, s)), contextlib.nullcontext()
     if kind == "gemm":
         torch.backends.cuda.matmul.allow_tf32 = False
         b, m, n, k = s["batch"], s["m"], s["n"], s["k"]
@@ -335,6 +352,28 @@ def build(torch, kind, peer, s, dtype):
         k, v = rand(b, cache, g, d)[:, :s["context"][0]], rand(b, cache, g, d)[:, :s["context"][0]]
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views as [b, h, s, d]: SDPA's order, attnbench's memory
     return (lambda: F.scaled_dot_product_attention(q, k, v, **kw)), sdpa_kernel([backend])
+
+
+def torch_sample(torch, logits, s):
+    """vLLM v1's PyTorch-native sampler (TopKTopPSampler.forward_native with apply_top_k_top_p, min-p before it as
+    its logits processor does): the sort-based way."""
+    x = logits.float() / s["temperature"]
+    if s["min_p"] > 0:
+        p = torch.softmax(x, dim=-1)
+        x = x.masked_fill(p < s["min_p"] * p.amax(dim=-1, keepdim=True), float("-inf"))
+    k, top_p = s["top_k"], s["top_p"]
+    if (0 < k < x.shape[-1]) or top_p < 1:
+        x_sort, x_idx = x.sort(dim=-1, descending=False)
+        if 0 < k < x.shape[-1]:
+            x_sort = x_sort.masked_fill(x_sort < x_sort[:, -k:-k + 1], float("-inf"))
+        if top_p < 1:
+            cum = x_sort.softmax(dim=-1).cumsum(dim=-1)
+            mask = cum <= 1 - top_p
+            mask[:, -1] = False
+            x_sort = x_sort.masked_fill(mask, float("-inf"))
+        x = x.scatter(dim=-1, index=x_idx, src=x_sort)
+    probs = x.softmax(dim=-1)
+    return probs.div_(torch.empty_like(probs).exponential_()).argmax(dim=-1)
 
 
 def clock_mhz(torch):
@@ -441,7 +480,8 @@ def device_facts(torch):
 # ------------------------------------------------------------------------------------------------- what it writes
 # The report's variant for each peer (the name this script's table and --json give it).
 VARIANTS = {"flash": "torch_sdpa_flash", "cudnn": "torch_sdpa_cudnn", "efficient": "torch_sdpa_efficient",
-            "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex"}
+            "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex",
+            "torch_sort": "torch_sample_sort"}
 LOW_CLOCK = 0.9  # a clock reading below this fraction of the maximum is low (app/clocks.hpp's kLowClock)
 # The report layout written (app/report.hpp's kJsonSchema when this was written): raise it with the schema once
 # the keys written here are checked against the new one (tests/test_peers_report.py fails until then).
