@@ -166,7 +166,8 @@ def made_up_results(peers):
 def check_rows(peers, results, doc):
     check(len(doc["rows"]) == len(results), f"{len(doc['rows'])} rows for {len(results)} results")
     names = {"flash": "torch_sdpa_flash", "cudnn": "torch_sdpa_cudnn", "efficient": "torch_sdpa_efficient",
-             "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex"}
+             "cublas": "torch_matmul", "torch.softmax": "torch_softmax", "flex": "torch_flex",
+             "torch_sort": "torch_sample_sort"}
     for r, row in zip(results, doc["rows"]):
         p, at = r["point"], f"row {row['case']} [{row['point']}] {row['variant']}"
         check((row["case"], row["point"]) == (p["case"], p["point"]), f"{at}: labels")
