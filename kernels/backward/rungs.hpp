@@ -19,4 +19,8 @@ std::size_t flash_mma_workspace(const BackwardParams& p);
 void flash_mma_det(const BackwardParams& p, const LaunchContext& ctx);  // 3_flash_mma_det.cu
 std::size_t flash_mma_det_workspace(const BackwardParams& p);
 
+void flash_wgmma(const BackwardParams& p, const LaunchContext& ctx);  // 4_flash_wgmma.cu
+std::string flash_wgmma_supports(const BackwardParams& p, const DeviceCaps& caps);
+std::size_t flash_wgmma_workspace(const BackwardParams& p);
+
 }  // namespace attnbench::backward_impl

@@ -147,6 +147,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_
 #endif
 }
 
+// d (64 x 64) = (scale_d ? d : 0) + A · B, both from shared memory and both stored transposed
+// from the K-major form: A M-major (stored k x m, m contiguous: imm-trans-a = 1) and B N-major
+// (k x n: imm-trans-b = 1). Both descriptors are the N-major kind: wgmma_desc_sw128 with
+// `lead` the bytes between 64-element M (N) blocks, 1024 between groups of 8 k rows; a k16 step
+// adds 16 rows of 128 bytes. 16-bit types only (PTX transposes only .f16/.bf16 descriptors).
+// The backward's dQ = dS K with dS kept as dSᵀ [key][query] (kernels/backward/4_flash_wgmma.cu).
+template <class T>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_mn(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTNBENCH_SS(TYPE)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                               \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n" \
+               : ATTNBENCH_D32(0)                                                                           \
+               : "l"(da), "l"(db), "r"(scale_d))
+  ATTNBENCH_WGMMA_TYPED(ATTNBENCH_SS);
+#undef ATTNBENCH_SS
+#endif
+}
+
 // d (64 x 256) += A · B, A from registers (this thread's fragment), B N-major in shared memory.
 template <class T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_n(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
