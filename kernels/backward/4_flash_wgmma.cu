@@ -37,9 +37,12 @@
 //     units) and D are double-buffered: the next query tile's copies are issued right after
 //     the barrier that publishes the current one. Two barriers a tile (its data is in; dS is
 //     in), as rung 2.
-//   - Overlap inside a tile: Sᵀ and dPᵀ are issued back to back; dV and dK (rs) are issued and
-//     left running while the warpgroups store dS, meet at the barrier and issue dQ; one wait
-//     for all three before the atomics.
+//   - Overlap inside a tile: Sᵀ and dPᵀ are issued back to back, one commit group each; P is
+//     computed and packed while dPᵀ runs, and dV issued at once; dS is computed and stored to
+//     shared memory while dV runs (before dK is issued: PTX forbids touching an A fragment's
+//     registers until its product's wait); dK runs while the warpgroups meet at the barrier
+//     and issue dQ; one wait for dV, dK and dQ before the atomics. Per tile 5 commit groups,
+//     waits wait<1> (Sᵀ), wait<1> (dPᵀ), wait<0>.
 //   - Masks (causal, window, the seq_k tail) and the score terms (ALiBi, soft-capping and its
 //     derivative) only in the MASKED kernel, and there only on the tiles that need them (a tile
 //     every (query, key) pair of which is visible and that has no score terms takes the plain
@@ -284,13 +287,8 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
       da[i / 8][(i / 2) % 4] = pack2<T>(s[i] * (dp[i] - dd[ql]), s[i + 1] * (dp[i + 1] - dd[ql + 1]));
     }
 
-    // dK_w += dSᵀ Q (Q N-major, as dO above).
-    wgmma_fence();  // da written by ordinary instructions
-#pragma unroll
-    for (int kk = 0; kk < QK; ++kk) wgmma_rs_nmajor<T, D>(acc_dk, da[kk], desc_n(sQ + kk * 16 * 128, Q_BLOCK));
-    wgmma_commit();
-
-    // dSᵀ to shared memory for dQ, while dV and dK run: key row r = key_l (r % 8 = g) and r + 8,
+    // dSᵀ to shared memory for dQ, while dV runs (before dK reads da: PTX leaves an A fragment's
+    // registers untouchable until its product's wait): key row r = key_l (r % 8 = g) and r + 8,
     // queries 16 kk + 2 t4 (chunk 2 kk) and + 8 (chunk 2 kk + 1), swizzled.
 #pragma unroll
     for (int kk = 0; kk < QK; ++kk) {
@@ -300,6 +298,12 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
       *reinterpret_cast<uint32_t*>(row + (((2 * kk + 1) ^ g) << 4)) = da[kk][2];
       *reinterpret_cast<uint32_t*>(row + 8 * 128 + (((2 * kk + 1) ^ g) << 4)) = da[kk][3];
     }
+    // dK_w += dSᵀ Q (Q N-major, as dO above).
+    wgmma_fence();  // da written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < QK; ++kk) wgmma_rs_nmajor<T, D>(acc_dk, da[kk], desc_n(sQ + kk * 16 * 128, Q_BLOCK));
+    wgmma_commit();
+
     fence_proxy_async_shared();  // the stores -> dQ's wgmma reads
     __syncthreads();             // both warpgroups' dSᵀ is in
 
