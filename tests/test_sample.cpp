@@ -16,6 +16,7 @@
 #include "kernels/common/philox.hpp"
 #include "kernels/common/random.hpp"
 #include "kernels/sample/pivot.hpp"
+#include "kernels/sample/rungs.hpp"
 #include "kernels/sample/sample.hpp"
 #include "reference/sample.hpp"
 
@@ -331,6 +332,19 @@ TEST(SampleCase, Supports) {
   EXPECT_EQ(sample_variants()[1].supports(p, caps), "");
   EXPECT_EQ(std::string(sample_variants()[0].name), "sort");
   EXPECT_EQ(std::string(sample_variants()[1].name), "pivot");
+  EXPECT_EQ(std::string(sample_variants()[2].name), "cluster");
+  // The cluster rung needs sm_90's clusters; it splits a row over 8 blocks at small batch, never
+  // fewer than 2 (a block's part at most vocab / 2: the depth contract at 512 threads).
+  DeviceCaps ampere = caps;
+  ampere.cc_major = 8;
+  p.batch = 8;
+  EXPECT_NE(sample_variants()[2].supports(p, ampere).find("sm_90"), std::string::npos);
+  EXPECT_EQ(sample_variants()[1].supports(p, ampere), "");
+  for (const auto& [batch, split] : std::vector<std::pair<int64_t, int>>{{1, 8}, {16, 8}, {17, 4}, {33, 4}, {34, 2},
+                                                                         {64, 2}, {1000, 2}}) {
+    p.batch = batch;
+    EXPECT_EQ(sample_impl::cluster_split(p, caps), split) << "batch " << batch;
+  }
 }
 
 namespace {
@@ -395,11 +409,13 @@ long long host_search(const std::vector<long long>& key, const std::vector<doubl
       mass_at = mass[0];
       return b.lo;
     }
-    int j = 0;
+    int j = 0;  // the last pivot the filter drops
     for (int i = 1; i < kSamplePivots; ++i)
       if (!kept(count[i], mass[i], z)) j = i;
     mass_at = mass[j];
-    if (bracket_narrow(b, pivot, count, j, kmin)) return b.lo;
+    const bool inside = j + 1 < kSamplePivots;
+    if (bracket_narrow(b, pivot[j], count[j], inside, inside ? pivot[j + 1] : 0, inside ? count[j + 1] : 0, kmin))
+      return b.lo;
   }
 }
 

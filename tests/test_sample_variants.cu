@@ -33,7 +33,8 @@ std::string any(const SampleParams&, const DeviceCaps&) { return ""; }
 
 const bool registered = [] {
   add_variant<SampleParams>({"test_sample_next", "TEST ONLY: pivot's token + 1", test_sample_next, any});
-  add_variant<SampleParams>({"test_sample_greedy", "TEST ONLY: the argmax whatever the filters", test_sample_greedy, any});
+  add_variant<SampleParams>(
+      {"test_sample_greedy", "TEST ONLY: the argmax whatever the filters", test_sample_greedy, any});
   return true;
 }();
 

@@ -128,8 +128,9 @@ void finish_sample(ShapeCheck& c) {
   if (s.real("top_p") <= 0) c.fail("top_p", "shape.top_p must be in (0, 1]: 1 is off, and 0 would keep nothing");
   const double t = s.real("temperature");
   if (t != 0 && t < 1e-3)
-    c.fail("temperature", "shape.temperature must be 0 (greedy) or at least 1e-3 (below it, fp32's 1/T and the weights' "
-                          "tolerance lose their meaning)");
+    c.fail("temperature",
+           "shape.temperature must be 0 (greedy) or at least 1e-3 (below it, fp32's 1/T and the weights' "
+           "tolerance lose their meaning)");
 }
 
 }  // namespace
@@ -141,13 +142,15 @@ OpSpec sample_op() {
   op.keys = {
       int_key("batch", "rows of logits, one token drawn from each"),
       int_key("vocab", "logits per row (the vocabulary)", std::nullopt, 2),
-      number_key("temperature", "logits divided by it before the softmax; 0: greedy (argmax, lowest index of equal "
-                                "maxima), the filters ignored",
+      number_key("temperature",
+                 "logits divided by it before the softmax; 0: greedy (argmax, lowest index of equal "
+                 "maxima), the filters ignored",
                  1.0, 0, 100),
       int_key("top_k", "keep tokens with fewer than top_k strictly larger logits (ties with the k-th all kept); 0: off",
               0, 0),
-      number_key("top_p", "keep tokens whose strictly more probable kept tokens hold less than top_p of the mass "
-                          "(the one crossing top_p is kept); 1: off",
+      number_key("top_p",
+                 "keep tokens whose strictly more probable kept tokens hold less than top_p of the mass "
+                 "(the one crossing top_p is kept); 1: off",
                  1.0, 0, 1),
       number_key("min_p", "keep tokens with probability at least min_p times the largest; 0: off", 0.0, 0, 1),
   };

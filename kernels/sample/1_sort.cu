@@ -47,9 +47,9 @@ SortLayout layout(const SampleParams& p) {
   l.end_bit = static_cast<int>(dtype_bytes(p.dtype)) * 8 + bits_for(p.batch);
   l.sorted = align256(items * sizeof(uint64_t));
   l.cub = l.sorted + align256(items * sizeof(uint64_t));
-  const cudaError_t query = cub::DeviceRadixSort::SortKeys(nullptr, l.cub_bytes, static_cast<const uint64_t*>(nullptr),
-                                                           static_cast<uint64_t*>(nullptr), static_cast<int>(items), 0,
-                                                           l.end_bit);
+  const cudaError_t query =
+      cub::DeviceRadixSort::SortKeys(nullptr, l.cub_bytes, static_cast<const uint64_t*>(nullptr),
+                                     static_cast<uint64_t*>(nullptr), static_cast<int>(items), 0, l.end_bit);
   // Without a device to ask (a dry run's listing), CUB's bound: the keys' second buffer and
   // its tuning state.
   if (query != cudaSuccess) l.cub_bytes = items * sizeof(uint64_t) + (std::size_t{1} << 20);
@@ -59,14 +59,15 @@ SortLayout layout(const SampleParams& p) {
 
 template <class T>
 __global__ void key_kernel(const T* x, uint64_t* keys, int64_t vocab, int64_t items) {
-  constexpr uint32_t all = kKeyBits<T> == 32 ? ~0u : (1u << kKeyBits<T>) - 1;
+  constexpr uint32_t all = kKeyBits<T> == 32 ? ~0u : (1u << kKeyBits<T>)-1;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < items; i += int64_t{gridDim.x} * blockDim.x)
     keys[i] = (static_cast<uint64_t>(i / vocab) << kKeyBits<T>) | (all - order_key<T>(logit(x[i])));
 }
 
 // A block per row over its sorted keys (descending logits) and its logits x.
 template <class T>
-__global__ void __launch_bounds__(kSampleThreads) select_kernel(const T* logits, const uint64_t* sorted, SampleParams p) {
+__global__ void __launch_bounds__(kSampleThreads)
+    select_kernel(const T* logits, const uint64_t* sorted, SampleParams p) {
   using Reduce = cub::BlockReduce<float, kSampleThreads>;
   __shared__ typename Reduce::TempStorage reduce_tmp;
   __shared__ float shared_value;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kSampleThreads) select_kernel(const T* logits,
   const int n = static_cast<int>(p.vocab);
   const T* x = logits + row * n;
   const uint64_t* keys = sorted + row * n;
-  constexpr uint32_t all = kKeyBits<T> == 32 ? ~0u : (1u << kKeyBits<T>) - 1;
+  constexpr uint32_t all = kKeyBits<T> == 32 ? ~0u : (1u << kKeyBits<T>)-1;
   auto s = [&](int i) { return key_value<T>(all - static_cast<uint32_t>(keys[i] & all)); };
 
   if (p.temperature == 0) {  // greedy: the first index of the max
@@ -120,8 +121,8 @@ __global__ void __launch_bounds__(kSampleThreads) select_kernel(const T* logits,
     total = mass([&](float v, float w) { return v >= smallest && in_k(v, w); });
   }
   const float target = sample_uniform(p.seed, static_cast<uint64_t>(row)) * total;
-  const int token = draw_token<kPer>(x, n, m, inv_t, target,
-                                         [&](float v, float w) { return v >= smallest && in_k(v, w); });
+  const int token =
+      draw_token<kPer>(x, n, m, inv_t, target, [&](float v, float w) { return v >= smallest && in_k(v, w); });
   if (threadIdx.x == 0) p.tokens[row] = static_cast<int32_t>(token);
 }
 

@@ -50,18 +50,18 @@ __device__ __forceinline__ float key_value(uint32_t k) {
 // A token's weight p_t / p_max: exp((x - max) · fl(1/T)), accurate expf (2 ulp), no fast math.
 __device__ __forceinline__ float weight(float x, float m, float inv_t) { return expf((x - m) * inv_t); }
 
-// The row's max and the lowest index holding it, in every thread.
-template <class T>
+// The row's max and the lowest index holding it, in every thread (a block of kThreads).
+template <int kThreads = kSampleThreads, class T>
 __device__ void row_max(const T* x, int n, float& m, int& arg) {
   struct Best {
     float v;
     int i;
   };
-  using Reduce = cub::BlockReduce<Best, kSampleThreads>;
+  using Reduce = cub::BlockReduce<Best, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   __shared__ Best best;
   Best mine{-INFINITY, INT_MAX};
-  for (int i = threadIdx.x; i < n; i += kSampleThreads) {
+  for (int i = threadIdx.x; i < n; i += kThreads) {
     const float v = logit(x[i]);
     if (v > mine.v) mine = {v, i};  // ascending i: the first of equal values stays
   }
@@ -85,16 +85,16 @@ struct PrefixHit {
   int first, last;
 };
 
-template <int kPer, class Weight, class Hit>
+template <int kPer, int kThreads = kSampleThreads, class Weight, class Hit>
 __device__ PrefixHit first_in_prefix(int n, Weight weight, Hit hit) {
-  using Scan = cub::BlockScan<float, kSampleThreads>;
-  using Reduce = cub::BlockReduce<int, kSampleThreads>;
+  using Scan = cub::BlockScan<float, kThreads>;
+  using Reduce = cub::BlockReduce<int, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ typename Reduce::TempStorage reduce_tmp;
   __shared__ int result;
   float carry = 0;
   int last = -1;
-  for (int base = 0; base < n; base += kSampleThreads * kPer) {
+  for (int base = 0; base < n; base += kThreads * kPer) {
     const int first = base + static_cast<int>(threadIdx.x) * kPer;
     float w[kPer];
     float run = 0;
@@ -118,7 +118,7 @@ __device__ PrefixHit first_in_prefix(int n, Weight weight, Hit hit) {
     found = result;
     __syncthreads();  // result, scan_tmp and reduce_tmp are rewritten next
     carry += total;
-    if (found != INT_MAX || base + kSampleThreads * kPer >= n) {
+    if (found != INT_MAX || base + kThreads * kPer >= n) {
       last = Reduce(reduce_tmp).Reduce(last, [](int a, int b) { return a > b ? a : b; });
       if (threadIdx.x == 0) result = last;
       __syncthreads();

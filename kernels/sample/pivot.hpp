@@ -24,19 +24,18 @@ ATTNBENCH_HOST_DEVICE inline long long bracket_pivot(const SampleBracket& b, int
   return b.lo + (b.top - b.lo) * j / kSamplePivots;
 }
 
-// After a pass over pivot(0..7): j is the last pivot the filter drops (pivot 0, lo, is dropped),
-// count[i] the tokens above pivot i, kmin the smallest key above lo that a token holds. No
-// token lies between lo and kmin, so lo moves up to min(kmin, top) - 1 (same tokens above).
-// Returns true when no token is left undecided between lo and top: the kept tokens are then
-// those with key > lo.
-ATTNBENCH_HOST_DEVICE inline bool bracket_narrow(SampleBracket& b, const long long (&pivot)[kSamplePivots],
-                                                 const int (&count)[kSamplePivots], int j, long long kmin) {
-  const int lo_count = count[j];
-  if (j + 1 < kSamplePivots) b.top = pivot[j + 1], b.top_count = count[j + 1];
-  b.lo = pivot[j];
+// After a pass: the filter drops pivot `lo` (count_lo tokens above it) and, when `inside`, keeps
+// the next pivot `next` (count_next above it); else it drops every pivot and top stays. kmin: the
+// smallest key above the old lo that a token holds. No token lies between the old lo and kmin,
+// so lo moves up to min(kmin, top) - 1 (the same tokens above). Returns true when no token is
+// left undecided between lo and top: the kept tokens are then those with key > lo.
+ATTNBENCH_HOST_DEVICE inline bool bracket_narrow(SampleBracket& b, long long lo, int count_lo, bool inside,
+                                                 long long next, int count_next, long long kmin) {
+  if (inside) b.top = next, b.top_count = count_next;
+  b.lo = lo;
   const long long snap = (kmin < b.top ? kmin : b.top) - 1;
   if (snap > b.lo) b.lo = snap;
-  return lo_count == b.top_count || b.top - b.lo <= 1;
+  return count_lo == b.top_count || b.top - b.lo <= 1;
 }
 
 // A logit below which top-p drops every token, for the search's floor: a token of weight under

@@ -1,6 +1,6 @@
 // The sample ladder, baseline first: one token per row of logits by temperature, min-p, top-k
 // and top-p, storage fp32/fp16/bf16, weights and sums fp32. One rung per file: 1_sort.cu,
-// 2_pivot.cu.
+// 2_pivot.cu, 3_cluster.cu.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +39,13 @@ const std::vector<Variant<SampleParams>>& sample_variants() {
       {"pivot", "sorting-free (FlashInfer's spirit): a block per row finds the top-k and top-p thresholds by "
                 "8-way pivot passes over the row, then the draw",
        pivot, supports, nullptr},
+      {"cluster", "sm_90: pivot with each row split over a cluster of up to 8 blocks, the statistics summed through "
+                  "distributed shared memory",
+       cluster, [](const SampleParams& p, const DeviceCaps& caps) {
+         const std::string why = supports(p, caps);
+         return why.empty() ? sample_impl::cluster_supports(p, caps) : why;
+       },
+       nullptr},
   });
   return table;
 }
