@@ -12,8 +12,9 @@
 // logits at vocab 32000 the CPU test that runs this bracket (tests/test_sample.cpp,
 // SamplePivot) counts 3.0 search passes a row for bf16 top_p 0.9, 7.3 for fp32, 5.8 for bf16
 // top_k 50 and 7.9 for both; with the max pass before and the draw after (which stops at its
-// token's chunk), a row is read 4-6 times for bf16 top_p, all but the first from L2. The max
-// pass fused into the first search pass (rung 3) and a wider first pass are what would cut it.
+// token's chunk), a row is read 4-6 times for bf16 top_p, all but the first from L2, by one SM:
+// at batch 1-16 the other SMs idle, which rung 3 (3_cluster.cu) splits a row over. The max pass
+// fused into the first search pass and a wider first pass would cut the passes themselves.
 // Not yet timed on a GPU (written for issue 52; compiled for sm_90a).
 #include <cuda_runtime.h>
 
