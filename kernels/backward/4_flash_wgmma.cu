@@ -386,24 +386,8 @@ int smem_for(int64_t head_dim) {
 // The whole backward: preprocess (D, the dQ accumulator zeroed), the main kernel, dQ converted.
 void flash_wgmma(const BackwardParams& p, const LaunchContext& ctx) {
   const flash::Workspace w = flash::workspace_of(p, false);
-  char* ws = static_cast<char*>(ctx.workspace);
-  float* d = reinterpret_cast<float*>(ws);
-  Args a{};
-  a.q = p.q, a.k = p.k, a.v = p.v, a.d_o = p.d_o, a.lse = p.lse;
-  a.d = d;
-  a.dq_accum = reinterpret_cast<float*>(ws + w.d);
-  a.turns = nullptr;
-  a.dk = p.dk, a.dv = p.dv;
-  a.seq_q = static_cast<int>(p.seq_q), a.seq_k = static_cast<int>(p.seq_k);
-  a.heads = static_cast<int>(p.heads), a.kv_heads = static_cast<int>(p.kv_heads);
-  a.group = static_cast<int>(p.heads / p.kv_heads), a.head_dim = static_cast<int>(p.head_dim);
-  a.q_tiles = static_cast<int>(ceil_div(p.seq_q, 64));
-  a.q_offset = static_cast<int>(p.q_offset);
-  const Reach reach = key_reach(p.causal, p.window, p.seq_q, p.seq_k);
-  a.lo_reach = reach.lo, a.hi_reach = reach.hi;
-  a.scale = p.score.scale, a.scale_log2 = p.score.scale_log2;
-  a.softcap = p.score.softcap, a.inv_softcap = p.score.softcap > 0 ? 1.f / p.score.softcap : 0.f;
-  a.slopes = p.score.alibi ? p.score.alibi_slopes : nullptr;
+  const Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w);
+  float* d = static_cast<float*>(ctx.workspace);  // D: the workspace's first part (args_of)
   with_16bit(p.dtype, kName, [&](auto tag) {
     using T = decltype(tag);
     launch_preprocess(static_cast<const T*>(p.o), static_cast<const T*>(p.d_o), d, a.dq_accum, p.batch, p.seq_q,

@@ -388,16 +388,14 @@ void launch_kernel(const Args& a, int64_t batch, cudaStream_t stream, const char
 
 // The whole backward: preprocess (D, dQ accumulator zeroed), the turn counters zeroed
 // (deterministic), the main kernel, dQ converted.
-template <bool DETERMINISTIC>
-void run(const BackwardParams& p, const LaunchContext& ctx, const char* name) {
-  const Workspace w = workspace_of(p, DETERMINISTIC);
-  char* ws = static_cast<char*>(ctx.workspace);
-  float* d = reinterpret_cast<float*>(ws);
+// The kernels' arguments for p over the workspace `ws` laid out as w (the tiled rungs', rung 4's
+// included): D first, then the dQ accumulator, then (w.turns > 0) the turn counters.
+inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w) {
   Args a{};
   a.q = p.q, a.k = p.k, a.v = p.v, a.d_o = p.d_o, a.lse = p.lse;
-  a.d = d;
+  a.d = reinterpret_cast<float*>(ws);
   a.dq_accum = reinterpret_cast<float*>(ws + w.d);
-  a.turns = DETERMINISTIC ? reinterpret_cast<int*>(ws + w.d + w.acc) : nullptr;
+  a.turns = w.turns > 0 ? reinterpret_cast<int*>(ws + w.d + w.acc) : nullptr;
   a.dk = p.dk, a.dv = p.dv;
   a.seq_q = static_cast<int>(p.seq_q), a.seq_k = static_cast<int>(p.seq_k);
   a.heads = static_cast<int>(p.heads), a.kv_heads = static_cast<int>(p.kv_heads);
@@ -409,6 +407,14 @@ void run(const BackwardParams& p, const LaunchContext& ctx, const char* name) {
   a.scale = p.score.scale, a.scale_log2 = p.score.scale_log2;
   a.softcap = p.score.softcap, a.inv_softcap = p.score.softcap > 0 ? 1.f / p.score.softcap : 0.f;
   a.slopes = p.score.alibi ? p.score.alibi_slopes : nullptr;
+  return a;
+}
+
+template <bool DETERMINISTIC>
+void run(const BackwardParams& p, const LaunchContext& ctx, const char* name) {
+  const Workspace w = workspace_of(p, DETERMINISTIC);
+  const Args a = args_of(p, static_cast<char*>(ctx.workspace), w);
+  float* d = static_cast<float*>(ctx.workspace);  // D: the workspace's first part (args_of)
   with_16bit(p.dtype, name, [&](auto tag) {
     using T = decltype(tag);
     launch_preprocess(static_cast<const T*>(p.o), static_cast<const T*>(p.d_o), d, a.dq_accum, p.batch, p.seq_q,
