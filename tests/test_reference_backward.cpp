@@ -392,5 +392,33 @@ TEST(BackwardTiles, KeyBlocksAndQueryTilesMeetExactlyWhereAPairIsVisible) {
   EXPECT_GT(checked, 1000);
 }
 
+// Both block orders of the 1-D grid give every (key block, row) to exactly one block, and start
+// a row's key blocks in increasing order (the deterministic rung's turns wait only for lower
+// key blocks of the row: one that started later could deadlock the chain). Key-major starts
+// every row's key block n before any row's n + 1, so a causal grid's heaviest blocks go first.
+TEST(BackwardTiles, BothBlockOrdersCoverEveryBlockOnceAndStartARowInKeyOrder) {
+  for (int key_blocks : {1, 3, 32})
+    for (int rows : {1, 2, 8, 64})
+      for (bool key_major : {false, true}) {
+        const int total = key_blocks * rows;
+        std::vector<int> seen(total, 0), next_key(rows, 0);
+        int last_n = 0;
+        for (int linear = 0; linear < total; ++linear) {
+          const BlockCoord c = block_coord(linear, key_blocks, rows, key_major);
+          ASSERT_TRUE(c.n_block >= 0 && c.n_block < key_blocks && c.row >= 0 && c.row < rows);
+          ++seen[c.row * key_blocks + c.n_block];
+          ASSERT_EQ(c.n_block, next_key[c.row]++) << "row " << c.row << " starts its key blocks out of order";
+          if (key_major) ASSERT_GE(c.n_block, last_n);
+          last_n = c.n_block;
+        }
+        for (int s : seen) ASSERT_EQ(s, 1);
+      }
+  // The rule: key-major for causal grids under 4 blocks an SM only.
+  EXPECT_TRUE(key_major_order(true, 256, 132));    // GQA b2 h32/4 s4096 d128, Bc 128
+  EXPECT_FALSE(key_major_order(true, 2048, 132));  // MHA b4 h16 s4096 d128
+  EXPECT_FALSE(key_major_order(false, 256, 132));  // non-causal work is even
+  EXPECT_FALSE(key_major_order(true, 256, 0));     // no device caps: the row-major default
+}
+
 }  // namespace
 }  // namespace attnbench::backward_impl

@@ -10,7 +10,8 @@
 //     and V once and keeps dK and dV in registers while it walks every query tile of Br = 64
 //     rows that sees one of its keys, for every query head of the group (tiles.hpp's
 //     query_tiles; first_key_block's geometry is rung 2's at d128, so the deterministic turn
-//     order of rung 3 would carry over). Grid (key blocks, kv heads, batches).
+//     order of rung 3 would carry over). The 1-D grid and block order of rung 2 (tiles.hpp's
+//     block_coord: key-major for a small causal grid).
 //   - Two warpgroups (256 threads, all of them copying and computing; no producer warpgroup
 //     yet). Warpgroup w owns keys 64w..64w+63 of the block: the m64 rows of every product that
 //     accumulates into its dK and dV, so those need no exchange:
@@ -29,7 +30,8 @@
 //     an N-major swizzled operand cannot start mid-block, so warpgroup w takes all 64 columns
 //     over its own 64 keys, and both add their partial sums (twice the atomics of a d split,
 //     the same count a key as rung 2's d64 blocks of 64 keys). The partial dQ goes to the
-//     fp32 accumulator by float2 atomics (red.global.add.v2.f32, sm_90); the preprocess (D,
+//     fp32 accumulator by float4 atomics (red.global.add.v4.f32, sm_90: lanes trade pairs so
+//     each holds four adjacent columns); the preprocess (D,
 //     the zeroed accumulator) and the conversion to the dtype are preprocess.cuh's.
 //   - Tiles are [D / 64 column blocks][rows][128 bytes] in the 128-byte swizzle (chunk c of row
 //     r at (c ^ r % 8) x 16), 1024-byte aligned, copied by cp.async from every thread (the
@@ -137,7 +139,9 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int g = lane / 4, t4 = lane % 4;
 
-  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int key_blocks = static_cast<int>(ceil_div(a.seq_k, Bc));
+  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major);
+  const int n_block = at.n_block, kvh = at.row % a.kv_heads, b = at.row / a.kv_heads;
   const int n0 = n_block * Bc, n1 = min(n0 + Bc, a.seq_k) - 1;
   const T* q = static_cast<const T*>(a.q);
   const T* d_o = static_cast<const T*>(a.d_o);
@@ -329,16 +333,23 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
       fence_operands(da[kk]);
     }
 
-    // Into the fp32 accumulator: rows m0 + 16 (warp % 4) + g (+ 8), columns c0 + 8j + 2 t4.
+    // Into the fp32 accumulator by float4 atomics (red.global.add.v4.f32, sm_90): half the
+    // atomic operations of the float2 pairs the fragment holds (this tile's dQ is 32 KB of
+    // atomics a block, the whole card's about 4 GB at b4 h16 s4096 d128). A thread holds
+    // columns 8j + 2 t4, +1 of rows g and g + 8; lanes t4 and t4 ^ 1 trade a pair, so the even
+    // lane adds columns 8j + 2 t4 .. +3 of row g and the odd one columns 8j + 2 (t4 - 1) .. +3
+    // of row g + 8: 16-byte aligned (head_dim and c0 are multiples of 64).
     const int c0 = D == 128 ? 64 * wg : 0;
+    const bool odd = t4 & 1;
+    const int i = m0 + 16 * (warp % 4) + g + (odd ? 8 : 0);
+    float* dst = a.dq_accum + (int64_t{b} * a.seq_q + i) * q_stride + int64_t{h} * D + c0 + 2 * (t4 & 2);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int i = m0 + 16 * (warp % 4) + g + 8 * hh;
-      if (i >= a.seq_q) continue;
-      float* dst = a.dq_accum + (int64_t{b} * a.seq_q + i) * q_stride + int64_t{h} * D + c0 + 2 * t4;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(acc_q[4 * j + 2 * hh], acc_q[4 * j + 2 * hh + 1]));
+    for (int j = 0; j < 8; ++j) {
+      const float* f = acc_q + 4 * j;  // f[0], f[1]: row g; f[2], f[3]: row g + 8
+      const float give0 = odd ? f[0] : f[2], give1 = odd ? f[1] : f[3];
+      const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+      const float4 add = odd ? make_float4(got0, got1, f[2], f[3]) : make_float4(f[0], f[1], got0, got1);
+      if (i < a.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), add);
     }
   }
   cp_async_wait<0>();
@@ -369,9 +380,7 @@ void launch_kernel(const Args& a, int64_t batch, cudaStream_t stream, const char
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   check_cuda(opt_in, name);
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.seq_k, Cfg::Bc)), static_cast<unsigned>(a.kv_heads),
-                  static_cast<unsigned>(batch));
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(a);
+  kernel<<<flash::grid_blocks(a, batch, Cfg::Bc), Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(a);
   check_launch(name);
 }
 
@@ -386,7 +395,8 @@ int smem_for(int64_t head_dim) {
 // The whole backward: preprocess (D, the dQ accumulator zeroed), the main kernel, dQ converted.
 void flash_wgmma(const BackwardParams& p, const LaunchContext& ctx) {
   const flash::Workspace w = flash::workspace_of(p, false);
-  const Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w);
+  const Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w, WgConfig<128>::Bc,
+                                ctx.caps ? ctx.caps->sm_count : 0);
   float* d = static_cast<float*>(ctx.workspace);  // D: the workspace's first part (args_of)
   with_16bit(p.dtype, kName, [&](auto tag) {
     using T = decltype(tag);
@@ -410,7 +420,8 @@ std::string flash_wgmma_supports(const BackwardParams& p, const DeviceCaps& caps
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p.kv_heads > kMaxGridYZ || p.batch > kMaxGridYZ) return "kv_heads and batch must be <= 65535 (grid y, z)";
+  if (ceil_div(p.seq_k, WgConfig<128>::Bc) * p.kv_heads * p.batch >= (int64_t{1} << 31))
+    return "key blocks x kv_heads x batch must be < 2^31 (the 1-D grid)";
   if (p.head_dim == 256)
     return "head_dim 256: dK and dV of a warpgroup's 64 keys would need 2 x 128 fp32 registers a thread besides "
            "Sᵀ and dPᵀ (the naive rung takes it)";

@@ -6,8 +6,9 @@
 //   - K/V outer loop. A block owns Bc keys of one (batch, kv head): it loads K_j and V_j once
 //     and keeps dK_j and dV_j in registers while it walks every query tile that sees one of its
 //     keys, for every query head of the kv head's group (GQA: dK and dV summed in registers, no
-//     second pass). Grid (key blocks, kv heads, batches), the key blocks of one head adjacent
-//     and first key block first: with causal masks the first key blocks see the most query tiles.
+//     second pass). A 1-D grid of key blocks x kv heads x batches, in row-major order (a head's
+//     key blocks adjacent, first first) or, for a small causal grid, key-major (tiles.hpp's
+//     block_coord says why): either way the heaviest key blocks of a row start first.
 //   - Warps split the keys: warp w owns keys 16w..16w+15 of the block, so every product that
 //     accumulates into dK or dV has the warp's keys as its m16 rows and needs no exchange:
 //       Sᵀ  = K_w Qᵀ        (m = keys, n = queries, k = head_dim)
@@ -24,8 +25,8 @@
 //     (the preprocess zeroed it): atomics (rung 2), or, DETERMINISTIC, adds in key-block order:
 //     the block waits for its turn on the tile's counter (turn = its key block's index among
 //     the key blocks that see the tile), adds with plain loads and stores, and passes the turn
-//     on. Blocks wait only for lower key blocks of the same head, which start earlier (blockIdx.x
-//     is the key block), so the chain cannot deadlock. Each sum then has one order: dQ, dK and
+//     on. Blocks wait only for lower key blocks of the same head, which start earlier (both
+//     block orders start a row's key blocks in increasing order), so the chain cannot deadlock. Each sum then has one order: dQ, dK and
 //     dV are bitwise reproducible.
 //   - Q, dO, the tile's LSE (in exp2 units) and D are double-buffered: the copies of the next
 //     query tile are issued right after the tile's first barrier. Two barriers a tile (the
@@ -74,6 +75,7 @@ struct Args {
   float scale, scale_log2;
   float softcap, inv_softcap;   // score units; 0, 0 = none
   const float* slopes;          // [heads] ALiBi slopes, or null
+  int key_major;                // the 1-D grid's block order (tiles.hpp's block_coord)
 };
 
 // Br queries x Bc keys per tile; D the head-dim class; 16 keys a warp.
@@ -120,7 +122,9 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t4 = lane % 4;
 
-  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int key_blocks = static_cast<int>(ceil_div(a.seq_k, Bc));
+  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major);
+  const int n_block = at.n_block, kvh = at.row % a.kv_heads, b = at.row / a.kv_heads;
   const int n0 = n_block * Bc, n1 = min(n0 + Bc, a.seq_k) - 1;
   const T* q = static_cast<const T*>(a.q);
   const T* d_o = static_cast<const T*>(a.d_o);
@@ -370,6 +374,11 @@ inline Workspace workspace_of(const BackwardParams& p, bool deterministic) {
           deterministic ? round_up_256(tiles * sizeof(int)) : 0};
 }
 
+// The 1-D grid: key blocks of Bc keys x kv heads x batches (supports() keeps it below 2^31).
+inline unsigned grid_blocks(const Args& a, int64_t batch, int Bc) {
+  return static_cast<unsigned>(ceil_div(a.seq_k, Bc) * a.kv_heads * batch);
+}
+
 inline bool is_masked(const BackwardParams& p) {
   return p.causal || p.window > 0 || p.score.alibi || p.score.softcap > 0;
 }
@@ -380,9 +389,7 @@ void launch_kernel(const Args& a, int64_t batch, cudaStream_t stream, const char
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   check_cuda(opt_in, name);
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.seq_k, Cfg::Bc)), static_cast<unsigned>(a.kv_heads),
-                  static_cast<unsigned>(batch));
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(a);
+  kernel<<<grid_blocks(a, batch, Cfg::Bc), Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(a);
   check_launch(name);
 }
 
@@ -390,7 +397,8 @@ void launch_kernel(const Args& a, int64_t batch, cudaStream_t stream, const char
 // (deterministic), the main kernel, dQ converted.
 // The kernels' arguments for p over the workspace `ws` laid out as w (the tiled rungs', rung 4's
 // included): D first, then the dQ accumulator, then (w.turns > 0) the turn counters.
-inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w) {
+// Bc and sm_count choose the block order (key_major_order).
+inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w, int Bc, int sm_count) {
   Args a{};
   a.q = p.q, a.k = p.k, a.v = p.v, a.d_o = p.d_o, a.lse = p.lse;
   a.d = reinterpret_cast<float*>(ws);
@@ -407,13 +415,15 @@ inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w) {
   a.scale = p.score.scale, a.scale_log2 = p.score.scale_log2;
   a.softcap = p.score.softcap, a.inv_softcap = p.score.softcap > 0 ? 1.f / p.score.softcap : 0.f;
   a.slopes = p.score.alibi ? p.score.alibi_slopes : nullptr;
+  a.key_major = key_major_order(p.causal, ceil_div(p.seq_k, Bc) * p.kv_heads * p.batch, sm_count);
   return a;
 }
 
 template <bool DETERMINISTIC>
 void run(const BackwardParams& p, const LaunchContext& ctx, const char* name) {
   const Workspace w = workspace_of(p, DETERMINISTIC);
-  const Args a = args_of(p, static_cast<char*>(ctx.workspace), w);
+  const int Bc = with_head_dim_class<64, 128>(p.head_dim, [](auto d) { return ConfigFor<decltype(d)::value>::Bc; });
+  const Args a = args_of(p, static_cast<char*>(ctx.workspace), w, Bc, ctx.caps ? ctx.caps->sm_count : 0);
   float* d = static_cast<float*>(ctx.workspace);  // D: the workspace's first part (args_of)
   with_16bit(p.dtype, name, [&](auto tag) {
     using T = decltype(tag);
@@ -437,7 +447,8 @@ inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
     return "batch, heads, kv_heads, seq_q and seq_k must be >= 1";
   if (p.heads % p.kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p.kv_heads > kMaxGridYZ || p.batch > kMaxGridYZ) return "kv_heads and batch must be <= 65535 (grid y, z)";
+  if (ceil_div(p.seq_k, 64) * p.kv_heads * p.batch >= (int64_t{1} << 31))
+    return "key blocks x kv_heads x batch must be < 2^31 (the 1-D grid)";
   if (p.head_dim < 8 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8 (rows move in 16-byte chunks)";
   if (p.head_dim > 128)
     return "head_dim above 128: a warp's dK and dV of 16 keys would need 2 x 128 fp32 registers a lane";

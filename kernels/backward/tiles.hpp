@@ -35,4 +35,32 @@ ATTNBENCH_HOST_DEVICE inline int first_key_block(int q_offset, int lo_reach, int
   return (key > 0 ? key : 0) / Bc;
 }
 
+// Which key block and which (kv head, batch) row a block of the 1-D grid works on. Blocks
+// start in about their linear order, one or two an SM at a time, and a block's work is its key
+// block's query tiles times the group: causal masks give the first key blocks of a row the
+// most (key block 0 sees every query tile; the last, a few). Row-major order (a row's key
+// blocks adjacent, first to last) keeps the blocks that read the same Q and dO on the card
+// together; it balances itself when the grid is many blocks an SM. A small causal grid does
+// not: GQA b2 h32/4 s4096 d128 is 256 blocks of up to 8 heads x 64 query tiles on 132 SMs,
+// the heaviest one alone an SM's fair share, and row-major order starts rows 5-8's heaviest
+// blocks in the second wave (rung 4 measured 3.52 ms there against 2.43 ms for MHA's 2048
+// blocks of the same FLOPs, run 274; a list-scheduling model gives 1.59x the balanced time).
+// Key-major order (every row's key block 0 first, then every row's key block 1, ...) starts the
+// heaviest blocks first: the model's 1.00x. Both orders start a row's key blocks in increasing
+// order, which the deterministic rung's turns need (a block waits only for lower key blocks of
+// its row, so they must not start after it).
+struct BlockCoord {
+  int n_block, row;  // row = kv head + kv_heads * batch index
+};
+
+ATTNBENCH_HOST_DEVICE inline BlockCoord block_coord(int linear, int key_blocks, int rows, bool key_major) {
+  return key_major ? BlockCoord{linear / rows, linear % rows} : BlockCoord{linear % key_blocks, linear / key_blocks};
+}
+
+// Key-major for a causal grid of fewer than 4 blocks an SM (the model's row-major cost is
+// within 7% of balanced from there on, and row-major keeps a head's blocks together).
+inline bool key_major_order(bool causal, long long blocks, int sm_count) {
+  return causal && blocks < 4LL * sm_count;
+}
+
 }  // namespace attnbench::backward_impl
