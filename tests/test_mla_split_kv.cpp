@@ -88,11 +88,38 @@ TEST(MlaSplitPlan, RowClassesAndGroups) {
   EXPECT_EQ(mla_impl::split_group_rows(16), 16);
   EXPECT_EQ(mla_impl::split_group_rows(17), 32);
   EXPECT_EQ(mla_impl::split_group_rows(32), 32);
-  EXPECT_EQ(mla_impl::split_group_rows(48), 64);
-  EXPECT_EQ(mla_impl::split_group_rows(256), 64);
+  // 32 rows at most a group: a warp holds 16 rows' Q fragments and P in registers.
+  EXPECT_EQ(mla_impl::kSplitMaxRows, 32);
+  EXPECT_EQ(mla_impl::split_group_rows(33), 32);
+  EXPECT_EQ(mla_impl::split_group_rows(48), 32);
+  EXPECT_EQ(mla_impl::split_group_rows(256), 32);
   const std::vector<int32_t> lens(4, 4096);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 128 * 2, 132).groups, 4);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132).groups, 1);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 128 * 2, 132).groups, 8);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132).groups, 2);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16 * 2, 132).groups, 1);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132).group_rows, 32);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132).groups, 2);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16, 132).group_rows, 16);
+}
+
+// The compute-bound perf shapes: enough row groups to fill an H100 without splits.
+TEST(MlaSplitPlan, ManyHeadsFillTheCardWithGroups) {
+  std::vector<int32_t> lens(64, 4096);
+  SplitPlan plan = plan_split_kv(lens.data(), 64, 4096, 128, 132);  // b64 h128 s1: 4 groups of 32
+  EXPECT_EQ(plan.group_rows, 32);
+  EXPECT_EQ(plan.groups, 4);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.chunk, 4096);
+  lens.assign(32, 8192);
+  plan = plan_split_kv(lens.data(), 32, 8192, 256, 132);  // b32 h128 s2: 8 groups
+  EXPECT_EQ(plan.groups, 8);
+  EXPECT_EQ(plan.splits, 1);
+  // A few sequences of many heads still split: 2 x 4 groups = 8 units on 132 slots.
+  lens.assign(2, 16384);
+  plan = plan_split_kv(lens.data(), 2, 16384, 128, 132);
+  EXPECT_EQ(plan.groups, 4);
+  EXPECT_GT(plan.splits, 1);
+  EXPECT_LE(working_blocks(plan, lens), 132);
 }
 
 // The perf cases' memory-bound shapes on an H100 (132 SMs, one block each).
@@ -241,9 +268,19 @@ TEST(MlaSplitKv, SaysWhyNot) {
   EXPECT_EQ(mla_impl::split_kv_supports(p, a100), "needs sm_90 (bulk copies through mbarriers)");
   DeviceCaps small = assumed_caps();
   small.smem_per_block_optin = 100 * 1024;
-  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 1, 4096), small),
-            "needs 129 KB of shared memory per block");  // 16 rows: Q, 3 stages of 32 keys, P
-  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 2, 4096), small), "needs 149 KB of shared memory per block");
+  // 16 rows: 3 stages of 32 keys (36.5 KB each) and two partial-S buffers (8.5 KB each).
+  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 1, 4096), small), "needs 126 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 2, 4096), small), "needs 143 KB of shared memory per block");
+  // fp8: 3 raw stages (20.5 KB each), two 16-bit V tiles (32.5 KB each), the partial-S buffers.
+  MlaParams f = params(4, 16, 1, 4096);
+  f.cache_format = MlaCache::fp8;
+  EXPECT_EQ(mla_impl::split_kv_supports(f, small), "needs 143 KB of shared memory per block");
+  f.s_q = 2;
+  EXPECT_EQ(mla_impl::split_kv_supports(f, small), "needs 160 KB of shared memory per block");
+  // Every configuration fits an H100's 227 KB.
+  DeviceCaps h100 = assumed_caps();
+  h100.smem_per_block_optin = 227 * 1024;
+  EXPECT_EQ(mla_impl::split_kv_supports(f, h100), "");
 }
 
 // The op lists split_kv for its 16-bit points and says why not for fp32 and the other dims.

@@ -1,11 +1,14 @@
 // The host-side plan of mla's split_kv rung (2_split_kv.cu): how a launch cuts its work into
-// blocks, in plain C++ so that the CPU tests check it (tests/test_mla_split_plan.cpp) and the
+// blocks, in plain C++ so that the CPU tests check it (tests/test_mla_split_kv.cpp) and the
 // kernel walks the same ranges (split_range is host and device).
 //
-// A block is (sequence, group of up to 64 query rows, split of the context). Query rows are the
-// sequence's s_q · heads (token, head) pairs; a group holds group_rows of them (16, 32 or 64: the
-// kernel's row class), so heads · s_q <= 64 is one group and every latent row of a split is read
-// once for all of them. A split is `chunk` keys (whole 32-key tiles of the kernel), the last one
+// A block is (sequence, group of up to 32 query rows, split of the context). Query rows are the
+// sequence's s_q · heads (token, head) pairs; a group holds group_rows of them (16 or 32: the
+// kernel's row class, one or two 16-row slices of 4 warps), so heads · s_q <= 32 is one group
+// and every latent row of a split is read once for all of them. (The first version had a
+// 64-row class; the kernel now keeps each warp's Q fragments and P in registers, which leaves
+// no room for 32 rows a warp: 48 or 64 rows take two groups, the second reading the cache
+// from L2 right after the first.) A split is `chunk` keys (whole 32-key tiles of the kernel), the last one
 // running to the end of its context.
 #pragma once
 #include <algorithm>
@@ -24,10 +27,10 @@ constexpr int64_t kSplitMinChunk = 256;
 // DeviceCaps, so it sizes the partials for this bound): 132 SMs x 1 block on an H100/H200.
 constexpr int64_t kSplitMaxBlocks = 512;
 // Query rows of one block at most (the kernel's largest row class).
-constexpr int64_t kSplitMaxRows = 64;
+constexpr int64_t kSplitMaxRows = 32;
 
-// The row class of a sequence's rows = s_q · heads: 16, 32 or 64 (more rows take several groups of 64).
-constexpr int64_t split_group_rows(int64_t rows) { return rows <= 16 ? 16 : rows <= 32 ? 32 : kSplitMaxRows; }
+// The row class of a sequence's rows = s_q · heads: 16 or 32 (more rows take several groups of 32).
+constexpr int64_t split_group_rows(int64_t rows) { return rows <= 16 ? 16 : kSplitMaxRows; }
 
 struct SplitPlan {
   int64_t group_rows = 16;  // the kernel's row class
