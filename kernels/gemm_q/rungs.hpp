@@ -15,6 +15,8 @@ void dense_cublas(const GemmQParams& p, const LaunchContext& ctx);  // 1_dequant
 std::string dense_cublas_supports(const GemmQParams& p, const DeviceCaps& caps);
 void fused_mma(const GemmQParams& p, const LaunchContext& ctx);  // 2_fused_mma.cu
 std::string fused_mma_supports(const GemmQParams& p, const DeviceCaps& caps);
+void splitk_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 3_splitk_gemv.cu
+std::string splitk_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
 
 // What no variant can run; empty when the point is fine.
 inline std::string common_reason(const GemmQParams& p) {
