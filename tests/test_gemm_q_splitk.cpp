@@ -67,6 +67,19 @@ TEST(GemmQSplitk, LlamaShapesOnH100) {
   EXPECT_EQ(p.splits, 8);
 }
 
+// The launcher asks the card how many clusters it holds at once: where its GPCs pack 4 blocks
+// an SM into fewer than 64 clusters of 8, n 4096 takes 4 splits, not a second wave.
+TEST(GemmQSplitk, OneWaveOfWhatTheCardHolds) {
+  auto packs = [](int64_t eight) {
+    return [eight](int splits) { return splits == 8 ? eight : 4 * 132 / splits; };
+  };
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, packs(66)).splits, 8);
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, packs(64)).splits, 8);
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, packs(63)).splits, 4);
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, [](int) { return int64_t{0}; }).splits, 1);  // nothing fits: no split
+  EXPECT_EQ(plan_splitk(64, 4096, 4, [](int) { return int64_t{1}; }).splits, 8);  // one column block
+}
+
 // Whatever the shape and card: splits a power of two in [1, 8], no more than the steps, all
 // blocks resident at once unless one split already overflows, and no larger split would fit.
 TEST(GemmQSplitk, PlanInvariants) {

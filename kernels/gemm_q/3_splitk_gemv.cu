@@ -18,10 +18,10 @@
 //   the first) and the activations' L2 reads are (n / 64) · m · k · 2 bytes, at m = 16 the weight
 //   bytes again, not 4x them.
 // - k is split over the `splits` blocks of a cluster (1, 2, 4 or 8: kernels/gemm_q/splitk_plan.hpp,
-//   the most that keep every block resident, 4 an SM): k 4096 n 4096 runs 64 column blocks x 8
-//   splits = 512 blocks of 128 threads, each warp 4 steps of 128 k (16 rows x 64 bytes = 1 KB a
-//   step, 2 x 16-byte cp.async a lane); k 4096 n 14336: 224 x 2 = 448 blocks, 16 steps a warp;
-//   k 14336 n 4096: 64 x 8, 14 steps a warp.
+//   the most whose blocks are all resident at once, as cudaOccupancyMaxActiveClusters counts
+//   them, ~4 an SM): k 4096 n 4096 runs 64 column blocks x 8 splits = 512 blocks of 128 threads,
+//   each warp 4 steps of 128 k (16 rows x 64 bytes = 1 KB a step, 2 x 16-byte cp.async a lane);
+//   k 4096 n 14336: 224 x 2 = 448 blocks, 16 steps a warp; k 14336 n 4096: 64 x 8, 14 steps a warp.
 // - The weights go through rung 2's lane-private cp.async ring (each lane reads back only what it
 //   copied: no barrier), here 8 stages deep, so that a warp has up to 7 KB in flight, a block 28
 //   KB, an SM (4 blocks) ~112 KB: at k 4096 n 4096 a warp issues all 4 of its steps before its
@@ -50,6 +50,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
 #include <string>
 #include <type_traits>
 
@@ -300,10 +301,42 @@ __global__ void __launch_bounds__(kThreads, gemm_q_impl::kSplitkBlocksPerSm)
   cluster.sync();  // no block leaves while a peer may read its partials
 }
 
+// How many clusters of 1, 2, 4 and 8 blocks of this kernel the card holds at once (the GPCs'
+// SM counts decide how 4 blocks an SM pack into clusters of 8), asked once per kernel on its first
+// launch (verification, before any timing or graph capture); the model where the query fails.
+template <class T, int kBits, int kNt>
+int64_t resident_clusters(int splits, int sm_count) {
+  static const std::array<int64_t, 4> clusters = [sm_count] {
+    std::array<int64_t, 4> c{};
+    for (int i = 0; i < 4; ++i) {
+      const int s = 1 << i;
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = static_cast<unsigned>(s);
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3(static_cast<unsigned>(s));
+      cfg.blockDim = dim3(kThreads);
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, splitk_gemv_kernel<T, kBits, kNt>, &cfg) == cudaSuccess && n > 0)
+        c[i] = n;
+      else
+        c[i] = gemm_q_impl::splitk_model_clusters(sm_count, s);
+    }
+    (void)cudaGetLastError();  // a failed query is answered by the model, not by the next launch's check
+    return c;
+  }();
+  return clusters[splits == 1 ? 0 : splits == 2 ? 1 : splits == 4 ? 2 : 3];
+}
+
 template <class T, int kBits, int kNt>
 void launch(const GemmQParams& p, const LaunchContext& ctx) {
-  const gemm_q_impl::SplitkPlan plan =
-      gemm_q_impl::plan_splitk(p.n, p.k, p.bits, ctx.caps ? ctx.caps->sm_count : 0);
+  const int sm_count = ctx.caps ? ctx.caps->sm_count : 0;
+  const gemm_q_impl::SplitkPlan plan = gemm_q_impl::plan_splitk(
+      p.n, p.k, p.bits, [&](int splits) { return resident_clusters<T, kBits, kNt>(splits, sm_count); });
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -25,19 +25,30 @@ struct SplitkPlan {
   int64_t blocks() const { return col_blocks * splits; }
 };
 
-// The most splits (a power of two, at most 8) whose blocks all fit on the card at once
-// (kSplitkBlocksPerSm a SM, one wave), and no more splits than k steps: so that the card's every
-// SM streams weights (n 4096: 64 column blocks alone fill half the SMs with one small block each)
+// The most splits (a power of two, at most 8) whose blocks all fit on the card at once (one wave:
+// `clusters(s)` is how many clusters of s blocks the card holds at once, the launcher asks
+// cudaOccupancyMaxActiveClusters), and no more splits than k steps: so that the card's every SM
+// streams weights (n 4096: 64 column blocks alone fill half the SMs with one small block each)
 // without a second wave's tail.
-inline SplitkPlan plan_splitk(int64_t n, int64_t k, int bits, int sm_count) {
+template <class Clusters>
+SplitkPlan plan_splitk(int64_t n, int64_t k, int bits, Clusters&& clusters) {
   SplitkPlan p;
   p.col_blocks = (n + kSplitkRows - 1) / kSplitkRows;
   const int64_t step = splitk_step_k(bits);
   p.steps = (k + step - 1) / step;
-  const int64_t slots = static_cast<int64_t>(kSplitkBlocksPerSm) * std::max(sm_count, 1);
   p.splits = kSplitkMaxSplits;
-  while (p.splits > 1 && (p.col_blocks * p.splits > slots || p.splits > p.steps)) p.splits /= 2;
+  while (p.splits > 1 && (p.col_blocks > static_cast<int64_t>(clusters(p.splits)) || p.splits > p.steps))
+    p.splits /= 2;
   return p;
+}
+
+// The model of the card when it is not asked: kSplitkBlocksPerSm blocks on each of sm_count SMs,
+// packed into clusters without loss.
+inline int64_t splitk_model_clusters(int sm_count, int splits) {
+  return static_cast<int64_t>(kSplitkBlocksPerSm) * std::max(sm_count, 1) / splits;
+}
+inline SplitkPlan plan_splitk(int64_t n, int64_t k, int bits, int sm_count) {
+  return plan_splitk(n, k, bits, [&](int splits) { return splitk_model_clusters(sm_count, splits); });
 }
 
 // Split `rank`'s steps [begin, end): balanced, each non-empty when splits <= steps.
