@@ -41,7 +41,8 @@
 // bf16, exact). Warp kw's 128 latent columns are exactly scale chunk kw, so the code sums get
 // the key's power-of-two scale once, on the fp32 accumulator (exact), and the RoPE step is
 // added after. For P V the same converted codes are stored once as a 16-bit V tile (512 wide,
-// double-buffered) and the scale moves onto P: warp kw's dims are chunk kw, so P's column for
+// double-buffered, 16-byte chunks swizzled so that the stores are conflict-free as well as the
+// ldmatrix.trans reads) and the scale moves onto P: warp kw's dims are chunk kw, so P's column for
 // key j is multiplied by scale[j][kw] (a power of two: exact after the rounding of P). The
 // faithful reference reads the cache as code · scale in fp32: the kernel's products are its
 // products, bit for bit, with bf16 queries; fp16 queries get the RoPE values rounded from bf16
@@ -214,6 +215,12 @@ __device__ __forceinline__ uint32_t bf16x2_to(uint32_t w) {
   }
 }
 
+// fp8's V tile: 16-byte chunk c of a row (dims 8c .. + 8) lives at chunk c ^ 2 where bit 3 of c
+// is set. Its rows' pitch (1040 bytes) already puts the 8 rows of an ldmatrix in distinct banks;
+// the swizzle does the same for the register stores, whose quarter warp (2 keys x 4 lanes t4)
+// writes chunks 4 t4 + c: without it t4 = 0 and 2 (chunks 8 apart) share banks.
+__host__ __device__ constexpr int v_swizzle(int c) { return c ^ (((c >> 3) & 1) << 1); }
+
 // Q's element pair (dims d, d + 1) of row r as a 32-bit fragment register; 0 past the rows.
 template <class T>
 __device__ __forceinline__ uint32_t q_pair(const T* qrow, bool ok, int d) {
@@ -357,12 +364,14 @@ __global__ void __launch_bounds__(Cfg<T, C, kRows>::kThreads, 1) split_kv_kernel
           mma_16816<T>(acc[i & 1], qa[i], v[2 * i], v[2 * i + 1]);
         }
         mma_16816<T>(accr, qa[kSteps - 1], bf16x2_to<T>(rope.x), bf16x2_to<T>(rope.y));
-        // The unscaled codes as the V tile's row (key 8j + g, dims 128 kw + 32 t4 .. + 32),
-        // stored by one row slice (the other holds the same values).
+        // The unscaled codes as the V tile's row (key 8j + g, dims 128 kw + 32 t4 .. + 32: its
+        // 16-byte chunks 4 t4 + c of the warp's 16), stored by one row slice (the other holds
+        // the same values), swizzled (v_swizzle).
         if (j % G::kRowWarps == rw) {
           const uint32_t dst = sVn + (8 * j + g) * G::kVPitch + 2 * (G::kWarpDims * kw + 32 * t4);
 #pragma unroll
-          for (int c = 0; c < 4; ++c) sts128(dst + 16 * c, v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+          for (int c = 0; c < 4; ++c)
+            sts128(dst + 16 * (c ^ (t4 & 2)), v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
         }
         const uint32_t key_row = sTile + (8 * j + 2 * t4) * G::kRowBytes + kScaleOff + 4 * kw;
         pscale[j][0] = __uint_as_float(lds32(key_row));
@@ -485,7 +494,7 @@ __global__ void __launch_bounds__(Cfg<T, C, kRows>::kThreads, 1) split_kv_kernel
 #pragma unroll
       for (int j = 0; j < G::kDimTiles / 2; ++j) {
         uint32_t vb[4];
-        ldsm_x4_trans(vb, vTile + v_frag + j * 32 + kk * 16 * kVRow);
+        ldsm_x4_trans(vb, vTile + v_frag + 16 * (G::kFp8 ? v_swizzle(2 * j) : 2 * j) + kk * 16 * kVRow);
         mma_16816<T>(o[2 * j], pa[kk], vb[0], vb[1]);
         mma_16816<T>(o[2 * j + 1], pa[kk], vb[2], vb[3]);
       }
