@@ -119,7 +119,7 @@ python_peers() {
   # The backward beside PyTorch's FA2 and cuDNN SDPA backward kernels (issue 50's peers): the
   # perf cases name only our rungs, so the peers join by name.
   $bin run cases/perf/attention_backward-*.toml --plugin kernels/peers/torch_sdpa.py \
-    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,torch_sdpa_flash_bwd,torch_sdpa_cudnn_bwd]' --flush write "${q[@]}" \
+    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det,torch_sdpa_flash_bwd,torch_sdpa_cudnn_bwd]' --flush write "${q[@]}" \
     -o "$OUT/python-backward.json" 2>&1 | tee "$OUT/python-backward.txt"
 }
 
