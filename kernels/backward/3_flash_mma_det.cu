@@ -2,9 +2,8 @@
 // dK and dV are bitwise reproducible (what a training run that must replay exactly asks for;
 // FlashAttention-3's `deterministic` flag does the same with a semaphore per dQ tile).
 // Over rung 2: the key blocks that see a query tile add their partial dQ one after another,
-// lowest key block first: each waits until the tile's counter says it is its turn, adds by
-// rung 2's atomics, fences, and passes the turn on (flash.cuh, DETERMINISTIC): the fence and the
-// turn order the atomics, so each sum has one order. dK and
+// lowest key block first: each waits until the tile's counter says it is its turn, adds with
+// plain loads and stores (no atomics), and passes the turn on (flash.cuh, DETERMINISTIC). dK and
 // dV already had one writer and one order. The cost is the wait: a block that reaches a tile
 // before its predecessor has added stalls; the issue's target is >= 0.8x the fastest
 // nondeterministic rung.

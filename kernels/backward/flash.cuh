@@ -24,10 +24,12 @@
 //     and K with ldmatrix.trans. The partial dQ goes to an fp32 accumulator in global memory
 //     (the preprocess zeroed it): atomics (rung 2), or, DETERMINISTIC, adds in key-block order:
 //     the block waits for its turn on the tile's counter (turn = its key block's index among
-//     the key blocks that see the tile), adds by the same atomics (ordered now: a fence before
-//     the turn is passed on), and passes the turn on. Blocks wait only for lower key blocks of the same head, which start earlier (both
-//     block orders start a row's key blocks in increasing order), so the chain cannot deadlock. Each sum then has one order: dQ, dK and
-//     dV are bitwise reproducible.
+//     the key blocks that see the tile), adds with plain loads and stores, and passes the turn
+//     on (rung 5, flash_wgmma.cuh, orders its atomics by the turn instead: a round trip to L2
+//     less on the turn's path). Blocks wait only for lower key blocks of the same head, which
+//     start earlier (both block orders start a row's key blocks in increasing order), so the
+//     chain cannot deadlock. Each sum then has one order: dQ, dK and dV are bitwise
+//     reproducible.
 //   - Q, dO, the tile's LSE (in exp2 units) and D are double-buffered: the copies of the next
 //     query tile are issued right after the tile's first barrier. Two barriers a tile (the
 //     tile's data is in; dS is in), as FlashAttention-2.
@@ -103,8 +105,8 @@ struct Config {
 template <int D>
 using ConfigFor = std::conditional_t<D == 64, Config<64, 4, 2>, Config<128, 8, 1>>;
 
-// The turn passed on: a release, so the block's adds (ordered before it by the fences and the
-// barrier) are visible to whoever acquires the new value.
+// The turn passed on as a release (rung 5's): the block's atomics, ordered before it by each
+// thread's fence and the barrier, are performed before whoever acquires the new value adds.
 __device__ __forceinline__ void red_release(int* p) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(p) : "memory");
 }
@@ -329,25 +331,23 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
         if (c >= a.head_dim) continue;
         float2* x = reinterpret_cast<float2*>(dst + c);
         const float2 add = make_float2(acc_q[dt][2 * hh], acc_q[dt][2 * hh + 1]);
-        // Atomics in both rungs: fire-and-forget reductions at L2. In the deterministic one they
-        // are also ordered: this block's adds are performed before its fence below ends, the
-        // fence comes before the turn is passed on, and the next block issues its adds only
-        // after it sees the turn (acquire), so the adds to each element land in key-block
-        // order: each dQ sum has one order. A load-add-store here (what this rung did first)
-        // puts a round trip to L2 more on the turn's path: run 274 timed the rung at 0.38-0.65x
-        // of rung 2.
+        if constexpr (DETERMINISTIC) {
+          const float2 old = __ldcg(x);
+          __stcg(x, make_float2(old.x + add.x, old.y + add.y));
+        } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(x, add);
+          atomicAdd(x, add);
 #else
-        atomicAdd(&x->x, add.x);
-        atomicAdd(&x->y, add.y);
+          atomicAdd(&x->x, add.x);
+          atomicAdd(&x->y, add.y);
 #endif
+        }
       }
     }
     if constexpr (DETERMINISTIC) {
-      __threadfence();  // this thread's adds are performed before anything it does next
-      __syncthreads();  // every thread's are
-      if (tid == 0) red_release(turn);
+      __threadfence();
+      __syncthreads();  // every thread's adds are done (and, with the fence, visible on the GPU)
+      if (tid == 0) atomicAdd(turn, 1);
     }
   }
 
