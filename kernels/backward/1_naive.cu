@@ -12,7 +12,8 @@
 // the rung is deterministic; the price is S and dP computed twice (14·d FLOPs per visible pair
 // where the algorithm needs 10·d) and every row of Q, dO (kernel 3) and K, V (kernel 2) read
 // again by every warp that needs it. Accurate expf and tanhf: the baseline stays exact.
-// Not yet run on a GPU.
+// Verified on an H100 (run 273: smoke/attention_backward and cases/backward, every point; clean
+// under compute-sanitizer memcheck). Not timed: a warp per row is the baseline, not a contender.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

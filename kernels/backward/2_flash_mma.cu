@@ -10,7 +10,9 @@
 // float2 adds a block and query tile), so the order of each dQ sum depends on scheduling: the
 // rung is declared nondeterministic ([verify] repeat reports its spread; rung 3 is the
 // ordered one).
-// Not yet run on a GPU.
+// Verified on an H100 (runs 273-276; memcheck clean). Timed (run 276, b4 h16 s4096 d128 bf16):
+// 5.69 ms non-causal, 0.80x PyTorch's FA2 SDPA backward on the same card (run 274); rung 4
+// (wgmma) is 1.42x this.
 #include "kernels/backward/flash.cuh"
 
 namespace attnbench::backward_impl {

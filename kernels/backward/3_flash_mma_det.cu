@@ -7,7 +7,10 @@
 // dV already had one writer and one order. The cost is the wait: a block that reaches a tile
 // before its predecessor has added stalls; the issue's target is >= 0.8x the fastest
 // nondeterministic rung.
-// Not yet run on a GPU.
+// Verified on an H100 (runs 273-276): bit for bit alike over 20-50 repeats, memcheck and
+// racecheck clean. Timed (run 276): 0.38-0.57x rung 2 across the perf shapes (10.04 ms at b4 h16
+// s4096 d128 non-causal): the load-add-store and the fence on each tile's turn path; rung 5
+// orders rung 4's atomics by the turn instead.
 #include "kernels/backward/flash.cuh"
 
 namespace attnbench::backward_impl {

@@ -34,7 +34,10 @@
 //     k_scale joins the softmax scale and v_scale multiplies O once (rung 3's way).
 // Not here (supports() says so): head_dim other than 64
 // and 128, groups that do not divide 128 rows, other cards than sm_90.
-// Not yet run on a GPU.
+// Verified on an H100 (run 273: smoke/ragged and cases/ragged, RoPE, fp8, windows, block sizes).
+// Timed (run 274): all-prefill 1.3598 ms, 202 TFLOP/s, 0.47x the separate launches' flash_ws
+// (predicted 0.7-0.9x); all-decode 0.6832 ms, 0.55x split_kv (a decode's 4 heads fill 4 of a
+// tile's 128 rows); serving mix 1.1872 ms, 0.75x separate. Not profiled yet.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
