@@ -117,6 +117,33 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
+// A block's work list (rungs 2-5): every query head of its kv head's group, and of each the
+// query tiles of Br rows that see a key of [n0, n1]; iteration it is head h0 + it / tiles,
+// query tile range.first + it % tiles.
+struct WorkList {
+  TileRange range;
+  int tiles, h0, iters;  // iters = 0: no query sees the block's keys
+};
+
+__device__ __forceinline__ WorkList work_list(const Args& a, int kvh, int n0, int n1, int Br) {
+  const TileRange range = query_tiles(a.seq_q, a.q_offset, a.lo_reach, a.hi_reach, n0, n1, Br);
+  const int tiles = range.last - range.first + 1;
+  return {range, tiles, kvh * a.group, tiles > 0 ? tiles * a.group : 0};
+}
+
+// Query tile m0 of head h's statistics into `stats` (LSE in exp2 units, then D; 2 Br floats),
+// by plain loads from threads 0 .. 2 Br - 1 (the caller's next barrier publishes them): padded
+// rows get LSE = +inf (P = 0) and D = 0.
+template <int Br>
+__device__ __forceinline__ void load_stats(const Args& a, float* stats, int b, int h, int m0, int tid) {
+  if (tid < 2 * Br) {
+    const int r = tid % Br;
+    const int64_t stat = (int64_t{b} * a.heads + h) * a.seq_q + m0 + r;
+    const bool ok = m0 + r < a.seq_q;
+    stats[tid] = tid < Br ? (ok ? a.lse[stat] * kLog2e : INFINITY) : (ok ? a.d[stat] : 0.f);
+  }
+}
+
 template <class T, class Cfg, bool MASKED, bool DETERMINISTIC>
 __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kernel(const __grid_constant__ Args a) {
   constexpr int Br = Cfg::Br, Bc = Cfg::Bc, NQ = Cfg::NQ, DT = Cfg::DT, KS = Cfg::KS, QK = Cfg::QK;
@@ -152,25 +179,16 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
     }
   };
 
-  // The work list: every query head of the group, and of each the query tiles that see a key of
-  // the block; iteration it is head h0 + it / tiles, query tile first + it % tiles.
-  const TileRange range = query_tiles(a.seq_q, a.q_offset, a.lo_reach, a.hi_reach, n0, n1, Br);
-  const int tiles = range.last - range.first + 1, h0 = kvh * a.group;
-  const int iters = tiles > 0 ? tiles * a.group : 0;
+  const WorkList work = work_list(a, kvh, n0, n1, Br);
+  const TileRange range = work.range;
+  const int tiles = work.tiles, h0 = work.h0, iters = work.iters;
   auto load_tile = [&](int it, int stage) {
     const int h = h0 + it / tiles, m0 = (range.first + it % tiles) * Br;
     const int64_t row0 = (int64_t{b} * a.seq_q + m0) * q_stride + int64_t{h} * a.head_dim;
     const uint32_t dst = sQ0 + 2 * stage * Cfg::Q_BYTES;
     load_rows(dst, q + row0, q_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
     load_rows(dst + Cfg::Q_BYTES, d_o + row0, q_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
-    // The tile's statistics, by plain loads (published by the next barrier): padded rows get
-    // LSE = +inf (P = 0) and D = 0.
-    if (tid < 2 * Br) {
-      const int r = tid % Br;
-      const int64_t stat = (int64_t{b} * a.heads + h) * a.seq_q + m0 + r;
-      const bool ok = m0 + r < a.seq_q;
-      stats[2 * stage * Br + tid] = tid < Br ? (ok ? a.lse[stat] * kLog2e : INFINITY) : (ok ? a.d[stat] : 0.f);
-    }
+    load_stats<Br>(a, stats + 2 * stage * Br, b, h, m0, tid);
   };
   // K and V once, with the first query tile; a block that no query sees loads nothing and
   // writes dK = dV = 0.

@@ -166,25 +166,17 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
     }
   };
 
-  // The work list, rung 2's: every query head of the group, and of each the query tiles that
-  // see a key of the block; iteration it is head h0 + it / tiles, query tile first + it % tiles.
-  const TileRange range = query_tiles(a.seq_q, a.q_offset, a.lo_reach, a.hi_reach, n0, n1, Br);
-  const int tiles = range.last - range.first + 1, h0 = kvh * a.group;
-  const int iters = tiles > 0 ? tiles * a.group : 0;
+  // The work list and the statistics' loads are rung 2's (flash.cuh).
+  const flash::WorkList work = flash::work_list(a, kvh, n0, n1, Br);
+  const TileRange range = work.range;
+  const int tiles = work.tiles, h0 = work.h0, iters = work.iters;
   auto load_tile = [&](int it, int stage) {
     const int h = h0 + it / tiles, m0 = (range.first + it % tiles) * Br;
     const int64_t row0 = (int64_t{b} * a.seq_q + m0) * q_stride + int64_t{h} * D;
     const uint32_t dst = sQ0 + 2 * stage * Q_BYTES;
     load_rows(dst, q + row0, q_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
     load_rows(dst + Q_BYTES, d_o + row0, q_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
-    // The tile's statistics, by plain loads (published by the next barrier): padded rows get
-    // LSE = +inf (P = 0) and D = 0.
-    if (tid < 2 * Br) {
-      const int r = tid % Br;
-      const int64_t stat = (int64_t{b} * a.heads + h) * a.seq_q + m0 + r;
-      const bool ok = m0 + r < a.seq_q;
-      stats[2 * stage * Br + tid] = tid < Br ? (ok ? a.lse[stat] * kLog2e : INFINITY) : (ok ? a.d[stat] : 0.f);
-    }
+    flash::load_stats<Br>(a, stats + 2 * stage * Br, b, h, m0, tid);
   };
   // K and V once, with the first query tile; a block that no query sees loads nothing and
   // writes dK = dV = 0.
