@@ -1,6 +1,7 @@
-// mla's split_kv rung (kernels/mla/2_split_kv.cu) on the CPU: its host-side split plan
+// mla's split-KV rungs on the CPU, split_kv (kernels/mla/2_split_kv.cu: row classes 16, 32 and
+// 64) and split_kv_reg (kernels/mla/3_split_kv_reg.cu: 16 and 32): their host-side split plan
 // (kernels/mla/split_plan.hpp: every key of every sequence in exactly one split, the round of
-// blocks it fills, the workspace it needs) and what it takes and refuses.
+// blocks it fills, the workspace it needs) and what each takes and refuses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,11 +23,14 @@
 namespace attnbench {
 namespace {
 
+using mla_impl::kSplitKvMaxRows;
+using mla_impl::kSplitKvRegMaxRows;
 using mla_impl::kSplitMaxBlocks;
 using mla_impl::kSplitMinChunk;
 using mla_impl::kSplitTile;
 using mla_impl::plan_split_kv;
 using mla_impl::split_cap;
+using mla_impl::split_group_rows;
 using mla_impl::split_range;
 using mla_impl::SplitPlan;
 
@@ -41,19 +45,34 @@ int64_t working_blocks(const SplitPlan& plan, const std::vector<int32_t>& lens) 
   return n * plan.groups;
 }
 
-// Every invariant a plan must keep for these lengths on `slots` resident blocks.
-void expect_valid(const std::vector<int32_t>& lens, int64_t rows, int64_t slots) {
+// The rungs' largest row classes: split_kv's, then split_kv_reg's.
+constexpr std::array<int64_t, 2> kMaxRows = {kSplitKvMaxRows, kSplitKvRegMaxRows};
+
+// Every invariant a plan must keep for these lengths on `slots` resident blocks, for a rung whose
+// largest row class is max_rows.
+void expect_valid_for(const std::vector<int32_t>& lens, int64_t rows, int64_t slots, int64_t max_rows) {
   const int64_t batch = static_cast<int64_t>(lens.size());
   const int64_t longest = *std::max_element(lens.begin(), lens.end());
   for (const bool host : {true, false}) {
     SCOPED_TRACE("batch " + std::to_string(batch) + " rows " + std::to_string(rows) + " slots " +
-                 std::to_string(slots) + (host ? " (host lengths)" : " (longest only)"));
-    const SplitPlan plan = plan_split_kv(host ? lens.data() : nullptr, batch, longest, rows, slots);
+                 std::to_string(slots) + " max_rows " + std::to_string(max_rows) +
+                 (host ? " (host lengths)" : " (longest only)"));
+    const SplitPlan plan = plan_split_kv(host ? lens.data() : nullptr, batch, longest, rows, slots, max_rows);
     ASSERT_GE(plan.splits, 1);
     EXPECT_EQ(plan.chunk % kSplitTile, 0);
     EXPECT_EQ(plan.groups, (rows + plan.group_rows - 1) / plan.group_rows);
-    EXPECT_LE(plan.group_rows, 64);
+    EXPECT_LE(plan.group_rows, max_rows);
+    EXPECT_TRUE(plan.group_rows == 16 || plan.group_rows == 32 || plan.group_rows == 64);
+    EXPECT_EQ(plan.group_rows, split_group_rows(rows, max_rows));
+    EXPECT_EQ(plan.groups, mla_impl::split_groups(rows, max_rows));
     EXPECT_GE(plan.group_rows * plan.groups, rows);
+    // One group whenever the rung's largest class holds the rows, in the fewest rows that do.
+    if (rows <= max_rows) {
+      EXPECT_EQ(plan.groups, 1);
+      EXPECT_TRUE(plan.group_rows == 16 || plan.group_rows / 2 < rows);
+    } else {
+      EXPECT_EQ(plan.group_rows, max_rows);
+    }
     // The workspace holds split_cap splits: no plan may take more.
     EXPECT_LE(plan.splits, split_cap(batch, plan.groups, longest));
     if (plan.splits > 1) {
@@ -83,69 +102,119 @@ void expect_valid(const std::vector<int32_t>& lens, int64_t rows, int64_t slots)
   }
 }
 
-TEST(MlaSplitPlan, RowClassesAndGroups) {
-  EXPECT_EQ(mla_impl::split_group_rows(1), 16);
-  EXPECT_EQ(mla_impl::split_group_rows(16), 16);
-  EXPECT_EQ(mla_impl::split_group_rows(17), 32);
-  EXPECT_EQ(mla_impl::split_group_rows(32), 32);
-  // 32 rows at most a group: a warp holds 16 rows' Q fragments and P in registers.
-  EXPECT_EQ(mla_impl::kSplitMaxRows, 32);
-  EXPECT_EQ(mla_impl::split_group_rows(33), 32);
-  EXPECT_EQ(mla_impl::split_group_rows(48), 32);
-  EXPECT_EQ(mla_impl::split_group_rows(256), 32);
-  const std::vector<int32_t> lens(4, 4096);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 128 * 2, 132).groups, 8);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132).groups, 2);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16 * 2, 132).groups, 1);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132).group_rows, 32);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132).groups, 2);
-  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16, 132).group_rows, 16);
+// Both rungs' plans.
+void expect_valid(const std::vector<int32_t>& lens, int64_t rows, int64_t slots) {
+  for (int64_t max_rows : kMaxRows) expect_valid_for(lens, rows, slots, max_rows);
 }
 
-// The compute-bound perf shapes: enough row groups to fill an H100 without splits.
+// split_kv (rung 2, verified on an H100): row classes 16, 32 and 64, so heads · s_q <= 64 is one
+// group and more take groups of 64.
+TEST(MlaSplitPlan, SplitKvRowClassesAndGroups) {
+  EXPECT_EQ(kSplitKvMaxRows, 64);
+  EXPECT_EQ(split_group_rows(1, kSplitKvMaxRows), 16);
+  EXPECT_EQ(split_group_rows(16, kSplitKvMaxRows), 16);
+  EXPECT_EQ(split_group_rows(17, kSplitKvMaxRows), 32);
+  EXPECT_EQ(split_group_rows(32, kSplitKvMaxRows), 32);
+  EXPECT_EQ(split_group_rows(33, kSplitKvMaxRows), 64);
+  EXPECT_EQ(split_group_rows(48, kSplitKvMaxRows), 64);
+  EXPECT_EQ(split_group_rows(64, kSplitKvMaxRows), 64);
+  EXPECT_EQ(split_group_rows(65, kSplitKvMaxRows), 64);
+  EXPECT_EQ(split_group_rows(256, kSplitKvMaxRows), 64);
+  const std::vector<int32_t> lens(4, 4096);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 128 * 2, 132, kSplitKvMaxRows).groups, 4);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132, kSplitKvMaxRows).groups, 1);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132, kSplitKvMaxRows).group_rows, 64);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132, kSplitKvMaxRows).group_rows, 64);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132, kSplitKvMaxRows).groups, 1);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 20, 132, kSplitKvMaxRows).group_rows, 32);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16, 132, kSplitKvMaxRows).group_rows, 16);
+  // The compute-bound perf shapes: b64 h128 s1 is 2 groups of 64, b32 h128 s2 4, no splits.
+  std::vector<int32_t> many(64, 4096);
+  SplitPlan plan = plan_split_kv(many.data(), 64, 4096, 128, 132, kSplitKvMaxRows);
+  EXPECT_EQ(plan.group_rows, 64);
+  EXPECT_EQ(plan.groups, 2);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.chunk, 4096);
+  many.assign(32, 8192);
+  plan = plan_split_kv(many.data(), 32, 8192, 256, 132, kSplitKvMaxRows);
+  EXPECT_EQ(plan.groups, 4);
+  EXPECT_EQ(plan.splits, 1);
+  // A few sequences of many heads still split: 2 x 2 groups = 4 units on 132 slots.
+  many.assign(2, 16384);
+  plan = plan_split_kv(many.data(), 2, 16384, 128, 132, kSplitKvMaxRows);
+  EXPECT_EQ(plan.groups, 2);
+  EXPECT_GT(plan.splits, 1);
+  EXPECT_LE(working_blocks(plan, many), 132);
+}
+
+// split_kv_reg (rung 3): row classes 16 and 32 (a warp holds 16 rows' Q fragments and P in
+// registers), so 33 rows and more take groups of 32.
+TEST(MlaSplitPlan, SplitKvRegRowClassesAndGroups) {
+  EXPECT_EQ(kSplitKvRegMaxRows, 32);
+  EXPECT_EQ(split_group_rows(1, kSplitKvRegMaxRows), 16);
+  EXPECT_EQ(split_group_rows(16, kSplitKvRegMaxRows), 16);
+  EXPECT_EQ(split_group_rows(17, kSplitKvRegMaxRows), 32);
+  EXPECT_EQ(split_group_rows(32, kSplitKvRegMaxRows), 32);
+  EXPECT_EQ(split_group_rows(33, kSplitKvRegMaxRows), 32);
+  EXPECT_EQ(split_group_rows(48, kSplitKvRegMaxRows), 32);
+  EXPECT_EQ(split_group_rows(256, kSplitKvRegMaxRows), 32);
+  const std::vector<int32_t> lens(4, 4096);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 128 * 2, 132, kSplitKvRegMaxRows).groups, 8);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 32 * 2, 132, kSplitKvRegMaxRows).groups, 2);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16 * 2, 132, kSplitKvRegMaxRows).groups, 1);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132, kSplitKvRegMaxRows).group_rows, 32);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 48, 132, kSplitKvRegMaxRows).groups, 2);
+  EXPECT_EQ(plan_split_kv(lens.data(), 4, 4096, 16, 132, kSplitKvRegMaxRows).group_rows, 16);
+}
+
+// The compute-bound perf shapes on split_kv_reg: enough row groups to fill an H100 without splits.
 TEST(MlaSplitPlan, ManyHeadsFillTheCardWithGroups) {
   std::vector<int32_t> lens(64, 4096);
-  SplitPlan plan = plan_split_kv(lens.data(), 64, 4096, 128, 132);  // b64 h128 s1: 4 groups of 32
+  SplitPlan plan = plan_split_kv(lens.data(), 64, 4096, 128, 132, kSplitKvRegMaxRows);  // b64 h128 s1: 4 groups of 32
   EXPECT_EQ(plan.group_rows, 32);
   EXPECT_EQ(plan.groups, 4);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.chunk, 4096);
   lens.assign(32, 8192);
-  plan = plan_split_kv(lens.data(), 32, 8192, 256, 132);  // b32 h128 s2: 8 groups
+  plan = plan_split_kv(lens.data(), 32, 8192, 256, 132, kSplitKvRegMaxRows);  // b32 h128 s2: 8 groups
   EXPECT_EQ(plan.groups, 8);
   EXPECT_EQ(plan.splits, 1);
   // A few sequences of many heads still split: 2 x 4 groups = 8 units on 132 slots.
   lens.assign(2, 16384);
-  plan = plan_split_kv(lens.data(), 2, 16384, 128, 132);
+  plan = plan_split_kv(lens.data(), 2, 16384, 128, 132, kSplitKvRegMaxRows);
   EXPECT_EQ(plan.groups, 4);
   EXPECT_GT(plan.splits, 1);
   EXPECT_LE(working_blocks(plan, lens), 132);
 }
 
-// The perf cases' memory-bound shapes on an H100 (132 SMs, one block each).
+// The perf cases' memory-bound shapes on an H100 (132 SMs, one block each): 16 rows, one group
+// of 16 on both rungs.
 TEST(MlaSplitPlan, FillsTheCardInOneRound) {
-  // b64 h16 s1 ctx16384: 64 blocks alone; two splits of 8192 make 128.
-  std::vector<int32_t> lens(64, 16384);
-  SplitPlan plan = plan_split_kv(lens.data(), 64, 16384, 16, 132);
-  EXPECT_EQ(plan.group_rows, 16);
-  EXPECT_EQ(plan.splits, 2);
-  EXPECT_EQ(plan.chunk, 8192);
-  // One sequence of 64k keys: 128 splits of 512 (132 would need chunks of 496.5, not whole tiles).
-  lens.assign(1, 65536);
-  plan = plan_split_kv(lens.data(), 1, 65536, 16, 132);
-  EXPECT_EQ(plan.chunk, 512);
-  EXPECT_EQ(plan.splits, 128);
-  // A batch that fills the card alone: one split, no partials.
-  lens.assign(200, 4096);
-  plan = plan_split_kv(lens.data(), 200, 4096, 16, 132);
-  EXPECT_EQ(plan.splits, 1);
-  // Short contexts: no split below kSplitMinChunk keys.
-  lens.assign(2, 300);
-  plan = plan_split_kv(lens.data(), 2, 300, 16, 132);
-  EXPECT_EQ(plan.splits, 2);
-  EXPECT_EQ(plan.chunk, 256);
-  lens.assign(2, 256);
-  EXPECT_EQ(plan_split_kv(lens.data(), 2, 256, 16, 132).splits, 1);
+  for (int64_t max_rows : kMaxRows) {
+    SCOPED_TRACE("max_rows " + std::to_string(max_rows));
+    // b64 h16 s1 ctx16384: 64 blocks alone; two splits of 8192 make 128.
+    std::vector<int32_t> lens(64, 16384);
+    SplitPlan plan = plan_split_kv(lens.data(), 64, 16384, 16, 132, max_rows);
+    EXPECT_EQ(plan.group_rows, 16);
+    EXPECT_EQ(plan.splits, 2);
+    EXPECT_EQ(plan.chunk, 8192);
+    // One sequence of 64k keys: 128 splits of 512 (132 would need chunks of 496.5, not whole tiles).
+    lens.assign(1, 65536);
+    plan = plan_split_kv(lens.data(), 1, 65536, 16, 132, max_rows);
+    EXPECT_EQ(plan.chunk, 512);
+    EXPECT_EQ(plan.splits, 128);
+    // A batch that fills the card alone: one split, no partials.
+    lens.assign(200, 4096);
+    plan = plan_split_kv(lens.data(), 200, 4096, 16, 132, max_rows);
+    EXPECT_EQ(plan.splits, 1);
+    // Short contexts: no split below kSplitMinChunk keys.
+    lens.assign(2, 300);
+    plan = plan_split_kv(lens.data(), 2, 300, 16, 132, max_rows);
+    EXPECT_EQ(plan.splits, 2);
+    EXPECT_EQ(plan.chunk, 256);
+    lens.assign(2, 256);
+    EXPECT_EQ(plan_split_kv(lens.data(), 2, 256, 16, 132, max_rows).splits, 1);
+  }
 }
 
 // With the host's lengths a ragged batch's short sequences take few blocks, so its longest is
@@ -154,25 +223,30 @@ TEST(MlaSplitPlan, FillsTheCardInOneRound) {
 // which the first of two speculative tokens does not see (a partial with m = -inf, l = 0).
 TEST(MlaSplitPlan, TheSmokeCaseSplits) {
   const std::vector<int32_t> lens = {70, 2, 129, 1025};
-  for (int64_t rows : {16, 32}) {
-    const SplitPlan plan = plan_split_kv(lens.data(), 4, 1025, rows, 132);
-    EXPECT_EQ(plan.splits, 5);
-    EXPECT_EQ(plan.chunk, 256);
-    int64_t begin, end;
-    ASSERT_TRUE(split_range(plan.splits, plan.chunk, 4, 1025, begin, end));
-    EXPECT_EQ(begin, 1024);
-    EXPECT_EQ(end, 1025);
-  }
+  for (int64_t max_rows : kMaxRows)
+    for (int64_t rows : {16, 32}) {
+      SCOPED_TRACE("max_rows " + std::to_string(max_rows) + " rows " + std::to_string(rows));
+      const SplitPlan plan = plan_split_kv(lens.data(), 4, 1025, rows, 132, max_rows);
+      EXPECT_EQ(plan.groups, 1);
+      EXPECT_EQ(plan.splits, 5);
+      EXPECT_EQ(plan.chunk, 256);
+      int64_t begin, end;
+      ASSERT_TRUE(split_range(plan.splits, plan.chunk, 4, 1025, begin, end));
+      EXPECT_EQ(begin, 1024);
+      EXPECT_EQ(end, 1025);
+    }
 }
 
 TEST(MlaSplitPlan, HostLengthsCutTheLongestFiner) {
   std::vector<int32_t> lens(16, 100);
   lens[3] = 65536;
-  const SplitPlan with = plan_split_kv(lens.data(), 16, 65536, 16, 132);
-  const SplitPlan without = plan_split_kv(nullptr, 16, 65536, 16, 132);
-  EXPECT_GT(with.splits, without.splits);
-  EXPECT_LE(working_blocks(with, lens), 132);
-  EXPECT_EQ(without.splits, 8);  // 16 sequences x 8 splits = 128 blocks
+  for (int64_t max_rows : kMaxRows) {
+    const SplitPlan with = plan_split_kv(lens.data(), 16, 65536, 16, 132, max_rows);
+    const SplitPlan without = plan_split_kv(nullptr, 16, 65536, 16, 132, max_rows);
+    EXPECT_GT(with.splits, without.splits);
+    EXPECT_LE(working_blocks(with, lens), 132);
+    EXPECT_EQ(without.splits, 8);  // 16 sequences x 8 splits = 128 blocks
+  }
 }
 
 TEST(MlaSplitPlan, EveryKeyInExactlyOneSplit) {
@@ -227,77 +301,118 @@ MlaParams params(int64_t batch, int64_t heads, int64_t s_q, int64_t longest) {
   return p;
 }
 
-// The workspace holds the partials of the largest plan any card gets: [batch, rows, splits,
-// 512] floats (256-byte aligned), then [batch, rows, splits] (m, l) pairs.
+// Each rung's entry points and its largest row class.
+struct Rung {
+  const char* name;
+  std::string (*supports)(const MlaParams&, const DeviceCaps&);
+  std::size_t (*workspace)(const MlaParams&);
+  int64_t max_rows;
+};
+const std::array<Rung, 2> kRungs = {{
+    {"split_kv", mla_impl::split_kv_supports, mla_impl::split_kv_workspace, kSplitKvMaxRows},
+    {"split_kv_reg", mla_impl::split_kv_reg_supports, mla_impl::split_kv_reg_workspace, kSplitKvRegMaxRows},
+}};
+
+// The workspace holds the partials of the largest plan any card gets, with the rung's own row
+// classes: [batch, rows, splits, 512] floats (256-byte aligned), then [batch, rows, splits]
+// (m, l) pairs.
 TEST(MlaSplitKv, WorkspaceHoldsEveryPlansPartials) {
-  for (const auto& [batch, heads, s_q, longest] :
-       std::vector<std::array<int64_t, 4>>{{64, 16, 1, 16384}, {1, 16, 2, 65536}, {3, 16, 1, 129}, {32, 128, 2, 8192},
-                                           {5, 128, 2, 4096}, {64, 128, 1, 4096}}) {
-    const MlaParams p = params(batch, heads, s_q, longest);
-    const std::size_t ws = mla_impl::split_kv_workspace(p);
-    const int64_t rows = heads * s_q;
-    for (int64_t slots : {1, 66, 132, 264, 528, 100000}) {
-      const SplitPlan plan = plan_split_kv(nullptr, batch, longest, rows, slots);
-      if (plan.splits == 1) continue;
-      const std::size_t need = static_cast<std::size_t>((batch * rows * plan.splits * 512 * 4 + 255) / 256 * 256 +
-                                                        batch * rows * plan.splits * 8);
-      EXPECT_LE(need, ws) << batch << " x " << rows << " rows, " << longest << " keys, " << slots << " slots";
+  for (const Rung& rung : kRungs) {
+    SCOPED_TRACE(rung.name);
+    for (const auto& [batch, heads, s_q, longest] :
+         std::vector<std::array<int64_t, 4>>{{64, 16, 1, 16384}, {1, 16, 2, 65536}, {3, 16, 1, 129}, {32, 128, 2, 8192},
+                                             {5, 128, 2, 4096}, {64, 128, 1, 4096}, {2, 24, 2, 30000}}) {
+      const MlaParams p = params(batch, heads, s_q, longest);
+      const std::size_t ws = rung.workspace(p);
+      const int64_t rows = heads * s_q;
+      for (int64_t slots : {1, 66, 132, 264, 528, 100000}) {
+        const SplitPlan plan = plan_split_kv(nullptr, batch, longest, rows, slots, rung.max_rows);
+        if (plan.splits == 1) continue;
+        const std::size_t need = static_cast<std::size_t>((batch * rows * plan.splits * 512 * 4 + 255) / 256 * 256 +
+                                                          batch * rows * plan.splits * 8);
+        EXPECT_LE(need, ws) << batch << " x " << rows << " rows, " << longest << " keys, " << slots << " slots";
+      }
     }
+    EXPECT_EQ(rung.workspace(params(600, 16, 1, 4096)), 0u);  // 600 units > kSplitMaxBlocks: never split
   }
-  EXPECT_EQ(mla_impl::split_kv_workspace(params(600, 16, 1, 4096)), 0u);  // 600 units > kSplitMaxBlocks: never split
+  // 48 rows: one group of 64 on split_kv, two of 32 on split_kv_reg, which halves the splits its
+  // 512-block round allows (b200, 8192 keys: split_kv 2 splits, split_kv_reg 1: no partials).
+  EXPECT_GT(mla_impl::split_kv_workspace(params(200, 24, 2, 8192)), 0u);
+  EXPECT_EQ(mla_impl::split_kv_reg_workspace(params(200, 24, 2, 8192)), 0u);
 }
 
 TEST(MlaSplitKv, SaysWhyNot) {
-  MlaParams p = params(4, 16, 2, 4096);
-  EXPECT_EQ(mla_impl::split_kv_supports(p, assumed_caps()), "");
-  p.cache_format = MlaCache::fp8;
-  EXPECT_EQ(mla_impl::split_kv_supports(p, assumed_caps()), "");
-  p.heads = 128;  // several row groups: runs, each group reading the cache
-  EXPECT_EQ(mla_impl::split_kv_supports(p, assumed_caps()), "");
-  p = params(4, 16, 2, 4096);
-  p.dtype = DType::fp32;
-  EXPECT_EQ(mla_impl::split_kv_supports(p, assumed_caps()),
-            "fp16/bf16 queries only (mma.sync on 16-bit inputs; fp32 runs naive)");
-  p = params(4, 16, 2, 4096);
-  p.latent_dim = 256;
-  EXPECT_EQ(mla_impl::split_kv_supports(p, assumed_caps()),
-            "latent_dim 512 and rope_dim 64 only (DeepSeek's dims, FlashMLA's: the kernel is specialised to them)");
-  p = params(4, 16, 2, 4096);
-  DeviceCaps a100 = assumed_caps();
-  a100.cc_major = 8;
-  EXPECT_EQ(mla_impl::split_kv_supports(p, a100), "needs sm_90 (bulk copies through mbarriers)");
+  for (const Rung& rung : kRungs) {
+    SCOPED_TRACE(rung.name);
+    MlaParams p = params(4, 16, 2, 4096);
+    EXPECT_EQ(rung.supports(p, assumed_caps()), "");
+    p.cache_format = MlaCache::fp8;
+    EXPECT_EQ(rung.supports(p, assumed_caps()), "");
+    p.heads = 128;  // several row groups: runs, each group reading the cache
+    EXPECT_EQ(rung.supports(p, assumed_caps()), "");
+    p = params(4, 16, 2, 4096);
+    p.dtype = DType::fp32;
+    EXPECT_EQ(rung.supports(p, assumed_caps()), "fp16/bf16 queries only (mma.sync on 16-bit inputs; fp32 runs naive)");
+    p = params(4, 16, 2, 4096);
+    p.latent_dim = 256;
+    EXPECT_EQ(rung.supports(p, assumed_caps()),
+              "latent_dim 512 and rope_dim 64 only (DeepSeek's dims, FlashMLA's: the kernel is specialised to them)");
+    p = params(4, 16, 2, 4096);
+    DeviceCaps a100 = assumed_caps();
+    a100.cc_major = 8;
+    EXPECT_EQ(rung.supports(p, a100), "needs sm_90 (bulk copies through mbarriers)");
+    // Every configuration fits an H100's 227 KB.
+    DeviceCaps h100 = assumed_caps();
+    h100.smem_per_block_optin = 227 * 1024;
+    for (int64_t heads : {16, 32, 64})
+      for (const MlaCache cache : {MlaCache::dtype, MlaCache::fp8}) {
+        MlaParams f = params(4, heads, 1, 4096);
+        f.cache_format = cache;
+        EXPECT_EQ(rung.supports(f, h100), "") << heads << " rows";
+      }
+  }
   DeviceCaps small = assumed_caps();
   small.smem_per_block_optin = 100 * 1024;
-  // 16 rows: 3 stages of 32 keys (36.5 KB each) and two partial-S buffers (8.5 KB each).
-  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 1, 4096), small), "needs 126 KB of shared memory per block");
-  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 2, 4096), small), "needs 143 KB of shared memory per block");
-  // fp8: 3 raw stages (20.5 KB each), two 16-bit V tiles (32.5 KB each), the partial-S buffers.
   MlaParams f = params(4, 16, 1, 4096);
   f.cache_format = MlaCache::fp8;
-  EXPECT_EQ(mla_impl::split_kv_supports(f, small), "needs 143 KB of shared memory per block");
+  // split_kv: Q [rows][1168 bytes], 3 stages of 32 keys (36.5 KB each; fp8: 2 dequantised tiles
+  // and 3 raw stages of 20.5 KB), P, the row maxima and sums.
+  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 1, 4096), small), "needs 129 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 16, 2, 4096), small), "needs 149 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_supports(params(4, 64, 1, 4096), small), "needs 189 KB of shared memory per block");
+  MlaParams f64 = params(4, 64, 1, 4096);
+  f64.cache_format = MlaCache::fp8;
+  EXPECT_EQ(mla_impl::split_kv_supports(f64, small), "needs 214 KB of shared memory per block");
+  // split_kv_reg, 16 rows: 3 stages of 32 keys (36.5 KB each) and two partial-S buffers (8.5 KB
+  // each); fp8: 3 raw stages (20.5 KB each), two 16-bit V tiles (32.5 KB each), the partial-S
+  // buffers. 64 rows are two groups of 32: the 32-row configuration.
+  EXPECT_EQ(mla_impl::split_kv_reg_supports(params(4, 16, 1, 4096), small), "needs 126 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_reg_supports(params(4, 16, 2, 4096), small), "needs 143 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_reg_supports(params(4, 64, 1, 4096), small), "needs 143 KB of shared memory per block");
+  EXPECT_EQ(mla_impl::split_kv_reg_supports(f, small), "needs 143 KB of shared memory per block");
   f.s_q = 2;
-  EXPECT_EQ(mla_impl::split_kv_supports(f, small), "needs 160 KB of shared memory per block");
-  // Every configuration fits an H100's 227 KB.
-  DeviceCaps h100 = assumed_caps();
-  h100.smem_per_block_optin = 227 * 1024;
-  EXPECT_EQ(mla_impl::split_kv_supports(f, h100), "");
+  EXPECT_EQ(mla_impl::split_kv_reg_supports(f, small), "needs 160 KB of shared memory per block");
 }
 
-// The op lists split_kv for its 16-bit points and says why not for fp32 and the other dims.
+// The op lists both rungs for its 16-bit points and says why not for fp32 and the other dims.
 TEST(MlaSplitKv, TheOpsPointsRunIt) {
-  const auto skip = [](const std::string& text, const std::vector<std::string>& sets) {
-    const CasePoint p = case_text::parse(text, sets).points.at(0);
-    for (const VariantChoice& v : make_problem(p)->variants(assumed_caps()))
-      if (v.name == "split_kv") return v.skip;
-    return std::string("no row");
-  };
-  const std::string head = "op = \"mla\"\n[shape]\nbatch = 3\nheads = 16\ns_q = 2\ncontext = [70, 2, 129]\n";
-  for (const char* dtype : {"fp16", "bf16"})
-    for (const char* cache : {"dtype", "fp8"})
-      EXPECT_EQ(skip(head, {std::string("dtype=") + dtype, std::string("shape.cache=") + cache}), "")
-          << dtype << " " << cache;
-  EXPECT_EQ(skip(head, {"dtype=fp32"}), "fp16/bf16 queries only (mma.sync on 16-bit inputs; fp32 runs naive)");
-  EXPECT_NE(skip(head, {"dtype=bf16", "shape.latent_dim=128"}), "");
+  for (const Rung& rung : kRungs) {
+    SCOPED_TRACE(rung.name);
+    const std::string name = rung.name;
+    const auto skip = [&](const std::string& text, const std::vector<std::string>& sets) {
+      const CasePoint p = case_text::parse(text, sets).points.at(0);
+      for (const VariantChoice& v : make_problem(p)->variants(assumed_caps()))
+        if (v.name == name) return v.skip;
+      return std::string("no row");
+    };
+    const std::string head = "op = \"mla\"\n[shape]\nbatch = 3\nheads = 16\ns_q = 2\ncontext = [70, 2, 129]\n";
+    for (const char* dtype : {"fp16", "bf16"})
+      for (const char* cache : {"dtype", "fp8"})
+        EXPECT_EQ(skip(head, {std::string("dtype=") + dtype, std::string("shape.cache=") + cache}), "")
+            << dtype << " " << cache;
+    EXPECT_EQ(skip(head, {"dtype=fp32"}), "fp16/bf16 queries only (mma.sync on 16-bit inputs; fp32 runs naive)");
+    EXPECT_NE(skip(head, {"dtype=bf16", "shape.latent_dim=128"}), "");
+  }
 }
 
 }  // namespace

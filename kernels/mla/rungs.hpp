@@ -15,5 +15,8 @@ std::string naive_supports(const MlaParams& p, const DeviceCaps& caps);
 void split_kv(const MlaParams& p, const LaunchContext& ctx);  // 2_split_kv.cu
 std::string split_kv_supports(const MlaParams& p, const DeviceCaps& caps);
 std::size_t split_kv_workspace(const MlaParams& p);
+void split_kv_reg(const MlaParams& p, const LaunchContext& ctx);  // 3_split_kv_reg.cu
+std::string split_kv_reg_supports(const MlaParams& p, const DeviceCaps& caps);
+std::size_t split_kv_reg_workspace(const MlaParams& p);
 
 }  // namespace attnbench::mla_impl

@@ -1,15 +1,17 @@
-// The host-side plan of mla's split_kv rung (2_split_kv.cu): how a launch cuts its work into
-// blocks, in plain C++ so that the CPU tests check it (tests/test_mla_split_kv.cpp) and the
-// kernel walks the same ranges (split_range is host and device).
+// The host-side plan of mla's split-KV rungs (2_split_kv.cu, 3_split_kv_reg.cu): how a launch
+// cuts its work into blocks, in plain C++ so that the CPU tests check it
+// (tests/test_mla_split_kv.cpp) and the kernels walk the same ranges (split_range is host and
+// device).
 //
-// A block is (sequence, group of up to 32 query rows, split of the context). Query rows are the
-// sequence's s_q · heads (token, head) pairs; a group holds group_rows of them (16 or 32: the
-// kernel's row class, one or two 16-row slices of 4 warps), so heads · s_q <= 32 is one group
-// and every latent row of a split is read once for all of them. (The first version had a
-// 64-row class; the kernel now keeps each warp's Q fragments and P in registers, which leaves
-// no room for 32 rows a warp: 48 or 64 rows take two groups, the second reading the cache
-// from L2 right after the first.) A split is `chunk` keys (whole 32-key tiles of the kernel), the last one
-// running to the end of its context.
+// A block is (sequence, group of query rows, split of the context). Query rows are the
+// sequence's s_q · heads (token, head) pairs; a group holds group_rows of them: the kernel's row
+// class, the fewest of 16, 32, 64 that hold them, up to the rung's largest class (max_rows).
+// Rung 2, split_kv, has classes 16, 32 and 64 (kSplitKvMaxRows: heads · s_q <= 64 is one
+// group); rung 3, split_kv_reg, keeps each warp's Q fragments and P in registers, which leaves
+// no room for 32 rows a warp, so its classes are 16 and 32 (kSplitKvRegMaxRows: 48 or 64 rows
+// take two groups, the second reading the cache from L2 right after the first). Every latent row
+// of a split is read once for all of a group's rows. A split is `chunk` keys (whole 32-key
+// tiles of the kernels), the last one running to the end of its context.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -26,11 +28,24 @@ constexpr int64_t kSplitMinChunk = 256;
 // The most blocks a plan puts in one round, whatever the card (Variant::workspace sees no
 // DeviceCaps, so it sizes the partials for this bound): 132 SMs x 1 block on an H100/H200.
 constexpr int64_t kSplitMaxBlocks = 512;
-// Query rows of one block at most (the kernel's largest row class).
-constexpr int64_t kSplitMaxRows = 32;
+// Query rows of one block at most: each rung's largest row class (split_kv: 16, 32, 64;
+// split_kv_reg: 16, 32).
+constexpr int64_t kSplitKvMaxRows = 64;
+constexpr int64_t kSplitKvRegMaxRows = 32;
 
-// The row class of a sequence's rows = s_q · heads: 16 or 32 (more rows take several groups of 32).
-constexpr int64_t split_group_rows(int64_t rows) { return rows <= 16 ? 16 : kSplitMaxRows; }
+// The row class of a sequence's rows = s_q · heads on a rung whose largest class is max_rows
+// (16, 32 or 64): the fewest of 16, 32, 64 that hold them, at most max_rows (more rows take
+// several groups of max_rows).
+constexpr int64_t split_group_rows(int64_t rows, int64_t max_rows) {
+  int64_t cls = 16;
+  while (cls < rows && cls < max_rows) cls *= 2;
+  return cls;
+}
+
+// Row groups of a sequence's rows on that rung: ceil(rows / its row class).
+constexpr int64_t split_groups(int64_t rows, int64_t max_rows) {
+  return (rows + split_group_rows(rows, max_rows) - 1) / split_group_rows(rows, max_rows);
+}
 
 struct SplitPlan {
   int64_t group_rows = 16;  // the kernel's row class
@@ -58,15 +73,17 @@ ATTNBENCH_HOST_DEVICE inline bool split_range(int64_t splits, int64_t chunk, int
 }
 
 // The plan for `batch` sequences of `rows` query rows each on a card of `slots` resident blocks
-// (SMs x blocks per SM). lens: the contexts on the host (MlaParams::host_context_lens), or null
-// to assume every sequence as long as `longest`. The chunk is the shortest (whole tiles, at
-// least kSplitMinChunk, at most split_cap splits) whose blocks holding keys, groups · Σ_b
-// ceil(len_b / chunk), fit one round of min(slots, kSplitMaxBlocks): a ragged batch's short
-// sequences take fewer splits than its longest, so the longest is cut finer than a plan from
-// `longest` alone would cut it. A batch that fills the round without splits gets one split.
-inline SplitPlan plan_split_kv(const int32_t* lens, int64_t batch, int64_t longest, int64_t rows, int64_t slots) {
+// (SMs x blocks per SM), for a rung whose largest row class is max_rows. lens: the contexts on
+// the host (MlaParams::host_context_lens), or null to assume every sequence as long as
+// `longest`. The chunk is the shortest (whole tiles, at least kSplitMinChunk, at most split_cap
+// splits) whose blocks holding keys, groups · Σ_b ceil(len_b / chunk), fit one round of
+// min(slots, kSplitMaxBlocks): a ragged batch's short sequences take fewer splits than its
+// longest, so the longest is cut finer than a plan from `longest` alone would cut it. A batch
+// that fills the round without splits gets one split.
+inline SplitPlan plan_split_kv(const int32_t* lens, int64_t batch, int64_t longest, int64_t rows, int64_t slots,
+                               int64_t max_rows) {
   SplitPlan plan;
-  plan.group_rows = split_group_rows(rows);
+  plan.group_rows = split_group_rows(rows, max_rows);
   plan.groups = (rows + plan.group_rows - 1) / plan.group_rows;
   const int64_t whole = std::max<int64_t>(1, (longest + kSplitTile - 1) / kSplitTile) * kSplitTile;
   plan.chunk = whole;
