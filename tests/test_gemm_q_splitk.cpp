@@ -80,6 +80,22 @@ TEST(GemmQSplitk, OneWaveOfWhatTheCardHolds) {
   EXPECT_EQ(plan_splitk(64, 4096, 4, [](int) { return int64_t{1}; }).splits, 8);  // one column block
 }
 
+// The launcher's clusters: the card's answer when the query succeeded, 0 kept as 0 (a cluster size
+// that cannot run at all must not be launched: the plan splits less), the model only on a failed
+// query. Before, an answer of 0 was replaced by the model, which plans 8 splits at n 4096 and
+// a launch the card refuses.
+TEST(GemmQSplitk, ClustersTheCardAnswersZeroIncluded) {
+  using gemm_q_impl::splitk_clusters;
+  EXPECT_EQ(splitk_clusters(true, 66, 132, 8), 66);
+  EXPECT_EQ(splitk_clusters(true, 0, 132, 8), 0);
+  EXPECT_EQ(splitk_clusters(false, 0, 132, 8), 4 * 132 / 8);
+  EXPECT_EQ(splitk_clusters(false, 123, 132, 2), 4 * 132 / 2);
+  auto eight_none = [](int splits) { return splitk_clusters(true, splits == 8 ? 0 : 4 * 132 / splits, 132, splits); };
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, eight_none).splits, 4);
+  auto none = [](int splits) { return splitk_clusters(true, splits == 1 ? 528 : 0, 132, splits); };
+  EXPECT_EQ(plan_splitk(4096, 4096, 4, none).splits, 1);
+}
+
 // Whatever the shape and card: splits a power of two in [1, 8], no more than the steps, all
 // blocks resident at once unless one split already overflows, and no larger split would fit.
 TEST(GemmQSplitk, PlanInvariants) {

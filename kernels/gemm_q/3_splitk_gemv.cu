@@ -303,7 +303,8 @@ __global__ void __launch_bounds__(kThreads, gemm_q_impl::kSplitkBlocksPerSm)
 
 // How many clusters of 1, 2, 4 and 8 blocks of this kernel the card holds at once (the GPCs'
 // SM counts decide how 4 blocks an SM pack into clusters of 8), asked once per kernel on its first
-// launch (verification, before any timing or graph capture); the model where the query fails.
+// launch (verification, before any timing or graph capture); the model where the query fails, and
+// an answer of 0 kept as 0 (that cluster size cannot run: the plan takes a smaller one).
 template <class T, int kBits, int kNt>
 int64_t resident_clusters(int splits, int sm_count) {
   static const std::array<int64_t, 4> clusters = [sm_count] {
@@ -321,10 +322,8 @@ int64_t resident_clusters(int splits, int sm_count) {
       cfg.attrs = attr;
       cfg.numAttrs = 1;
       int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, splitk_gemv_kernel<T, kBits, kNt>, &cfg) == cudaSuccess && n > 0)
-        c[i] = n;
-      else
-        c[i] = gemm_q_impl::splitk_model_clusters(sm_count, s);
+      const bool queried = cudaOccupancyMaxActiveClusters(&n, splitk_gemv_kernel<T, kBits, kNt>, &cfg) == cudaSuccess;
+      c[i] = gemm_q_impl::splitk_clusters(queried, n, sm_count, s);
     }
     (void)cudaGetLastError();  // a failed query is answered by the model, not by the next launch's check
     return c;

@@ -51,6 +51,13 @@ inline SplitkPlan plan_splitk(int64_t n, int64_t k, int bits, int sm_count) {
   return plan_splitk(n, k, bits, [&](int splits) { return splitk_model_clusters(sm_count, splits); });
 }
 
+// What the launcher plans with for clusters of `splits` blocks: the card's answer when
+// cudaOccupancyMaxActiveClusters succeeded, 0 included (no cluster of that size fits at all, so a
+// launch with it would fail: the plan splits less), and the model only when the query failed.
+inline int64_t splitk_clusters(bool queried, int answer, int sm_count, int splits) {
+  return queried ? std::max<int64_t>(answer, 0) : splitk_model_clusters(sm_count, splits);
+}
+
 // Split `rank`'s steps [begin, end): balanced, each non-empty when splits <= steps.
 inline void splitk_range(int64_t steps, int splits, int rank, int64_t& begin, int64_t& end) {
   begin = rank * steps / splits;
