@@ -97,6 +97,11 @@ class Problem {
     (void)variant;
     return 0;
   }
+  // Variant::profile_note: what a profiler shows of this variant's lesson; "" = nothing.
+  virtual std::string profile_note(const std::string& variant) const {
+    (void)variant;
+    return "";
+  }
 
   virtual Work work() const = 0;
   virtual ref::Matrix reference(const ref::Rows& rows) const = 0;
@@ -312,6 +317,10 @@ class TableProblem : public Problem {
   double host_overhead_us(const std::string& name) const override {
     const auto* v = find_variant(table_, name);
     return v && v->host_overhead_us ? v->host_overhead_us(params()) : 0;
+  }
+  std::string profile_note(const std::string& name) const override {
+    const auto* v = find_variant(table_, name);
+    return v && v->profile_note ? v->profile_note : "";
   }
 
  protected:

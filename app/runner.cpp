@@ -572,6 +572,7 @@ void Runner::profile_variants(PointRun& run) {
     profile_stages(gpu_, run.problem->stages(r.variant, *run.ctx), ranges,
                    [&] { run.problem->poison_output(gpu_.stream()); });
     r.profiled = ncu_nvtx_include(ranges);
+    r.timing_note = run.problem->profile_note(r.variant);  // the row's note after its ranges
     check_again(run, r, "profiled launch");
   }
 }

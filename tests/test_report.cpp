@@ -422,6 +422,18 @@ TEST(Report, ProfiledRowsShowNoTimings) {
   // After the errors: "profiled", then a "-" for each of noise, TFLOP/s, GB/s, floor, %, speedup and MHz.
   EXPECT_TRUE(std::regex_search(t, std::regex(R"(mma +verified +0\.00e\+00 +0\.00e\+00 +- +profiled( +-){12}\n)"))) << t;
   EXPECT_NE(t.find("\n      profiled: --nvtx-include 'gemm-case/layout=nt dtype=bf16/mma/'\n"), std::string::npos) << t;
+  // A variant's profile note (Variant::profile_note, which the runner puts in the row's note)
+  // follows the ranges, on a line of its own.
+  ResultRow noted = r;
+  noted.timing_note = "ncu --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum";
+  std::ostringstream table2;
+  TableWriter(table2, true, false, wide_table_columns()).row(noted);
+  const std::string t2 = table2.str();
+  const size_t ranges = t2.find("profiled: --nvtx-include 'gemm-case/layout=nt dtype=bf16/mma/';\n");
+  ASSERT_NE(ranges, std::string::npos) << t2;
+  EXPECT_NE(t2.find("      ncu --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum\n", ranges),
+            std::string::npos)
+      << t2;
 
   std::ostringstream md;
   RunMeta m = meta("run");

@@ -110,6 +110,9 @@ struct Variant {
   // The host microseconds a launch spends before its kernels are queued, where that is large
   // enough to matter (a Python plugin's marshalling and call); empty for everything else.
   std::function<double(const Params& p)> host_overhead_us;
+  // What to read in a profiler for this rung, when it is a lesson in one counter (the bank-
+  // conflict pair of gemm's smem_tiled); `run --profile` prints it under the row. Null: none.
+  const char* profile_note = nullptr;
 };
 
 // Variants added to a family's table before it is first built: a test binary's (a
