@@ -187,6 +187,33 @@ TEST(Work, GemmLayoutShapesB) {
   EXPECT_EQ(nn->input_tensors().at(1)->shape(), (std::vector<int64_t>{1, 5, 4}));
 }
 
+// The bank-conflict lesson (issue 52): gemm's smem_tiled pair carries the profiler counters to
+// read (`run --profile` prints them under the row), the unpadded half runs only where named,
+// and the two claim the same points (the pad is their only difference).
+TEST(GemmLesson, TheBankConflictPairNamesTheCounterAndRunsTheUnpaddedHalfOnlyWhenNamed) {
+  const auto g = make_problem(point("op = \"gemm\"\ndtype = \"fp32\"\n[shape]\nm = 64\nn = 64\nk = 64\n"));
+  for (const char* v : {"smem_tiled_unpadded", "smem_tiled"})
+    EXPECT_NE(g->profile_note(v).find("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"), std::string::npos)
+        << v;
+  EXPECT_EQ(g->profile_note("cublas"), "");
+  EXPECT_EQ(g->profile_note("no_such_variant"), "");
+  DeviceCaps caps;
+  caps.sm_count = 132, caps.cc_major = 9, caps.smem_per_block_optin = 227 * 1024;
+  const std::vector<VariantChoice> choices = g->variants(caps);
+  auto find = [&](const std::string& name) {
+    const auto it = std::find_if(choices.begin(), choices.end(), [&](const VariantChoice& c) { return c.name == name; });
+    EXPECT_NE(it, choices.end()) << name;
+    return it;
+  };
+  const auto unpadded = find("smem_tiled_unpadded"), padded = find("smem_tiled");
+  EXPECT_FALSE(unpadded->applies);
+  EXPECT_TRUE(padded->applies);
+  EXPECT_EQ(unpadded->skip, padded->skip);
+  EXPECT_EQ(unpadded + 1, padded) << "the pair sits together in the ladder, the conflicted half first";
+  const std::vector<std::string> defaults = g->default_variants(caps);
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "smem_tiled_unpadded"), 0);
+}
+
 TEST(Work, PipelineStepIsThePosition) {
   const auto p = make_problem(point(
       "op = \"pipeline\"\n[shape]\nbatch = 2\nheads = 4\nkv_heads = 2\nhead_dim = 8\nprompt = 10\ngenerate = 3\n"));

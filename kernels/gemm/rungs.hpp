@@ -14,7 +14,8 @@ std::string cublas_supports(const GemmParams& p, const DeviceCaps& caps);
 void naive(const GemmParams& p, const LaunchContext& ctx);  // 1_naive.cu
 std::string naive_supports(const GemmParams& p, const DeviceCaps& caps);
 void smem_tiled(const GemmParams& p, const LaunchContext& ctx);  // 2_smem_tiled.cu
-std::string smem_tiled_supports(const GemmParams& p, const DeviceCaps& caps);
+void smem_tiled_unpadded(const GemmParams& p, const LaunchContext& ctx);  // 2_smem_tiled.cu: B's tile unpadded
+std::string smem_tiled_supports(const GemmParams& p, const DeviceCaps& caps);  // both
 void reg_tiled(const GemmParams& p, const LaunchContext& ctx);  // 3_reg_tiled.cu
 std::string reg_tiled_supports(const GemmParams& p, const DeviceCaps& caps);
 void mma(const GemmParams& p, const LaunchContext& ctx);  // 4_mma.cu
