@@ -160,6 +160,8 @@ __global__ void __launch_bounds__(kThreads, gemm_q_impl::kSplitkBlocksPerSm)
   constexpr int kK = 128 / kBits;  // k of a lane's 16-byte piece: 32 int4, 16 int8
   constexpr int kStep = 4 * kK;    // k of a step: the four lanes t of a row
   constexpr int kMt = 8 * kNt;     // tokens a block
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's: supports() refuses older
+                                                     // cards, whose build (sm_80) compiles a trap
   using In = StepIn<T, kBits, kNt>;
   __shared__ __align__(16) uint4 ring_all[kRingBytes / 16];
   __shared__ float part[kMt * kRows];  // this block's partials [token][channel], read by the cluster
@@ -299,6 +301,10 @@ __global__ void __launch_bounds__(kThreads, gemm_q_impl::kSplitkBlocksPerSm)
     c[static_cast<int64_t>(tok) * n + n0 + row] = from_float<T>(sum);
   }
   cluster.sync();  // no block leaves while a peer may read its partials
+#else
+  (void)a, (void)w, (void)scales, (void)zeros, (void)c, (void)m, (void)n, (void)k, (void)group, (void)groups, (void)steps;
+  __trap();
+#endif
 }
 
 // How many clusters of 1, 2, 4 and 8 blocks of this kernel the card holds at once (the GPCs'

@@ -210,6 +210,8 @@ __device__ __forceinline__ int64_t first_column(int64_t n, int64_t block, int64_
 // Starts the copy of W's rows [first, first + count) ([n, k] rows of T) into buffer b.
 template <class T>
 __device__ void stage_rows(const Staging<T>& s, int b, const void* w, int64_t first, int64_t count, int64_t k) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the bulk copy and the async proxy are sm_90's: staging is
+                                        // off on other cards (staging_bytes), so an sm_80 build has no copy
   if (!s.on || threadIdx.x != 0) return;
   const int64_t bytes = count * k * static_cast<int64_t>(sizeof(T));
   const char* src = reinterpret_cast<const char*>(static_cast<const T*>(w) + first * k);
@@ -219,6 +221,9 @@ __device__ void stage_rows(const Staging<T>& s, int b, const void* w, int64_t fi
   for (int64_t at = 0; at < bytes; at += kPiece)
     bulk_copy(smem_addr(s.buf[b]) + static_cast<uint32_t>(at), src + at, static_cast<int>(std::min(kPiece, bytes - at)),
               s.bar[b]);
+#else
+  (void)s, (void)b, (void)w, (void)first, (void)count, (void)k;
+#endif
 }
 
 // Starts the copy of this block's rows of a projection's W ([n, k]) into buffer b.

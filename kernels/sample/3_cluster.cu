@@ -33,6 +33,9 @@ constexpr int kMostSplit = 8;  // blocks a row: the portable cluster size
 constexpr int kThreads = 512;  // a block: a part of at most vocab / 2 logits keeps a thread's run
                                // within vocab / 1024 (the depth contract); 64 registers spill
 
+// Thread-block clusters are sm_90's: cluster_supports() refuses older cards, and an sm_80 build
+// (README: -DCMAKE_CUDA_ARCHITECTURES=80) compiles the kernel below as a trap.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 // A block's statistics of one pass, as its peers read them.
 struct PassSlot {
   int count[kPivots];
@@ -163,6 +166,12 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(SampleParams p) {
     p.tokens[row] = static_cast<int32_t>(found.first != INT_MAX ? found.first : found.last);
   cluster.sync();
 }
+#else
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(SampleParams) {
+  __trap();
+}
+#endif
 
 }  // namespace
 
