@@ -45,6 +45,7 @@
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/storage.cuh"
+#include "kernels/gemm_q/dequant.cuh"
 #include "kernels/gemm_q/rungs.hpp"
 
 namespace attnbench {
@@ -64,56 +65,13 @@ struct Piece {
   static constexpr int kBlock = 4 * kK;   // k a warp's block covers: the four lanes t of a row
 };
 
-template <class T>
-using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-
-template <class T>
-__device__ __forceinline__ T2<T> as_t2(uint32_t x) {
-  return *reinterpret_cast<const T2<T>*>(&x);
-}
-template <class T>
-__device__ __forceinline__ uint32_t as_u32(T2<T> x) {
-  return *reinterpret_cast<const uint32_t*>(&x);
-}
-
-// 1024 + code in fp16 (0x6400 = 1024, unit ulp), 128 + code in bf16 (0x4300 = 128): exact for
-// an int4 code; the fp16 one holds an int8 code too.
-template <class T>
-constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
-template <class T>
-constexpr float kMagicValue = std::is_same_v<T, __half> ? 1024.f : 128.f;
-
-// A row's dequantization constants for one piece: the scale, and the magic plus the zero, each
-// in both halves.
-template <class T>
-struct Dequant {
-  T2<T> scale, bias;
-  float scale_f, zero_f;  // bf16 int8's fp32 path
-};
-
-// Codes i and i + 4 of an int4 word (k i, i + 4) as two dtype values.
-template <class T>
-__device__ __forceinline__ uint32_t dequant_int4(uint32_t word, int i, const Dequant<T>& d) {
-  const uint32_t x = ((word >> (4 * i)) & 0x000f000fu) | kMagic<T>;
-  return as_u32<T>(__hmul2(__hsub2(as_t2<T>(x), d.bias), d.scale));
-}
-
-// Bytes `odd` and odd + 2 of an int8 word (k odd, odd + 2) as two dtype values.
-template <class T>
-__device__ __forceinline__ uint32_t dequant_int8(uint32_t word, int odd, const Dequant<T>& d) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const uint32_t x = __byte_perm(word, 0x64646464u, odd ? 0x4341 : 0x4240);  // [b, 0x64, b + 2, 0x64]
-    return as_u32<T>(__hmul2(__hsub2(as_t2<T>(x), d.bias), d.scale));
-  } else {
-    const float lo = static_cast<float>((word >> (8 * odd)) & 0xff) - d.zero_f;
-    const float hi = static_cast<float>((word >> (8 * odd + 16)) & 0xff) - d.zero_f;
-    return pack2<T>(lo * d.scale_f, hi * d.scale_f);  // exact products, one rounding each
-  }
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int q) {
-  return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-}
+using gemm_q_impl::as_t2;
+using gemm_q_impl::as_u32;
+using gemm_q_impl::dequant_int4;
+using gemm_q_impl::dequant_int8;
+using gemm_q_impl::dequant_of;
+using gemm_q_impl::Dequant;
+using gemm_q_impl::word_of;
 
 template <class T, int kBits, int kNt>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -166,8 +124,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t at = static_cast<int64_t>(row_of(p)) * groups + (valid ? kk / group : 0);
       const float s = valid ? to_float(scales[at]) : 0.f;
       const float z = valid && zeros ? static_cast<float>(zeros[at]) : static_cast<float>(1 << (kBits - 1));
-      const T sv = from_float<T>(s), bv = from_float<T>(kMagicValue<T> + z);
-      dq[p] = {T2<T>{sv, sv}, T2<T>{bv, bv}, s, z};
+      dq[p] = dequant_of<T>(s, z);
     }
     // Activations: token tok0 + 8j + g, 8 k a load (zeros past m or k).
     const T* arow[kNt];

@@ -58,6 +58,7 @@
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/storage.cuh"
+#include "kernels/gemm_q/dequant.cuh"
 #include "kernels/gemm_q/rungs.hpp"
 #include "kernels/gemm_q/splitk_plan.hpp"
 
@@ -73,60 +74,12 @@ constexpr int kPieces = 2;                       // 16-byte pieces a lane copies
 constexpr int kStages = 8;
 constexpr int kRingBytes = kWarps * kStages * kPieces * 32 * 16;  // 32 KB
 
-template <class T>
-using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-
-template <class T>
-__device__ __forceinline__ T2<T> as_t2(uint32_t x) {
-  return *reinterpret_cast<const T2<T>*>(&x);
-}
-template <class T>
-__device__ __forceinline__ uint32_t as_u32(T2<T> x) {
-  return *reinterpret_cast<const uint32_t*>(&x);
-}
-
-// Rung 2's dequantization (kernels/gemm_q/2_fused_mma.cu says why each step is exact): 1024 + code
-// in fp16 (0x6400), 128 + code in bf16 (0x4300), minus (magic + zero), times the scale.
-template <class T>
-constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
-template <class T>
-constexpr float kMagicValue = std::is_same_v<T, __half> ? 1024.f : 128.f;
-
-template <class T>
-struct Dequant {
-  T2<T> scale, bias;
-  float scale_f, zero_f;  // bf16 int8's fp32 path
-};
-
-template <class T>
-__device__ __forceinline__ Dequant<T> dequant_of(float s, float z) {
-  const T sv = from_float<T>(s), bv = from_float<T>(kMagicValue<T> + z);
-  return {T2<T>{sv, sv}, T2<T>{bv, bv}, s, z};
-}
-
-// Codes i and i + 4 of an int4 word (k i, i + 4) as two dtype values.
-template <class T>
-__device__ __forceinline__ uint32_t dequant_int4(uint32_t word, int i, const Dequant<T>& d) {
-  const uint32_t x = ((word >> (4 * i)) & 0x000f000fu) | kMagic<T>;
-  return as_u32<T>(__hmul2(__hsub2(as_t2<T>(x), d.bias), d.scale));
-}
-
-// Bytes `odd` and odd + 2 of an int8 word (k odd, odd + 2) as two dtype values.
-template <class T>
-__device__ __forceinline__ uint32_t dequant_int8(uint32_t word, int odd, const Dequant<T>& d) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const uint32_t x = __byte_perm(word, 0x64646464u, odd ? 0x4341 : 0x4240);  // [b, 0x64, b + 2, 0x64]
-    return as_u32<T>(__hmul2(__hsub2(as_t2<T>(x), d.bias), d.scale));
-  } else {
-    const float lo = static_cast<float>((word >> (8 * odd)) & 0xff) - d.zero_f;
-    const float hi = static_cast<float>((word >> (8 * odd + 16)) & 0xff) - d.zero_f;
-    return pack2<T>(lo * d.scale_f, hi * d.scale_f);  // exact products, one rounding each
-  }
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int q) {
-  return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-}
+// Rung 2's dequantization in registers (dequant.cuh).
+using gemm_q_impl::dequant_int4;
+using gemm_q_impl::dequant_int8;
+using gemm_q_impl::dequant_of;
+using gemm_q_impl::Dequant;
+using gemm_q_impl::word_of;
 
 __device__ __forceinline__ void prefetch_line_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
