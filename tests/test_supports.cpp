@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.hpp"
+#include "kernels/backward/backward.hpp"
 #include "kernels/decode/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/paged/paged.hpp"
@@ -349,4 +350,29 @@ TEST(Supports, EveryRungButVllmsTakesSinks) {
   EXPECT_EQ(check(attention_variants(), a, names(attention_variants())), 0);  // flash_mma, flash_wgmma, flash_ws
   EXPECT_EQ(check(decode_variants(), d, names(decode_variants())), 0);
   EXPECT_EQ(check(paged_variants(), pg, {"paged_flash", "paged_flash_rope_first"}), 2);  // v1, v2
+}
+
+// The backward's deterministic rungs are rung 2's and rung 4's kernels with turns: each claims
+// exactly what its nondeterministic twin claims, promises bit-for-bit repeats (the twins do
+// not), and needs the twin's workspace plus one turn counter per (batch, head, query tile of 64).
+TEST(BackwardDeterministicRungs, ClaimWhatTheirTwinsClaimAndAddOneTurnCounterATile) {
+  BackwardParams p{};
+  p.batch = 2, p.heads = 8, p.kv_heads = 2, p.seq_q = 1000, p.seq_k = 1000, p.head_dim = 128;
+  p.causal = true, p.dtype = DType::bf16;
+  finish_backward_params(p);
+  const auto& table = backward_variants();
+  const size_t turns = (2 * 8 * 16 * sizeof(int) + 255) / 256 * 256;  // 16 query tiles of 64
+  for (const auto& [twin, det] : {std::pair<std::string, std::string>{"flash_mma", "flash_mma_det"},
+                                  std::pair<std::string, std::string>{"flash_wgmma", "flash_wgmma_det"}}) {
+    const auto& a = variant(table, twin);
+    const auto& b = variant(table, det);
+    EXPECT_FALSE(a.deterministic) << twin;
+    EXPECT_TRUE(b.deterministic) << det;
+    EXPECT_EQ(b.workspace(p), a.workspace(p) + turns) << det;
+    for (const DeviceCaps& c : {kHopper, kAmpere}) EXPECT_EQ(a.supports(p, c), b.supports(p, c)) << det;
+  }
+  EXPECT_EQ(variant(table, "flash_wgmma_det").supports(p, kHopper), "");
+  EXPECT_NE(variant(table, "flash_wgmma_det").supports(p, kAmpere), "");
+  p.head_dim = 256;
+  EXPECT_NE(variant(table, "flash_wgmma_det").supports(p, kHopper), "");
 }
