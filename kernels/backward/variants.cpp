@@ -24,7 +24,7 @@ const std::vector<Variant<BackwardParams>>& backward_variants() {
        "tiles; S, dP once a pair; dQ by fp32 atomics (nondeterministic order)",
        flash_mma, flash_mma_supports, flash_mma_workspace, {}, nullptr, /*deterministic=*/false},
       {"flash_mma_det",
-       "flash_mma with dQ added in key-block order (a turn counter per dQ tile orders the atomics): bitwise "
+       "flash_mma with dQ added in key-block order (a turn counter per dQ tile, plain adds in turn): bitwise "
        "reproducible",
        flash_mma_det, flash_mma_supports, flash_mma_det_workspace},
       {"flash_wgmma",
@@ -32,7 +32,8 @@ const std::vector<Variant<BackwardParams>>& backward_variants() {
        "S, dP, dV, dK and dQ as warpgroup products from swizzled tiles; dQ by fp32 atomics (nondeterministic order)",
        flash_wgmma, flash_wgmma_supports, flash_wgmma_workspace, {}, nullptr, /*deterministic=*/false},
       {"flash_wgmma_det",
-       "flash_wgmma with dQ added in key-block order (flash_mma_det's turns on its atomics): bitwise reproducible",
+       "flash_wgmma with dQ added in key-block order (flash_mma_det's turns, ordering its atomics by a fence and a "
+       "release): bitwise reproducible",
        flash_wgmma_det, flash_wgmma_supports, flash_wgmma_det_workspace},
   });
   return table;
