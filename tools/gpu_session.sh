@@ -17,6 +17,12 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
+#   tools/gpu_session.sh pending [SECONDS]
+#                                          # the rungs not yet run on a GPU (the list in pending()
+#                                          # below, kept by the session that wrote them; the bench
+#                                          # notes give each one's prediction): their verification,
+#                                          # sanitizers and repeats side by side, then their timings
+#                                          # alone; every step under its own timeout, within SECONDS
 #   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
@@ -170,6 +176,50 @@ soak() {
   cat "$log"
 }
 
+# The first run of the rungs written since the last GPU run (session 26: attention_backward's
+# flash_wgmma_det, mla's split_kv_reg, gemm_q's splitk_gemv, gemm's bank-conflict pair), and the
+# gpu CTest tests no call has finished yet. Verification steps run side by side (fp64-bound, at
+# most 6 at once), then the timings one at a time; a step that hangs (a deadlocked turn) costs
+# only its own timeout. Each step's last "passed," line goes to card.txt.
+pending() {
+  local budget=${1:-560} start=$SECONDS
+  local q=(--set verify.trials=1 --set verify.max_rows=64)
+  step() {  # NAME SECONDS COMMAND...
+    local name=$1 t=$2; shift 2
+    local left=$((budget - (SECONDS - start)))
+    [ "$t" -gt "$left" ] && t=$left
+    if [ "$t" -lt 10 ]; then echo "$name NOT RUN (budget)" >> "$OUT/card.txt"; return; fi
+    timeout "$t" "$@" > "$OUT/$name.txt" 2>&1
+    echo "$name rc=$? at $((SECONDS - start)) s: $(grep -h 'passed,' "$OUT/$name.txt" | tail -1)" >> "$OUT/card.txt"
+  }
+  par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
+  local k=(-k flash_mma_det -k flash_wgmma -k flash_wgmma_det)
+  par bwd 90 "$bin" verify smoke/attention_backward cases/backward "${k[@]}"
+  par bwd-repeat 90 "$bin" verify smoke/attention_backward cases/backward -k flash_wgmma_det --set dtype=bf16 \
+    --set verify.repeat=20 "${q[@]}"
+  par bwd-racecheck 90 "$bin" verify smoke/attention_backward -k flash_wgmma_det --set dtype=bf16 \
+    --set 'sweep.causal=["bottom_right"]' --sanitize racecheck "${q[@]}"
+  par mla 90 "$bin" verify smoke/mla cases/mla
+  par mla-memcheck 90 "$bin" verify smoke/mla --sanitize memcheck "${q[@]}"
+  par gemmq 90 "$bin" verify smoke/gemm_q cases/gemm_q
+  par gemmq-memcheck 90 "$bin" verify cases/gemm_q/small-m.toml -k splitk_gemv --sanitize memcheck "${q[@]}"
+  par banks 60 "$bin" verify gemm/bank-conflicts
+  wait
+  step ctest-pending 240 sh -c "cd build && ctest -R 'gpu_sanitizer|gpu_python_plugins|gpu_timing_modes' --output-on-failure"
+  step bwd-perf 120 "$bin" run cases/perf/attention_backward-bf16-b4-h16-s4096-d128.toml --plugin kernels/peers/torch_sdpa.py \
+    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${q[@]}" -o "$OUT/bwd-perf.json"
+  step mla-perf 60 "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 \
+    perf/mla-bf16-b64-h128-s1-ctx4096 -k split_kv -k split_kv_reg "${q[@]}" -o "$OUT/mla-perf.json"
+  step gemmq-perf 40 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int8-k4096-n4096 "${q[@]}" \
+    -o "$OUT/gemmq-perf.json"
+  step banks-perf 30 "$bin" run gemm/bank-conflicts -o "$OUT/banks-perf.json"
+  step sample-perf 40 "$bin" run perf/sample-bf16-b1-v128256 perf/sample-bf16-b64-v128256 "${q[@]}" \
+    -o "$OUT/sample-perf.json"
+  step sample-peer 40 env PYTHONUNBUFFERED=1 python3 tools/peers.py --cases 'sample-bf16-b*-v128256*' \
+    --json "$OUT/sample-peer.json"
+  echo "pending done at $((SECONDS - start)) s" >> "$OUT/card.txt"
+}
+
 case "${1:-}" in
 all) verify_all; perf core "${2:-tools/peers.py}" ;;
 verify) verify_all ;;
@@ -177,8 +227,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
+pending) pending "${2:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
