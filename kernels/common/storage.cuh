@@ -51,11 +51,22 @@ __device__ __forceinline__ uint32_t to_bits(__nv_bfloat16 h) { return __bfloat16
 
 // Four floats as one register of e4m3 codes (round to nearest, saturating), x0 in the
 // lowest byte: the lowest k of an 8-bit wgmma fragment register.
+// The e4m3 conversions are sm_89's: every fp8 path's supports() refuses older cards, and an
+// sm_80 build (README: -DCMAKE_CUDA_ARCHITECTURES=80) compiles them as a trap.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+#define ATTNBENCH_NO_E4M3 1
+#endif
 __device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+#ifdef ATTNBENCH_NO_E4M3
+  (void)x0, (void)x1, (void)x2, (void)x3;
+  __trap();
+  return 0;
+#else
   uint16_t lo, hi;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));  // first operand: upper byte
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
   return uint32_t{lo} | (uint32_t{hi} << 16);
+#endif
 }
 
 // Two floats as one register of 16-bit values (__half or __nv_bfloat16), `lo` in the low
@@ -74,9 +85,15 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // Four e4m3 bytes -> two f16x2 words (bytes 0, 1 and bytes 2, 3; the lower byte in the lower
 // half). Exact: every e4m3 value, subnormals included, is an fp16 value.
 __device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#ifdef ATTNBENCH_NO_E4M3
+  (void)w;
+  __trap();
+  lo = hi = 0;
+#else
   asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
       : "=r"(lo), "=r"(hi)
       : "r"(w));
+#endif
 }
 
 // kWords 32-bit words of elements C (fp32, fp16, bf16 or fp8) -> floats (4 / sizeof(C) per
