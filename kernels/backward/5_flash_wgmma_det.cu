@@ -4,7 +4,8 @@
 // Over rung 4: the key blocks that see a query tile add their partial dQ one after another,
 // lowest key block first: the block waits until the tile's counter says it is its turn, adds by
 // rung 4's float4 atomics, fences, and passes the turn on with a release; the next block
-// acquires it before it adds, so each element's adds land in key-block order. dK and dV
+// acquires it before it adds, so each element's adds land in key-block order (at d64, where both
+// warpgroups add to every element, warpgroup 0 before warpgroup 1). dK and dV
 // already had one writer and one order. Both block orders of the 1-D grid start a row's key
 // blocks in increasing order, so a block only ever waits for blocks already running or done.
 // The cost is the wait and the fence on each tile's path (rung 3 over rung 2: 0.38-0.57x with a

@@ -352,13 +352,25 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
     const bool odd = t4 & 1;
     const int i = m0 + 16 * (warp % 4) + g + (odd ? 8 : 0);
     float* dst = a.dq_accum + (int64_t{b} * a.seq_q + i) * q_stride + int64_t{h} * D + c0 + 2 * (t4 & 2);
+    // d64 has both warpgroups add to every element (each over its own 64 keys): in the
+    // deterministic kernel warpgroup 0 adds first, and warpgroup 1 after a fence and a barrier,
+    // so the block's two adds have one order too. d128's warpgroups add disjoint columns.
+    constexpr int kPasses = DETERMINISTIC && D == 64 ? 2 : 1;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float* f = acc_q + 4 * j;  // f[0], f[1]: row g; f[2], f[3]: row g + 8
-      const float give0 = odd ? f[0] : f[2], give1 = odd ? f[1] : f[3];
-      const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-      const float4 add = odd ? make_float4(got0, got1, f[2], f[3]) : make_float4(f[0], f[1], got0, got1);
-      if (i < a.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), add);
+    for (int pass = 0; pass < kPasses; ++pass) {
+      if (kPasses == 2 && pass == 1) {
+        __threadfence();
+        __syncthreads();
+      }
+      if (kPasses == 2 && wg != pass) continue;  // whole warpgroups: the shuffles below stay full-warp
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float* f = acc_q + 4 * j;  // f[0], f[1]: row g; f[2], f[3]: row g + 8
+        const float give0 = odd ? f[0] : f[2], give1 = odd ? f[1] : f[3];
+        const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+        const float4 add = odd ? make_float4(got0, got1, f[2], f[3]) : make_float4(f[0], f[1], got0, got1);
+        if (i < a.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), add);
+      }
     }
     if constexpr (DETERMINISTIC) {
       __threadfence();  // this thread's adds are performed before anything it does next
