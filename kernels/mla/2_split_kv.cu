@@ -52,61 +52,14 @@
 // specialised to DeepSeek's dims), sm_90 (bulk copies). Verified on an H100 (run 274: every mla
 // case, compute-sanitizer clean) and timed: b64 h16 s1 ctx16384 0.5659 ms, 68% of the read
 // bandwidth; its fp8 twin 0.8441 ms, slower than bf16. Rung 3 (3_split_kv_reg.cu) says why.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
-#include "kernels/common/copy.cuh"
-#include "kernels/common/dispatch.cuh"
-#include "kernels/common/mma.cuh"
-#include "kernels/common/pdl.cuh"
-#include "kernels/common/reduce.cuh"
-#include "kernels/common/softmax_math.cuh"
-#include "kernels/common/split_kv.cuh"
-#include "kernels/common/storage.cuh"
-#include "kernels/mla/rungs.hpp"
-#include "kernels/mla/split_plan.hpp"
+#include "kernels/mla/split_kv.cuh"
 
 namespace attnbench::mla_impl {
 namespace {
-
-constexpr int kLatent = 512, kRope = 64, kWidth = kLatent + kRope;
-constexpr int kFp8TokenBytes = kLatent + 4 * (kLatent / 128) + 2 * kRope;  // 656
-
-// The kernel's arguments; the first block of fields is what splitkv's combine and launch_split
-// read (P there): heads = the sequence's query rows (s_q · heads), head_dim = latent_dim.
-struct MlaSplit {
-  int heads = 0, head_dim = kLatent, splits = 1, chunk = 0;
-  int window = 0, key_align = 1;  // no window: the combine's window_base is 0
-  struct {
-    const float* sinks = nullptr;  // MLA has none
-  } score;
-  const int32_t* context_lens = nullptr;
-  void* o = nullptr;
-  float* part_o = nullptr;
-  float2* part_ml = nullptr;
-  // The main kernel's own.
-  const void* q = nullptr;
-  const uint8_t* cache = nullptr;
-  const int32_t* block_tables = nullptr;
-  int64_t max_blocks = 1;
-  int block_size = 64, s_q = 1, q_heads = 1, groups = 1;
-  bool causal = true;
-  float scale_log2 = 0;
-};
-
-// What launch_split and the workspace read of the host's side (Params there).
-struct MlaSplitHost {
-  int64_t batch = 1, heads = 1, head_dim = kLatent;
-  bool launch_early = false;
-};
-
-MlaSplitHost host_of(const MlaParams& p) { return {p.batch, p.s_q * p.heads, kLatent, false}; }
 
 // One configuration. kRows: the row class; kMT m16 tiles per warp, kRowWarps row slices; 4 key
 // warps per slice (8 keys of a tile each in S, 128 value dims each in O). Shared memory: Q
@@ -459,22 +412,7 @@ void launch(const MlaParams& p, const LaunchContext& ctx) {
   const int slots = splitkv::sm_count(ctx, "mla/split_kv: needs the device's SM count (LaunchContext::caps)") * per_sm;
   const SplitPlan plan =
       plan_split_kv(p.host_context_lens, p.batch, p.longest_context, p.s_q * p.heads, slots, kSplitKvMaxRows);
-  MlaSplit d;
-  d.heads = static_cast<int>(p.s_q * p.heads);
-  d.splits = static_cast<int>(plan.splits);
-  d.chunk = static_cast<int>(plan.chunk);
-  d.context_lens = p.context_lens;
-  d.o = p.o;
-  d.q = p.q;
-  d.cache = static_cast<const uint8_t*>(p.cache);
-  d.block_tables = p.block_tables;
-  d.max_blocks = p.max_blocks_per_seq;
-  d.block_size = static_cast<int>(p.block_size);
-  d.s_q = static_cast<int>(p.s_q);
-  d.q_heads = static_cast<int>(p.heads);
-  d.groups = static_cast<int>(plan.groups);
-  d.causal = p.causal;
-  d.scale_log2 = p.scale * kLog2e;
+  MlaSplit d = split_args(p, plan);
   const MlaSplitHost h = host_of(p);
   splitkv::launch_split<T>(d, h, ctx, kernel, p.batch * plan.groups, G::kThreads, kName, G::kSmemBytes);
 }
@@ -482,15 +420,7 @@ void launch(const MlaParams& p, const LaunchContext& ctx) {
 // The launch's configuration, as f(T{}, C{}, integral_constant<int, kRows>{}).
 template <class F>
 decltype(auto) with_config(const MlaParams& p, F&& f) {
-  return with_16bit(p.dtype, "mla/split_kv", [&](auto tag) {
-    using T = decltype(tag);
-    return with_value<MlaCache::dtype, MlaCache::fp8>(p.cache_format, "mla/split_kv", "cache", [&](auto cache) {
-      using C = std::conditional_t<decltype(cache)::value == MlaCache::fp8, Fp8, T>;
-      return with_value<int64_t{16}, int64_t{32}, int64_t{64}>(
-          split_group_rows(p.s_q * p.heads, kSplitKvMaxRows), "mla/split_kv", "row class",
-          [&](auto rows) { return f(T{}, C{}, std::integral_constant<int, static_cast<int>(decltype(rows)::value)>{}); });
-    });
-  });
+  return with_split_config<kSplitKvMaxRows, 16, 32, 64>(p, "mla/split_kv", std::forward<F>(f));
 }
 
 }  // namespace
@@ -499,30 +429,13 @@ void split_kv(const MlaParams& p, const LaunchContext& ctx) {
   with_config(p, [&](auto t, auto c, auto rows) { launch<decltype(t), decltype(c), decltype(rows)::value>(p, ctx); });
 }
 
-std::size_t split_kv_workspace(const MlaParams& p) {
-  const int64_t rows = p.s_q * p.heads, groups = split_groups(rows, kSplitKvMaxRows);
-  return splitkv::partials_workspace(host_of(p), split_cap(p.batch, groups, p.longest_context));
-}
+std::size_t split_kv_workspace(const MlaParams& p) { return split_workspace(p, kSplitKvMaxRows); }
 
 std::string split_kv_supports(const MlaParams& p, const DeviceCaps& caps) {
-  if (const std::string r = common_reason(p); !r.empty()) return r;
-  if (p.dtype != DType::fp16 && p.dtype != DType::bf16)
-    return "fp16/bf16 queries only (mma.sync on 16-bit inputs; fp32 runs naive)";
-  if (p.latent_dim != kLatent || p.rope_dim != kRope)
-    return "latent_dim 512 and rope_dim 64 only (DeepSeek's dims, FlashMLA's: the kernel is specialised to them)";
-  if (caps.arch() < 90) return "needs sm_90 (bulk copies through mbarriers)";
-  if ((p.q && !aligned16(p.q)) || (p.cache && !aligned16(p.cache)) || (p.o && !aligned16(p.o)))
-    return "q, the cache and o must be 16-byte aligned (bulk copies, cp.async)";
-  if (p.block_size > INT_MAX) return "block_size must fit in int";
-  if (p.longest_context >= (int64_t{1} << 30)) return "contexts must be < 2^30 keys (key indices are int)";
-  const int64_t rows = p.s_q * p.heads, groups = split_groups(rows, kSplitKvMaxRows);
-  if (rows > INT_MAX / 2 || p.batch * groups > INT_MAX) return "batch * s_q * heads must be < 2^30";
-  const int smem = with_config(p, [](auto t, auto c, auto r) {
+  if (const std::string r = split_reason(p, caps, kSplitKvMaxRows); !r.empty()) return r;
+  return smem_reason(caps, with_config(p, [](auto t, auto c, auto r) {
     return Cfg<decltype(t), decltype(c), decltype(r)::value>::kSmemBytes;
-  });
-  if (caps.smem_per_block_optin < static_cast<std::size_t>(smem))
-    return "needs " + std::to_string(smem / 1024) + " KB of shared memory per block";
-  return {};
+  }));
 }
 
 }  // namespace attnbench::mla_impl
