@@ -177,8 +177,8 @@ soak() {
 }
 
 # The first run of the rungs written since the last GPU run (session 26: attention_backward's
-# flash_wgmma_det, mla's split_kv_reg, gemm_q's splitk_gemv, gemm's bank-conflict pair), and the
-# gpu CTest tests no call has finished yet. Verification steps run side by side (fp64-bound, at
+# flash_wgmma_det, mla's split_kv_reg, gemm_q's splitk_gemv, gemm's bank-conflict pair), then the
+# gpu CTest tests no call has finished yet and the GPT-2 peers' first same-call rows. Verification steps run side by side (fp64-bound, at
 # most 6 at once), then the timings one at a time; a step that hangs (a deadlocked turn) costs
 # only its own timeout. Each step's last "passed," line goes to card.txt.
 pending() {
@@ -205,7 +205,6 @@ pending() {
   par gemmq-memcheck 90 "$bin" verify cases/gemm_q/small-m.toml -k splitk_gemv --sanitize memcheck "${q[@]}"
   par banks 60 "$bin" verify gemm/bank-conflicts
   wait
-  step ctest-pending 240 sh -c "cd build && ctest -R 'gpu_sanitizer|gpu_python_plugins|gpu_timing_modes' --output-on-failure"
   step bwd-perf 120 "$bin" run cases/perf/attention_backward-bf16-b4-h16-s4096-d128.toml --plugin kernels/peers/torch_sdpa.py \
     --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${q[@]}" -o "$OUT/bwd-perf.json"
   step mla-perf 60 "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 \
@@ -217,6 +216,14 @@ pending() {
     -o "$OUT/sample-perf.json"
   step sample-peer 40 env PYTHONUNBUFFERED=1 python3 tools/peers.py --cases 'sample-bf16-b*-v128256*' \
     --json "$OUT/sample-peer.json"
+  # Last, what may take the rest: the gpu CTest tests no call has finished, then issue 47's GPT-2
+  # rows (our TBT beside PyTorch eager and torch.compile's reduce-overhead, one call).
+  step ctest-pending 240 sh -c "cd build && ctest -R 'gpu_sanitizer|gpu_python_plugins|gpu_timing_modes' --output-on-failure"
+  step model-b1 90 "$bin" run perf/model-bf16-gpt2-b1-p512-g128 "${q[@]}" -o "$OUT/model-b1.json"
+  step gpt2-eager 60 python3 tests/gpt2_check.py bench --batch 1 --prompt 512 --generate 128 --dtype bf16 \
+    --json "$OUT/peer-gpt2-b1.json"
+  step gpt2-compile 150 python3 tests/gpt2_check.py bench --batch 1 --prompt 512 --generate 128 --dtype bf16 \
+    --compile --json "$OUT/peer-gpt2-b1-compile.json"
   echo "pending done at $((SECONDS - start)) s" >> "$OUT/card.txt"
 }
 
