@@ -56,7 +56,7 @@ const void* at(uintptr_t address) { return reinterpret_cast<const void*>(address
 
 TEST(PythonPlugin, LoadsEveryOpsVariant) {
   SKIP_WITHOUT_BRIDGE();
-  EXPECT_EQ(views().by_op.size(), 9u);
+  EXPECT_EQ(views().by_op.size(), 10u);
   EXPECT_STREQ(views().by_op.at(ATTNBENCH_OP_PAGED)->name, "views_paged");
   EXPECT_STREQ(views().by_op.at(ATTNBENCH_OP_PAGED)->note, "reports its views");
 }
@@ -200,6 +200,73 @@ TEST(PythonPlugin, AttentionBackwardGradientsAndLse) {
             std::string::npos)
       << got;
   EXPECT_EQ(got.find("rope="), std::string::npos) << "the op has no RoPE: " << got;
+  EXPECT_EQ(got.find("!capsule"), std::string::npos) << got;
+}
+
+// mla's tensors in the struct's layouts: q [batch, s_q, heads, latent_dim + rope_dim], o [batch,
+// s_q, heads, latent_dim], the paged latent cache [num_blocks, block_size, width] in the dtype, its
+// block tables and lengths, the host's lengths as a list; the scalars by the struct's names.
+TEST(PythonPlugin, MlaLatentCacheInTheDtype) {
+  SKIP_WITHOUT_BRIDGE();
+  const int32_t ctx[] = {70, 2, 1025};
+  attnbench_mla_params p{};
+  p.q = at(1 << 20);
+  p.cache = at(2 << 20);
+  p.o = const_cast<void*>(at(3 << 20));
+  p.block_tables = static_cast<const int32_t*>(at(4 << 20));
+  p.context_lens = static_cast<const int32_t*>(at(5 << 20));
+  p.host_context_lens = ctx;
+  p.batch = 3, p.s_q = 2, p.heads = 16, p.latent_dim = 512, p.rope_dim = 64;
+  p.block_size = 24, p.num_blocks = 60, p.max_blocks_per_seq = 43;
+  p.longest_context = 1025;
+  p.token_bytes = 576 * 2;
+  p.scale = 0.125f;
+  p.causal = 1;
+  p.dtype = ATTNBENCH_BF16, p.kv_dtype = ATTNBENCH_BF16;
+  const std::string got = handed(ATTNBENCH_OP_MLA, &p);
+  EXPECT_NE(got.find("VIEWS mla stream=20816"), std::string::npos) << got;
+  EXPECT_NE(got.find("q=bfloat16[3, 2, 16, 576][18432, 9216, 576, 1]@1048576 "), std::string::npos) << got;
+  EXPECT_NE(got.find("cache=bfloat16[60, 24, 576][13824, 576, 1]@2097152 "), std::string::npos) << got;
+  EXPECT_NE(got.find("o=bfloat16[3, 2, 16, 512][16384, 8192, 512, 1]@3145728 "), std::string::npos) << got;
+  EXPECT_NE(got.find("block_tables=int32[3, 43][43, 1]@4194304 "), std::string::npos) << got;
+  EXPECT_NE(got.find("context_lens=int32[3][1]@5242880 "), std::string::npos) << got;
+  EXPECT_NE(got.find("workspace=None"), std::string::npos) << "no workspace was asked for: " << got;
+  for (const char* scalar :
+       {"'batch': 3", "'block_size': 24", "'causal': True", "'dtype': 'bfloat16'", "'heads': 16",
+        "'host_context_lens': [70, 2, 1025]", "'kv_dtype': 'bfloat16'", "'latent_dim': 512", "'longest_context': 1025",
+        "'max_blocks_per_seq': 43", "'num_blocks': 60", "'rope_dim': 64", "'s_q': 2", "'scale': 0.125",
+        "'token_bytes': 1152"})
+    EXPECT_NE(got.find(scalar), std::string::npos) << scalar << " in " << got;
+  EXPECT_EQ(got.find("score="), std::string::npos) << "mla has no score options but its scale: " << got;
+  EXPECT_EQ(got.find("rope="), std::string::npos) << "the op turns nothing: " << got;
+  EXPECT_EQ(got.find("!capsule"), std::string::npos) << got;
+}
+
+// FlashMLA's fp8 layout: a token's 656 bytes (512 e4m3 codes, 4 fp32 scales, 64 bf16 RoPE values)
+// go over as bytes, [num_blocks, block_size, token_bytes] uint8; kv_dtype names the layout; the
+// queries keep their own dtype (fp32 here). No host lengths given: None.
+TEST(PythonPlugin, MlaFp8CacheAsItsBytes) {
+  SKIP_WITHOUT_BRIDGE();
+  attnbench_mla_params p{};
+  p.q = at(1 << 20);
+  p.cache = at(2 << 20);
+  p.o = const_cast<void*>(at(3 << 20));
+  p.block_tables = static_cast<const int32_t*>(at(4 << 20));
+  p.context_lens = static_cast<const int32_t*>(at(5 << 20));
+  p.batch = 1, p.s_q = 1, p.heads = 128, p.latent_dim = 512, p.rope_dim = 64;
+  p.block_size = 64, p.num_blocks = 10, p.max_blocks_per_seq = 8;
+  p.longest_context = 500;
+  p.token_bytes = 656;
+  p.scale = 0.5f;
+  p.causal = 0;
+  p.dtype = ATTNBENCH_FP32, p.kv_dtype = ATTNBENCH_FP8_E4M3;
+  const std::string got = handed(ATTNBENCH_OP_MLA, &p);
+  EXPECT_NE(got.find("q=float32[1, 1, 128, 576][73728, 73728, 576, 1]@1048576 "), std::string::npos) << got;
+  EXPECT_NE(got.find("cache=uint8[10, 64, 656][41984, 656, 1]@2097152 "), std::string::npos) << got;
+  EXPECT_NE(got.find("o=float32[1, 1, 128, 512][65536, 65536, 512, 1]@3145728 "), std::string::npos) << got;
+  for (const char* scalar : {"'causal': False", "'dtype': 'float32'", "'host_context_lens': None",
+                             "'kv_dtype': 'float8_e4m3fn'", "'scale': 0.5", "'token_bytes': 656"})
+    EXPECT_NE(got.find(scalar), std::string::npos) << scalar << " in " << got;
   EXPECT_EQ(got.find("!capsule"), std::string::npos) << got;
 }
 

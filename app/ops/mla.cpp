@@ -24,6 +24,7 @@
 #include "app/ops/heads.hpp"
 #include "app/ops/paged.hpp"
 #include "app/ops/ragged.hpp"
+#include "app/plugin.hpp"
 #include "app/problem.hpp"
 #include "kernels/mla/mla.hpp"
 #include "reference/mla.hpp"
@@ -237,6 +238,32 @@ void finish_mla(ShapeCheck& c) {
   finish_num_blocks(c, context);
 }
 
+// What a plugin's variant receives (kernels/plugin/include/attnbench/plugin.h).
+attnbench_mla_params mla_abi(const MlaParams& p) {
+  attnbench_mla_params a{};
+  a.q = p.q;
+  a.cache = p.cache;
+  a.o = p.o;
+  a.block_tables = p.block_tables;
+  a.context_lens = p.context_lens;
+  a.host_context_lens = p.host_context_lens;
+  a.batch = p.batch;
+  a.s_q = p.s_q;
+  a.heads = p.heads;
+  a.latent_dim = p.latent_dim;
+  a.rope_dim = p.rope_dim;
+  a.block_size = p.block_size;
+  a.num_blocks = p.num_blocks;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.longest_context = p.longest_context;
+  a.token_bytes = p.token_bytes();
+  a.scale = p.scale;
+  a.causal = p.causal ? 1 : 0;
+  a.dtype = abi_dtype(p.dtype);
+  a.kv_dtype = p.cache_format == MlaCache::fp8 ? int32_t{ATTNBENCH_FP8_E4M3} : abi_dtype(p.dtype);
+  return a;
+}
+
 }  // namespace
 
 OpSpec mla_op() {
@@ -269,6 +296,8 @@ OpSpec mla_op() {
   };
   op.finish = finish_mla;
   op.variants = [] { return variant_infos(mla_variants()); };
+  op.plugin_op = ATTNBENCH_OP_MLA;
+  op.add_plugin = [](const attnbench_variant& v, const char* file) { add_variant(plugin_variant(v, file, mla_abi)); };
   op.make = [](const CasePoint& p) -> std::unique_ptr<Problem> { return std::make_unique<MlaProblem>(p); };
   return op;
 }

@@ -14,7 +14,7 @@ the decorated function once per launch with
   t       the op's tensors: zero-copy views (DLPack) of attnbench's own device buffers,
           named as the fields of the op's struct in attnbench/plugin.h (t.x, t.y for
           softmax; t.q, t.k_cache, t.block_tables ... for paged; t.d_o, t.lse, t.dq ...
-          for attention_backward), None where the struct's
+          for attention_backward; t.q, t.cache, t.o ... for mla), None where the struct's
           pointer is null; t.workspace (uint8) when the variant asked for one;
   p       the struct's other fields (p.rows, p.heads, p.score.scale, p.rope.style ...),
           storage types as names ("bfloat16"; "float8_e4m3fn" for an fp8 cache);
@@ -38,6 +38,7 @@ OPS = {
     "reshape_and_cache": 7,
     "ragged": 8,
     "attention_backward": 9,
+    "mla": 10,
 }
 
 # DLPack's type codes and widths per storage type (DLPack 1.1: kDLFloat8_e4m3fn is 10).

@@ -410,6 +410,40 @@ void describe(int32_t op, const void* raw, Fields& f) {
       f.score(p.score, p.heads);
       return;
     }
+    case ATTNBENCH_OP_MLA: {
+      const auto& p = *static_cast<const attnbench_mla_params*>(raw);
+      const char* t = dtype_name(p.dtype);
+      const bool fp8 = p.kv_dtype == ATTNBENCH_FP8_E4M3;
+      const int64_t width = p.latent_dim + p.rope_dim;
+      f.tensor("q", p.q, t, {p.batch, p.s_q, p.heads, width});
+      // A cache in the dtype is its rows' values; FlashMLA's fp8 rows mix e4m3 codes, fp32 scales
+      // and bf16 RoPE values, so they go over as their bytes.
+      if (fp8)
+        f.tensor("cache", p.cache, "uint8", {p.num_blocks, p.block_size, p.token_bytes});
+      else
+        f.tensor("cache", p.cache, dtype_name(p.kv_dtype), {p.num_blocks, p.block_size, width});
+      f.tensor("o", p.o, t, {p.batch, p.s_q, p.heads, p.latent_dim});
+      f.tensor("block_tables", p.block_tables, "int32", {p.batch, p.max_blocks_per_seq});
+      f.tensor("context_lens", p.context_lens, "int32", {p.batch});
+      PyObject* list = PyList_New(0);  // the host's lengths as a Python list: a scheduler's view
+      for (int64_t i = 0; p.host_context_lens && i < p.batch; ++i) {
+        PyObject* v = PyLong_FromLong(p.host_context_lens[i]);
+        PyList_Append(list, v);
+        Py_DecRef(v);
+      }
+      PyDict_SetItemString(f.params(), "host_context_lens", p.host_context_lens ? list : Py_None);
+      Py_DecRef(list);
+      for (auto [n, v] : {std::pair{"batch", p.batch}, {"s_q", p.s_q}, {"heads", p.heads}, {"latent_dim", p.latent_dim},
+                          {"rope_dim", p.rope_dim}, {"block_size", p.block_size}, {"num_blocks", p.num_blocks},
+                          {"max_blocks_per_seq", p.max_blocks_per_seq}, {"longest_context", p.longest_context},
+                          {"token_bytes", p.token_bytes}})
+        f.num(n, v);
+      f.real("scale", p.scale);
+      f.flag("causal", p.causal != 0);
+      f.text("dtype", t);
+      f.text("kv_dtype", dtype_name(p.kv_dtype));
+      return;
+    }
     default:
       return;
   }

@@ -1,4 +1,4 @@
-/* attnbench plugin ABI, version 5.
+/* attnbench plugin ABI, version 6.
  *
  * A plugin is one .cu file (or a shared library built from one) that gives attnbench
  * more variants of its ops. attnbench compiles the file with nvcc, loads it, and runs
@@ -24,9 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 5
+#define ATTNBENCH_PLUGIN_ABI_VERSION 6
 
-/* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as the paged KV cache's. */
+/* Storage types (attnbench_*_params.dtype). fp8_e4m3 appears only as a KV cache's (paged, ragged,
+ * reshape_and_cache; mla's FlashMLA layout). */
 enum {
   ATTNBENCH_FP32 = 0,
   ATTNBENCH_FP16 = 1,     /* __half */
@@ -44,7 +45,8 @@ enum {
   ATTNBENCH_OP_CACHE_APPEND = 6,
   ATTNBENCH_OP_RESHAPE_AND_CACHE = 7,
   ATTNBENCH_OP_RAGGED = 8,    /* a serving batch over a paged cache */
-  ATTNBENCH_OP_ATTENTION_BACKWARD = 9 /* prefill attention's dQ, dK, dV (training) */
+  ATTNBENCH_OP_ATTENTION_BACKWARD = 9, /* prefill attention's dQ, dK, dV (training) */
+  ATTNBENCH_OP_MLA = 10       /* DeepSeek's multi-head latent attention decode (FlashMLA) */
 };
 
 /* The card a variant is asked about (attnbench_variant.supports). */
@@ -267,6 +269,45 @@ typedef struct attnbench_attention_backward_params {
   attnbench_score score;
   int32_t dtype;      /* q, k, v, o, d_o, dq, dk and dv: fp32, fp16 or bf16 */
 } attnbench_attention_backward_params;
+
+/* mla: DeepSeek-V2/V3's multi-head latent attention decode over a paged latent cache, as FlashMLA
+ * serves it (flash_mla_with_kvcache with one kv head, d = width, d_v = latent_dim). Every query
+ * head reads the same cached rows: a token's row is width = latent_dim + rope_dim values (512
+ * latent, then 64 RoPE: 576), the key the whole row, the value its first latent_dim values; the
+ * projections are absorbed into q (width wide) and o (latent_dim wide). Sequence b holds
+ * context_lens[b] tokens and its s_q query tokens are the last s_q of them: query token t, head h
+ * (row ((b * s_q + t) * heads + h) of q and o) sees keys j <= context_lens[b] - s_q + t with
+ * causal (bottom-right within its sequence), every j < context_lens[b] without. Score s_j =
+ * scale * q . K[j] over the whole width, an exact softmax over the keys it sees, o = sum_j P_j *
+ * K[j][0 .. latent_dim). No other score option, mask or RoPE (the cached RoPE values and the
+ * queries' are turned already). Token j of sequence b is slot j % block_size of block
+ * block_tables[b * max_blocks_per_seq + j / block_size]; its row is token_bytes bytes at
+ * cache + (block * block_size + slot) * token_bytes. kv_dtype == dtype: the row is width values
+ * of dtype. kv_dtype == ATTNBENCH_FP8_E4M3: FlashMLA's fp8 layout (656 bytes at 512 + 64):
+ * latent_dim e4m3 codes, then latent_dim / 128 fp32 scales (little-endian), then rope_dim bf16
+ * RoPE values, whatever dtype is; latent value i is code i times the scale of its 128-value tile
+ * (attnbench writes powers of two: the product is exact in fp32), the RoPE values are not
+ * quantised. A variant may refuse the fp8 layout in supports(). Table entries past
+ * a sequence's last block, and every slot no token owns (the tail of each sequence's last block
+ * too), hold NaN (all-ones bytes): a kernel that reads past a context fails. */
+typedef struct attnbench_mla_params {
+  const void* q;      /* [batch, s_q, heads, latent_dim + rope_dim], dtype */
+  const void* cache;  /* [num_blocks, block_size, token_bytes] bytes (see above) */
+  void* o;            /* [batch, s_q, heads, latent_dim], dtype */
+  const int32_t* block_tables; /* [batch, max_blocks_per_seq] */
+  const int32_t* context_lens; /* [batch], each >= s_q */
+  /* context_lens on the host as well, as a serving engine's scheduler has them (FlashMLA's
+   * get_mla_metadata plans its splits from them); NULL = not given. */
+  const int32_t* host_context_lens;
+  int64_t batch, s_q, heads, latent_dim, rope_dim;
+  int64_t block_size, num_blocks, max_blocks_per_seq;
+  int64_t longest_context; /* the largest context_lens entry (host value) */
+  int64_t token_bytes;     /* bytes of one cached token: width * bytes of dtype, or the fp8 layout's */
+  float scale;             /* the softmax scale (1/sqrt(latent_dim + rope_dim) unless the case sets one) */
+  int32_t causal;          /* 0 or 1 */
+  int32_t dtype;           /* q and o: fp32, fp16 or bf16 */
+  int32_t kv_dtype;        /* dtype (the row in dtype) or ATTNBENCH_FP8_E4M3 (FlashMLA's fp8 layout) */
+} attnbench_mla_params;
 
 /* One variant. `params` points at the struct of the variant's op. */
 typedef struct attnbench_variant {
