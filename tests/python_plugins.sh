@@ -65,6 +65,13 @@ check verify "$peers/torch_sdpa.py" 'torch_sdpa_*_bwd' naive smoke/attention_bac
   --set shape.kv_heads=4 --set shape.seq_k=33 --set shape.head_dim=128
 check run "$peers/torch_sdpa.py" 'torch_sdpa_*_bwd' naive smoke/attention_backward --set dtype=bf16 "${quick[@]}"
 
+# The absorbed MLA in PyTorch (mla, issue 49): its gather through the block tables and its two
+# fp32 batched matmuls, over the smoke case's every point (fp32 and bf16 queries, the cache in the
+# dtype and in FlashMLA's fp8 layout, s_q 1 and 2, blocks of 64 and 24); then graph mode, which
+# captures the gather's temporaries.
+check verify "$peers/torch_mla.py" torch_mla naive smoke/mla
+check run "$peers/torch_mla.py" torch_mla naive smoke/mla --set dtype=bf16 "${quick[@]}"
+
 # FlexAttention: masks, score_mods, block-sparse (blocks of 64 and 128), the ragged batch
 # (sinks off: the smoke batches have them, which FlexAttention refuses).
 flex=$peers/flex_attention.py

@@ -177,7 +177,8 @@ soak() {
 }
 
 # The first run of the rungs written since the last GPU run (session 26: attention_backward's
-# flash_wgmma_det, mla's split_kv_reg, gemm_q's splitk_gemv, gemm's bank-conflict pair), then the
+# flash_wgmma_det, mla's split_kv_reg and its PyTorch peer torch_mla, gemm_q's splitk_gemv, gemm's
+# bank-conflict pair), then the
 # gpu CTest tests no call has finished yet and the GPT-2 peers' first same-call rows. Verification steps run side by side (fp64-bound, at
 # most 6 at once), then the timings one at a time; a step that hangs (a deadlocked turn) costs
 # only its own timeout. Each step's last "passed," line goes to card.txt.
@@ -204,11 +205,13 @@ pending() {
   par gemmq 90 "$bin" verify smoke/gemm_q cases/gemm_q
   par gemmq-memcheck 90 "$bin" verify cases/gemm_q/small-m.toml -k splitk_gemv --sanitize memcheck "${q[@]}"
   par banks 60 "$bin" verify gemm/bank-conflicts
+  par mla-peer 90 "$bin" verify smoke/mla cases/mla --plugin kernels/peers/torch_mla.py -k torch_mla -k naive
   wait
   step bwd-perf 120 "$bin" run cases/perf/attention_backward-bf16-b4-h16-s4096-d128.toml --plugin kernels/peers/torch_sdpa.py \
     --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${q[@]}" -o "$OUT/bwd-perf.json"
   step mla-perf 60 "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 \
-    perf/mla-bf16-b64-h128-s1-ctx4096 -k split_kv -k split_kv_reg "${q[@]}" -o "$OUT/mla-perf.json"
+    perf/mla-bf16-b64-h128-s1-ctx4096 --plugin kernels/peers/torch_mla.py -k split_kv -k split_kv_reg -k torch_mla \
+    "${q[@]}" -o "$OUT/mla-perf.json"
   step gemmq-perf 40 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int8-k4096-n4096 "${q[@]}" \
     -o "$OUT/gemmq-perf.json"
   step banks-perf 30 "$bin" run gemm/bank-conflicts -o "$OUT/banks-perf.json"
