@@ -214,6 +214,8 @@ pending() {
     "${q[@]}" -o "$OUT/mla-perf.json"
   step gemmq-perf 40 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int8-k4096-n4096 "${q[@]}" \
     -o "$OUT/gemmq-perf.json"
+  step ragged-parts 90 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
+    perf/ragged-bf16-serving-mix-decode "${q[@]}" -o "$OUT/ragged-parts.json"
   step banks-perf 30 "$bin" run gemm/bank-conflicts -o "$OUT/banks-perf.json"
   step sample-perf 40 "$bin" run perf/sample-bf16-b1-v128256 perf/sample-bf16-b64-v128256 "${q[@]}" \
     -o "$OUT/sample-perf.json"
