@@ -35,6 +35,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/common/cluster_launch.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/mma.cuh"
@@ -306,17 +307,8 @@ void launch_ws(const GemmParams& p, const LaunchContext& ctx) {
   }
   const int64_t units = ceil_div(p.m, int64_t{BM} * CLUSTER) * ceil_div(p.n, BN) * p.batch;
 
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CLUSTER;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = SMEM_BYTES;
-  cfg.stream = ctx.stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  ClusterLaunch launch(CLUSTER, THREADS, 0, ctx.stream, SMEM_BYTES);
+  cudaLaunchConfig_t& cfg = launch.cfg;
   // As many clusters as fit on the card at once (an SM left over in a GPC of odd size stays
   // idle), no more than there are units.
   static const int resident = resident_clusters(cfg, kernel, ctx.caps->sm_count, CLUSTER);

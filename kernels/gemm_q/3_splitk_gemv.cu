@@ -54,6 +54,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/common/cluster_launch.hpp"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/mma.cuh"
@@ -270,18 +271,10 @@ int64_t resident_clusters(int splits, int sm_count) {
     std::array<int64_t, 4> c{};
     for (int i = 0; i < 4; ++i) {
       const int s = 1 << i;
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = static_cast<unsigned>(s);
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3(static_cast<unsigned>(s));
-      cfg.blockDim = dim3(kThreads);
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
+      const ClusterLaunch one(s, kThreads, static_cast<unsigned>(s));
       int n = 0;
-      const bool queried = cudaOccupancyMaxActiveClusters(&n, splitk_gemv_kernel<T, kBits, kNt>, &cfg) == cudaSuccess;
+      const bool queried =
+          cudaOccupancyMaxActiveClusters(&n, splitk_gemv_kernel<T, kBits, kNt>, &one.cfg) == cudaSuccess;
       c[i] = gemm_q_impl::splitk_clusters(queried, n, sm_count, s);
     }
     (void)cudaGetLastError();  // a failed query is answered by the model, not by the next launch's check
@@ -295,18 +288,9 @@ void launch(const GemmQParams& p, const LaunchContext& ctx) {
   const int sm_count = ctx.caps ? ctx.caps->sm_count : 0;
   const gemm_q_impl::SplitkPlan plan = gemm_q_impl::plan_splitk(
       p.n, p.k, p.bits, [&](int splits) { return resident_clusters<T, kBits, kNt>(splits, sm_count); });
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(plan.blocks()));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = ctx.stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, splitk_gemv_kernel<T, kBits, kNt>, static_cast<const T*>(p.a), p.w,
+  const ClusterLaunch launch(static_cast<int>(plan.splits), kThreads, static_cast<unsigned>(plan.blocks()),
+                            ctx.stream);
+  check_cuda(cudaLaunchKernelEx(&launch.cfg, splitk_gemv_kernel<T, kBits, kNt>, static_cast<const T*>(p.a), p.w,
                                 static_cast<const T*>(p.scales), p.zeros, static_cast<T*>(p.c), static_cast<int>(p.m),
                                 static_cast<int>(p.n), static_cast<int>(p.k), static_cast<int>(p.group),
                                 static_cast<int>(p.groups()), static_cast<int>(plan.steps)),

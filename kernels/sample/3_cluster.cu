@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/common/cluster_launch.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/philox.hpp"
 #include "kernels/sample/pivot.cuh"
@@ -194,18 +195,8 @@ void cluster(const SampleParams& p, const LaunchContext& ctx) {
   const int split = cluster_split(p, *ctx.caps);
   with_storage(p.dtype, "sample cluster", [&](auto tag) {
     using T = decltype(tag);
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(split);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(static_cast<unsigned>(p.batch * split));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = ctx.stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, cluster_kernel<T>, p), "sample/cluster");
+    const ClusterLaunch launch(split, kThreads, static_cast<unsigned>(p.batch * split), ctx.stream);
+    check_cuda(cudaLaunchKernelEx(&launch.cfg, cluster_kernel<T>, p), "sample/cluster");
   });
   check_launch("sample/cluster");
 }
