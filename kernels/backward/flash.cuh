@@ -467,6 +467,20 @@ void run(const BackwardParams& p, const LaunchContext& ctx, const char* name) {
   });
 }
 
+// What every tiled rung (2-5) asks of the sizes, options and pointers beyond its own tiles: int
+// positions and offsets, no sinks, 16-byte aligned tensors for cp.async ("" = all well).
+inline std::string index_reason(const BackwardParams& p) {
+  if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
+    return "seq_q and seq_k must be < 2^29 (positions are int)";
+  if (p.heads * p.head_dim >= (int64_t{1} << 31)) return "heads * head_dim must fit in int";
+  if (p.window < 0) return "window must be >= 0";
+  if (const std::string r = score_reason(p.score); !r.empty()) return r;
+  if (p.score.sinks) return "attention sinks: no backward yet";
+  for (const void* t : std::initializer_list<const void*>{p.q, p.k, p.v, p.o, p.d_o, p.dq, p.dk, p.dv})
+    if (t && !aligned16(t)) return "q, k, v, o, d_o, dq, dk and dv must be 16-byte aligned (cp.async)";
+  return {};
+}
+
 inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (mma.sync on 16-bit inputs)";
   if (caps.arch() < 80) return "needs sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async)";
@@ -478,14 +492,7 @@ inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
   if (p.head_dim < 8 || p.head_dim % 8 != 0) return "head_dim must be a multiple of 8 (rows move in 16-byte chunks)";
   if (p.head_dim > 128)
     return "head_dim above 128: a warp's dK and dV of 16 keys would need 2 x 128 fp32 registers a lane";
-  if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
-    return "seq_q and seq_k must be < 2^29 (positions are int)";
-  if (p.heads * p.head_dim >= (int64_t{1} << 31)) return "heads * head_dim must fit in int";
-  if (p.window < 0) return "window must be >= 0";
-  if (const std::string r = score_reason(p.score); !r.empty()) return r;
-  if (p.score.sinks) return "attention sinks: no backward yet";
-  for (const void* t : std::initializer_list<const void*>{p.q, p.k, p.v, p.o, p.d_o, p.dq, p.dk, p.dv})
-    if (t && !aligned16(t)) return "q, k, v, o, d_o, dq, dk and dv must be 16-byte aligned (cp.async)";
+  if (const std::string r = index_reason(p); !r.empty()) return r;
   const int smem = with_head_dim_class<64, 128>(p.head_dim, [](auto d) { return ConfigFor<decltype(d)::value>::SMEM_BYTES; });
   if (caps.smem_per_block_optin < static_cast<std::size_t>(smem))
     return "needs " + std::to_string(smem / 1024) + " KB of shared memory per block";

@@ -451,14 +451,7 @@ inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
     return "head_dim 256: dK and dV of a warpgroup's 64 keys would need 2 x 128 fp32 registers a thread besides "
            "Sᵀ and dPᵀ (the naive rung takes it)";
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim 64 or 128 only (flash_mma takes multiples of 8 to 128)";
-  if (p.seq_q >= (int64_t{1} << 29) || p.seq_k >= (int64_t{1} << 29))
-    return "seq_q and seq_k must be < 2^29 (positions are int)";
-  if (p.heads * p.head_dim >= (int64_t{1} << 31)) return "heads * head_dim must fit in int";
-  if (p.window < 0) return "window must be >= 0";
-  if (const std::string r = score_reason(p.score); !r.empty()) return r;
-  if (p.score.sinks) return "attention sinks: no backward yet";
-  for (const void* t : std::initializer_list<const void*>{p.q, p.k, p.v, p.o, p.d_o, p.dq, p.dk, p.dv})
-    if (t && !aligned16(t)) return "q, k, v, o, d_o, dq, dk and dv must be 16-byte aligned (cp.async)";
+  if (const std::string r = flash::index_reason(p); !r.empty()) return r;
   const int smem = smem_for(p.head_dim);
   if (caps.smem_per_block_optin < static_cast<std::size_t>(smem))
     return "needs " + std::to_string(smem / 1024) + " KB of shared memory per block";
