@@ -205,6 +205,8 @@ pending() {
   par gemmq 90 "$bin" verify smoke/gemm_q cases/gemm_q
   par gemmq-memcheck 90 "$bin" verify cases/gemm_q/small-m.toml -k splitk_gemv --sanitize memcheck "${q[@]}"
   par banks 60 "$bin" verify gemm/bank-conflicts
+  # The rungs whose host launch moved to kernels/common/cluster_launch.hpp (e402fc4).
+  par cluster-rungs 90 "$bin" verify smoke/gemm smoke/sample cases/gemm/odd.toml -k wgmma_ws -k cluster -k splitk_gemv
   par mla-peer 90 "$bin" verify smoke/mla cases/mla --plugin kernels/peers/torch_mla.py -k torch_mla -k naive
   wait
   step bwd-perf 120 "$bin" run cases/perf/attention_backward-bf16-b4-h16-s4096-d128.toml --plugin kernels/peers/torch_sdpa.py \
