@@ -34,10 +34,16 @@
 //     k_scale joins the softmax scale and v_scale multiplies O once (rung 3's way).
 // Not here (supports() says so): head_dim other than 64
 // and 128, groups that do not divide 128 rows, other cards than sm_90.
-// Verified on an H100 (run 273: smoke/ragged and cases/ragged, RoPE, fp8, windows, block sizes).
-// Timed (run 274): all-prefill 1.3598 ms, 202 TFLOP/s, 0.47x the separate launches' flash_ws
-// (predicted 0.7-0.9x); all-decode 0.6832 ms, 0.55x split_kv (a decode's 4 heads fill 4 of a
-// tile's 128 rows); serving mix 1.1872 ms, 0.75x separate. Not profiled yet.
+// The producer's look-ups: one producer thread a key row finds the row's slot in the cache a
+// tile ahead, into a table in shared memory the copies read (below, at fetch and publish).
+// Verified on an H100 (run 273: smoke/ragged and cases/ragged, RoPE, fp8, windows, block sizes;
+// run 281 with the slot table: the same 75 rows; racecheck, memcheck and 10 repeats bit for bit
+// ran clean on a build with a third stage around the same slot table).
+// Timed (H100, run 281, the same call as the rung before the slot table): serving mix 0.7300 ms,
+// 1.22x the separate launches (before: 1.2162 ms, 0.73x); its prefill part 0.3667 ms, 328
+// TFLOP/s, 0.57x separate's flash_ws (before 0.6100, 0.34x); its decode part 0.1657 ms, 4.1x
+// separate (before 0.2285). The slot table with a third stage: all-prefill 0.9661 ms (0.66x
+// separate, was 0.47x), all-decode 0.4070 ms (84% of read bandwidth, split_kv 0.3763).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -67,31 +73,40 @@ using attention_impl::lazy_row_max;
 // bytes] in the 128-byte swizzle (chunk c of row r at column block c / 8, (c % 8 ^ r % 8) x 16
 // into the row). Registers: the block is launched with 65536 / 384 = 170 a thread (168 usable);
 // the producer gives back down to 40, the consumers take 232 (S 64 + P 32 + O up to 64).
-template <int D_>
+template <int D_, bool kFp8_>
 struct WsTiling {
   static constexpr int D = D_, BR = 128, BC = 128, STAGES = 2, THREADS = 384;
   static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
   static constexpr int CH = D / 8;  // 16-byte chunks of a row
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;
   static constexpr int Q_BYTES = (D / 64) * Q_BLOCK, KV_BYTES = (D / 64) * KV_BLOCK;
-  static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024;  // + slack for the 1024-byte atoms
   // An fp8 cache: each K and V tile's codes land first in raw stages of their own ([K, V][BC
   // rows][D bytes], unpadded: only the thread that copied a chunk reads it back), D / 16 copies
-  // of 16 codes a row; 225 KB at d128, within sm_90's 227.
-  static constexpr int RAW_CH = D / 16, RAW_BYTES = BC * D;
-  static constexpr int FP8_SMEM = SMEM + 2 * STAGES * RAW_BYTES;
+  // of 16 codes a row; 225 KB at d128, within sm_90's 227 (+ slack for the 1024-byte atoms).
+  static constexpr int RAW_BYTES = BC * D;
+  static constexpr int SMEM = Q_BYTES + 2 * STAGES * KV_BYTES + 1024 + (kFp8_ ? 2 * STAGES * RAW_BYTES : 0);
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(BC == 128, "one producer thread looks up each key row of a tile");
+  static_assert(SMEM <= 227 * 1024 - 2048, "sm_90's shared memory a block, the barriers and slots beside");
   static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
                 "more registers than launched");
 };
 
+template <int STAGES>
 struct WsBars {
-  uint64_t q_full, k_full[2], k_empty[2], v_full[2], v_empty[2];
+  uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
+
+// A block's shared memory, the ring's and the barriers'.
+template <int D, bool kFp8>
+constexpr std::size_t ws_smem() {
+  return WsTiling<D, kFp8>::SMEM + sizeof(WsBars<WsTiling<D, kFp8>::STAGES>);
+}
 
 // Named barriers: consumer w's turn at the tensor cores is barrier 1 + w (flash_ws' ping-pong);
 // 3 + w: consumer w's own 128 threads, its rows turned (RoPE).
-constexpr int kTurnBar = 1, kTurnThreads = 256;
+// 5: the producer warpgroup's own 128 threads, a tile's slots published.
+constexpr int kTurnBar = 1, kTurnThreads = 256, kProducerBar = 5;
 
 template <int BLOCK>
 __device__ __forceinline__ uint32_t swizzled(int r, int c) {
@@ -104,11 +119,12 @@ template <class T, class Cache, int D, bool kTerms>
 __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant__ RaggedParams p, int group,
                                                            int per_tile, Splits sp) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = WsTiling<D>;
   constexpr bool kFp8 = kIsFp8<Cache>;
+  using L = WsTiling<D, kFp8>;
   constexpr int BC = L::BC, STAGES = L::STAGES, CH = L::CH;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ WsBars bars;
+  __shared__ WsBars<STAGES> bars;
+  __shared__ int slots[2][BC];  // the producer's look-ups of key rows, a tile ahead
   const uint32_t sq = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sk = sq + L::Q_BYTES, sv = sk + STAGES * L::KV_BYTES;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -161,35 +177,69 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
     const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
     const int bs = static_cast<int>(p.block_size);
     const int64_t kv_row = p.kv_heads * p.head_dim;
+    // Each key row's slot in the cache (block · block_size + offset; -1 past the split's keys),
+    // looked up once a tile by the one producer thread of that row (BC == 128 threads), a tile
+    // ahead, into a double buffer the copies read. Before, the CH threads that copy a row each
+    // divided by block_size and waited for the row's table entry, one row after the next (the
+    // asm's memory clobbers keep the loads from being hoisted): run 280's profile had the
+    // consumers waiting for full stages in 46% of their samples, the producer on those loads.
+    // A thread's load is issued a whole tile before its value is stored (fetch, then publish).
+    struct Slot {
+      int page, in_page;  // page -1: past the split's keys
+    };
+    auto fetch = [&](int n) {
+      const int j = k_lo + BC * n + tid;
+      Slot sl{-1, 0};
+      if (j < k_hi) sl = Slot{__ldg(table + j / bs), j % bs};
+      return sl;
+    };
+    // Stores tile n's slots; buffer n % 2 was last read for tile n - 2, before every producer
+    // thread's barrier of tile n - 1.
+    auto publish = [&](int n, Slot sl) {
+      slots[n % 2][tid] = sl.page < 0 ? -1 : sl.page * bs + sl.in_page;
+      named_bar_sync(kProducerBar, 128);
+    };
+    // Chunk `chunk` (16 bytes) of tile n's key row r: its offset in the cache, 0 where none.
+    auto offset = [&](int n, int r, int chunk_bytes) -> int64_t {
+      const int slot = slots[n % 2][r];
+      return slot < 0 ? -1 : int64_t{slot} * kv_row + int64_t{kvh} * D + chunk_bytes / int{sizeof(Cache)};
+    };
     if constexpr (kFp8) {
       // The codes by cp.async into raw stage n % 2, one tile ahead; once this thread's own
       // copies of tile n have landed it widens exactly those chunks (16 codes -> 2 chunks of the
       // 16-bit tile, exact: every e4m3 value is an fp16 and a bf16 value) into stage n % 2 of
       // the tiles the consumers read, orders its writes for wgmma (fence.proxy.async) and
-      // arrives. No thread reads another's chunks, so the producers need no barrier.
+      // arrives. No thread reads another's chunks, so the producers need no barrier for them.
       const uint32_t raw = sv + STAGES * L::KV_BYTES;  // [stage][K, V][BC][D]
-      const int c8 = tid % L::RAW_CH;
+      constexpr int RAW_CH = D / 16;
+      const int c8 = tid % RAW_CH;
       auto copy_raw = [&](int n) {
         const uint32_t dst = raw + (n % 2) * 2 * L::RAW_BYTES;
-        for (int r = tid / L::RAW_CH; r < BC; r += 128 / L::RAW_CH) {
-          const int j = k_lo + BC * n + r;
-          const bool ok = j < k_hi;
-          const int64_t off = ok ? (int64_t{__ldg(table + j / bs)} * bs + j % bs) * kv_row + int64_t{kvh} * D + 16 * c8 : 0;
-          cp_async_16(dst + r * D + 16 * c8, kc + off, ok);
-          cp_async_16(dst + L::RAW_BYTES + r * D + 16 * c8, vc + off, ok);
+        for (int r = tid / RAW_CH; r < BC; r += 128 / RAW_CH) {
+          const int64_t off = offset(n, r, 16 * c8);
+          const bool ok = off >= 0;
+          cp_async_16(dst + r * D + 16 * c8, kc + (ok ? off : 0), ok);
+          cp_async_16(dst + L::RAW_BYTES + r * D + 16 * c8, vc + (ok ? off : 0), ok);
         }
         cp_async_commit();
       };
+      publish(0, fetch(0));
       copy_raw(0);
+      Slot next = tiles > 1 ? fetch(1) : Slot{-1, 0};
       for (int n = 0; n < tiles; ++n) {
         const int s = n % STAGES, parity = ((n / STAGES) & 1) ^ 1;
-        if (n + 1 < tiles) copy_raw(n + 1);
-        else cp_async_commit();  // an empty group: the wait below counts the same
+        if (n + 1 < tiles) {
+          publish(n + 1, next);
+          copy_raw(n + 1);
+          if (n + 2 < tiles) next = fetch(n + 2);
+        } else {
+          cp_async_commit();  // an empty group: the wait below counts the same
+        }
         cp_async_wait<1>();      // this thread's copies of tile n
         mbar_wait(bar(bars.k_empty[s]), parity);
         mbar_wait(bar(bars.v_empty[s]), parity);
         const unsigned char* src = smem_raw + (raw - smem_addr(smem_raw)) + (n % 2) * 2 * L::RAW_BYTES;
-        for (int r = tid / L::RAW_CH; r < BC; r += 128 / L::RAW_CH)
+        for (int r = tid / RAW_CH; r < BC; r += 128 / RAW_CH)
 #pragma unroll
           for (int kv = 0; kv < 2; ++kv) {
             const uint4 codes = *reinterpret_cast<const uint4*>(src + kv * L::RAW_BYTES + r * D + 16 * c8);
@@ -210,19 +260,23 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
       }
       return;
     }
-    // Both of a stage's buffers at once: one block-table look-up a key row serves K and V.
+    // Both of a stage's buffers at once: a third stage, with K and V waited for apart, was 7-14%
+    // slower on the serving mix and its prefill part once the look-ups were fixed (run 281), and
+    // no faster before (run 280: the producer, not the ring, held the consumers).
     const int c = tid % CH;
+    Slot next = fetch(0);
     for (int n = 0; n < tiles; ++n) {
       const int s = n % STAGES, parity = ((n / STAGES) & 1) ^ 1;
+      publish(n, next);
+      if (n + 1 < tiles) next = fetch(n + 1);
       mbar_wait(bar(bars.k_empty[s]), parity);
       mbar_wait(bar(bars.v_empty[s]), parity);
       for (int r = tid / CH; r < BC; r += 128 / CH) {
-        const int j = k_lo + BC * n + r;
-        const bool ok = j < k_hi;
-        const int64_t off = ok ? (int64_t{__ldg(table + j / bs)} * bs + j % bs) * kv_row + int64_t{kvh} * D + 8 * c : 0;
+        const int64_t off = offset(n, r, 16 * c);
+        const bool ok = off >= 0;
         const uint32_t dst = s * L::KV_BYTES + swizzled<L::KV_BLOCK>(r, c);
-        cp_async_16(sk + dst, kc + off, ok);
-        cp_async_16(sv + dst, vc + off, ok);
+        cp_async_16(sk + dst, kc + (ok ? off : 0), ok);
+        cp_async_16(sv + dst, vc + (ok ? off : 0), ok);
       }
       cp_async_mbar_arrive(bar(bars.k_full[s]));
       cp_async_mbar_arrive(bar(bars.v_full[s]));
@@ -426,9 +480,9 @@ Splits ws_plan(const RaggedParams& p) {
 
 template <class T, class Cache, int D, bool kTerms>
 void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp) {
-  using L = WsTiling<D>;
+  using L = WsTiling<D, kIsFp8<Cache>>;
   const auto kernel = ragged_ws_kernel<T, Cache, D, kTerms>;
-  constexpr int smem = kIsFp8<Cache> ? L::FP8_SMEM : L::SMEM;
+  constexpr int smem = L::SMEM;
   static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   check_cuda(opt_in, "ragged/ws");
   const int group = static_cast<int>(p.heads / p.kv_heads), per_tile = 128 / group;
@@ -475,11 +529,12 @@ std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (!p.host_cu_seqlens_q || !p.host_context_lens) return "plans its splits from the batch's lengths on the host, not given";
   if (p.kv_heads > kMaxGridYZ) return "kv_heads must be <= 65535 (gridDim.y)";
   if (p.total_queries + p.batch > INT_MAX) return "too many row tiles for gridDim.x";
+  if (p.num_blocks * p.block_size > INT_MAX) return "num_blocks · block_size must fit in int32 (the producer's slot table)";
   if (p.total_queries * p.heads * (p.longest_context / 64 + 2) > (int64_t{1} << 40))
     return "the partials would pass 2^40 elements";
-  const std::size_t smem = p.head_dim == 64 ? (fp8 ? WsTiling<64>::FP8_SMEM : WsTiling<64>::SMEM)
-                                            : (fp8 ? WsTiling<128>::FP8_SMEM : WsTiling<128>::SMEM);
-  if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < smem + sizeof(WsBars))
+  const std::size_t smem = p.head_dim == 64 ? (fp8 ? ws_smem<64, true>() : ws_smem<64, false>())
+                                            : (fp8 ? ws_smem<128, true>() : ws_smem<128, false>());
+  if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < smem)
     return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block";
   return {};
 }
