@@ -116,57 +116,5 @@ fi
 # (tests/plugins/py_raises.py: its rows must be ERROR, and naive beside them verified).
 check verify "$src/tests/plugins/py_raises.py" 'raises_*' naive smoke/softmax --set dtype=fp32 --set shape.cols=33
 
-"$py" - "$work" <<'PY'
-import fnmatch, json, os, sys
-
-work = sys.argv[1]
-problems, verified, judged, failing, backward = [], {}, 0, [], {}
-for line in open(os.path.join(work, "manifest.tsv")):
-    n, plugin, pattern, rc = line.rstrip("\n").split("\t")
-    if plugin == "py_raises.py":
-        try:
-            rows = json.load(open(os.path.join(work, n + ".json"))).get("rows", [])
-        except (OSError, ValueError) as e:
-            problems.append("[%s] %s: no report (attnbench exit %s): %s" % (n, plugin, rc, e))
-            continue
-        statuses = {r.get("variant"): r.get("status") for r in rows}
-        want = {"raises_in_supports": "ERROR", "raises_in_launch": "ERROR", "naive": "verified"}
-        if statuses != want:
-            problems.append("[%s] %s: rows %s, expected %s" % (n, plugin, statuses, want))
-        continue
-    verified.setdefault(plugin, 0)
-    try:
-        report = json.load(open(os.path.join(work, n + ".json")))
-    except (OSError, ValueError) as e:
-        problems.append("[%s] %s: no report (attnbench exit %s): %s" % (n, plugin, rc, e))
-        continue
-    for r in report.get("rows", []):
-        if not fnmatch.fnmatchcase(r.get("variant", ""), pattern):
-            continue  # the baseline
-        judged += 1
-        status = r.get("status")
-        where = "[%s] %s %s [%s]" % (n, r.get("variant"), r.get("case"), r.get("point") or "-")
-        if status == "verified":
-            verified[plugin] += 1
-        if r.get("variant", "").endswith("_bwd"):  # the backward peers: their rows, told apart
-            backward.setdefault(r.get("variant"), {}).setdefault(status, 0)
-            backward[r.get("variant")][status] += 1
-        elif status in ("FAILED", "ERROR"):
-            problems.append("%s: %s: %s" % (where, status, r.get("reason", "")))
-            failing.append(n)
-        elif status != "skipped":
-            problems.append("%s: status %r" % (where, status))
-for plugin, count in sorted(verified.items()):
-    print("%s: %d verified rows" % (plugin, count))
-    if count == 0:
-        problems.append("%s: no verified row" % plugin)
-for variant, statuses in sorted(backward.items()):
-    print("%s: %s" % (variant, ", ".join("%d %s" % (c, st) for st, c in sorted(statuses.items()))))
-for n in sorted(set(failing), key=int):  # the table of each run with a bad row, for the reader
-    print("---- run [%s]:" % n)
-    print("".join(open(os.path.join(work, n + ".out")).readlines()[-30:]), end="")
-for p in problems:
-    print("FAIL " + p)
-print("%d rows of the Python variants judged, %d problems" % (judged, len(problems)))
-sys.exit(1 if problems else 0)
-PY
+# The judgement (tests/python_plugins_judge.py, tested on the CPU by test_python_plugins_judge.py).
+"$py" "$src/tests/python_plugins_judge.py" "$work"

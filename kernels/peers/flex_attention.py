@@ -274,4 +274,10 @@ def torch_flex_ragged(t, p, stream):
         score_mod = _score_mod(p.score.softcap, slopes, lambda i: q_pos[i], lambda j: k_pos[j])
         # [tokens, heads, d] seen as [1, heads, tokens, d]; flex's output written back the same way.
         as_bhsd = lambda x: x.transpose(0, 1).unsqueeze(0)
-        _run(as_bhsd(q), as_bhsd(k), as_bhsd(v), as_bhsd(o), score_mod, lay.block_mask, p.score.scale)
+        # BACKEND "TRITON": flex's prefill kernel at every length. With "AUTO", 101 queries over 2
+        # kv heads (smoke/ragged-same-dtype) raised NoValidChoicesError in Inductor (run 280,
+        # torch 2.11; the rows' ERROR): our reading is that AUTO takes flex_decoding under 128
+        # queries, and its configurations do not hold 101 queries times a GQA group; a serving
+        # batch's queries are not one decode's few. Not yet run on a GPU with this option.
+        _run(as_bhsd(q), as_bhsd(k), as_bhsd(v), as_bhsd(o), score_mod, lay.block_mask, p.score.scale,
+             kernel_options={"BACKEND": "TRITON"})
