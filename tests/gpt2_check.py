@@ -729,7 +729,7 @@ def cmd_write(args):
 # ------------------------------------------------------------------------------------------------------------------ bench
 def quantile(xs, q):
     """Of sorted xs, interpolated, as app/stats.cpp's quantile() (peers.py's); None when empty."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tools"))
     from peers import quantile as interpolated
     return interpolated(xs, q) if xs else None
 

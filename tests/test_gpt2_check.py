@@ -479,9 +479,21 @@ def test_check(files, tmp):
     check(r == 2, f"check of an empty directory: exit {r}, expected 2")
 
 
+def test_stats():
+    """bench's summary of its samples: tools/peers.py's interpolated quantile (run 278 found the import broken
+    once peers.py had moved to tools/: only a GPU run reached it)."""
+    st = g.stats([4.0, 1.0, 3.0, 2.0])
+    check(st["mean"] == 2.5 and st["min"] == 1.0 and st["max"] == 4.0, f"stats mean/min/max {st}")
+    check(abs(st["p50"] - 2.5) < 1e-12, f"stats p50 interpolates between 2 and 3: {st['p50']}")
+    check(abs(st["p99"] - 3.97) < 1e-12, f"stats p99 interpolates between 3 and 4: {st['p99']}")
+    check(st["samples"] == [4.0, 1.0, 3.0, 2.0], "stats keeps the samples in their order")
+    check(g.stats([])["p50"] is None and g.stats([])["mean"] is None, "stats of no samples: None")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_bf16()
+        test_stats()
         files = test_writer(tmp)
         test_init_scale(tmp)
         test_cli_write(tmp)
