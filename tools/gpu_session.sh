@@ -17,12 +17,14 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending [SECONDS]
+#   tools/gpu_session.sh pending 1|2 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
 #                                          # sanitizers and repeats side by side, then their timings
-#                                          # alone; every step under its own timeout, within SECONDS
+#                                          # (part 1), then what else is due (part 2); every step
+#                                          # under its own timeout, within SECONDS (each part fills
+#                                          # one call)
 #   tools/gpu_session.sh soak memcheck|racecheck|seeds [SECONDS]
 #                                          # the soak after a kernel change: every case folder
 #                                          # but perf under memcheck, the shared-memory kernels
@@ -176,14 +178,15 @@ soak() {
   cat "$log"
 }
 
-# The first run of the rungs written since the last GPU run (session 26: attention_backward's
-# flash_wgmma_det, mla's split_kv_reg and its PyTorch peer torch_mla, gemm_q's splitk_gemv, gemm's
-# bank-conflict pair), then the
-# gpu CTest tests no call has finished yet and the GPT-2 peers' first same-call rows. Verification steps run side by side (fp64-bound, at
-# most 6 at once), then the timings one at a time; a step that hangs (a deadlocked turn) costs
-# only its own timeout. Each step's last "passed," line goes to card.txt.
+# The first run of what was written since the last GPU run (session 27), as two calls: part 1,
+# ragged ws' final build (the slot table, two stages: run 281 timed and verified it; its
+# sanitizers ran on the three-stage build) under racecheck, memcheck and 10 repeats, then
+# gpu_python_plugins with its fixed judgement and the FlexAttention ragged peer's BACKEND option
+# (run 280: 410 s); part 2, the rest of the gpu CTest tests in one go. Verification steps run
+# side by side (at most 6 at once); a step that hangs costs only its own timeout. Each step's
+# last "passed," line goes to card.txt.
 pending() {
-  local budget=${1:-560} start=$SECONDS
+  local part=$1 budget=${2:-560} start=$SECONDS
   local q=(--set verify.trials=1 --set verify.max_rows=64)
   step() {  # NAME SECONDS COMMAND...
     local name=$1 t=$2; shift 2
@@ -194,44 +197,18 @@ pending() {
     echo "$name rc=$? at $((SECONDS - start)) s: $(grep -h 'passed,' "$OUT/$name.txt" | tail -1)" >> "$OUT/card.txt"
   }
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
-  local k=(-k flash_mma_det -k flash_wgmma -k flash_wgmma_det)
-  par bwd 90 "$bin" verify smoke/attention_backward cases/backward "${k[@]}"
-  par bwd-repeat 90 "$bin" verify smoke/attention_backward cases/backward -k flash_wgmma_det --set dtype=bf16 \
-    --set verify.repeat=20 "${q[@]}"
-  par bwd-racecheck 90 "$bin" verify smoke/attention_backward -k flash_wgmma_det --set dtype=bf16 \
-    --set 'sweep.causal=["bottom_right"]' --sanitize racecheck "${q[@]}"
-  par mla 90 "$bin" verify smoke/mla cases/mla
-  par mla-memcheck 90 "$bin" verify smoke/mla --sanitize memcheck "${q[@]}"
-  par gemmq 90 "$bin" verify smoke/gemm_q cases/gemm_q
-  par gemmq-memcheck 90 "$bin" verify cases/gemm_q/small-m.toml -k splitk_gemv --sanitize memcheck "${q[@]}"
-  par banks 60 "$bin" verify gemm/bank-conflicts
-  # The rungs whose host launch moved to kernels/common/cluster_launch.hpp (e402fc4).
-  par cluster-rungs 90 "$bin" verify smoke/gemm smoke/sample cases/gemm/odd.toml -k wgmma_ws -k cluster -k splitk_gemv
-  par mla-peer 90 "$bin" verify smoke/mla cases/mla --plugin kernels/peers/torch_mla.py -k torch_mla -k naive
+  if [ "$part" = 1 ]; then
+  par ragged 60 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws
+  par ragged-repeat 60 "$bin" verify smoke/ragged smoke/ragged-same-dtype -k ws --set verify.repeat=10 "${q[@]}"
+  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype -k ws --sanitize racecheck "${q[@]}"
+  par ragged-memcheck 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype -k ws --sanitize memcheck "${q[@]}"
   wait
-  step bwd-perf 120 "$bin" run cases/perf/attention_backward-bf16-b4-h16-s4096-d128.toml --plugin kernels/peers/torch_sdpa.py \
-    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${q[@]}" -o "$OUT/bwd-perf.json"
-  step mla-perf 60 "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 \
-    perf/mla-bf16-b64-h128-s1-ctx4096 --plugin kernels/peers/torch_mla.py -k split_kv -k split_kv_reg -k torch_mla \
-    "${q[@]}" -o "$OUT/mla-perf.json"
-  step gemmq-perf 40 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int8-k4096-n4096 "${q[@]}" \
-    -o "$OUT/gemmq-perf.json"
-  step ragged-parts 90 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
-    perf/ragged-bf16-serving-mix-decode "${q[@]}" -o "$OUT/ragged-parts.json"
-  step banks-perf 30 "$bin" run gemm/bank-conflicts -o "$OUT/banks-perf.json"
-  step sample-perf 40 "$bin" run perf/sample-bf16-b1-v128256 perf/sample-bf16-b64-v128256 "${q[@]}" \
-    -o "$OUT/sample-perf.json"
-  step sample-peer 40 env PYTHONUNBUFFERED=1 python3 tools/peers.py --cases 'sample-bf16-b*-v128256*' \
-    --json "$OUT/sample-peer.json"
-  # Last, what may take the rest: the gpu CTest tests no call has finished, then issue 47's GPT-2
-  # rows (our TBT beside PyTorch eager and torch.compile's reduce-overhead, one call).
-  step ctest-pending 240 sh -c "cd build && ctest -R 'gpu_sanitizer|gpu_python_plugins|gpu_timing_modes' --output-on-failure"
-  step model-b1 90 "$bin" run perf/model-bf16-gpt2-b1-p512-g128 "${q[@]}" -o "$OUT/model-b1.json"
-  step gpt2-eager 60 python3 tests/gpt2_check.py bench --batch 1 --prompt 512 --generate 128 --dtype bf16 \
-    --json "$OUT/peer-gpt2-b1.json"
-  step gpt2-compile 150 python3 tests/gpt2_check.py bench --batch 1 --prompt 512 --generate 128 --dtype bf16 \
-    --compile --json "$OUT/peer-gpt2-b1-compile.json"
-  echo "pending done at $((SECONDS - start)) s" >> "$OUT/card.txt"
+  step ctest-python 470 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  fi
+  if [ "$part" = 2 ]; then
+  step ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
+  fi
+  echo "pending part $part done at $((SECONDS - start)) s" >> "$OUT/card.txt"
 }
 
 case "${1:-}" in
@@ -241,9 +218,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 or 2 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
