@@ -34,7 +34,10 @@
 // (each piece in one group): group 128 and per-channel at the Llama shapes.
 // m = 64, 256 is not this rung's target: every token tile of 32 streams W again (from L2 after
 // the first) and every block reads its activations from L2; the Hopper rung (issue 52) is for that.
-// Not yet run on a GPU: nothing measured.
+// Verified on an H100 over every case (runs 273 and 277). Timed (H100 80GB HBM3, run 277, cold
+// L2, dense fp16 cuBLAS on the same weights in the same call), int4 g128 k 4096 n 4096: 12.3,
+// 12.9, 14.1 µs at m = 1, 4, 16 (1.45x, 1.40x, 1.26x dense), 22.5 µs at 64 (0.72x), 71.6 µs at
+// 256 (0.29x); int8 1.13x, 1.04x, 0.97x at m = 1, 4, 16. Issue 52's 3.0x not met.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
