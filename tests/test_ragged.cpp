@@ -137,6 +137,24 @@ TEST(RaggedSplitKv, WsSplitsOnItsOwnTileEdges) {
   EXPECT_EQ(problem->workspace("split_kv"), static_cast<std::size_t>(4 * 8 * 69 * 64 * 4 + 4 * 8 * 69 * 8));
 }
 
+// ws_tma (rung 6) copies whole pages of a 16-bit cache by TMA: blocks of 8 to 64 keys (a page a
+// box of whole swizzle atoms inside a 64-key tile); what ws refuses it refuses with ws' reason.
+TEST(RaggedWsTma, TakesPagesOf8To64KeysOfA16BitCache) {
+  const auto skip_of = [](const std::string& extra, std::vector<std::string> sets = {}) {
+    const Case k = parse(kHead + "sequences = [[1, 300], [5, 18], [129, 463]]\n" + extra, sets);
+    for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
+      if (v.name == "ws_tma") return v.skip;
+    return std::string("no row");
+  };
+  for (int bs : {8, 16, 32, 64}) EXPECT_EQ(skip_of("block_size = " + std::to_string(bs) + "\n"), "") << bs;
+  const std::string pages = "block_size 8, 16, 32 or 64 (a page is a TMA box of whole swizzle atoms inside a 64-key tile)";
+  for (int bs : {1, 4, 24, 128}) EXPECT_EQ(skip_of("block_size = " + std::to_string(bs) + "\n"), pages) << bs;
+  EXPECT_EQ(skip_of("block_size = 16\nkv_dtype = \"fp8_e4m3\"\n"),
+            "a cache in q's dtype only (an fp8 cache: ws widens it in its producer)");
+  EXPECT_EQ(skip_of("block_size = 16\n", {"dtype=fp32"}), "fp16/bf16 only (wgmma on 16-bit inputs)");
+  EXPECT_EQ(skip_of("block_size = 16\nsinks = true\nsoftcap = 50\nalibi = true\nwindow = 3\nrope = \"neox\"\n"), "");
+}
+
 TEST(RaggedKeys, HeadsAndOptions) {
   for (int64_t d : {64, 80, 96, 128, 256})
     EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n", {"shape.head_dim=" + std::to_string(d)}).points.size(), 1u) << d;
@@ -146,9 +164,12 @@ TEST(RaggedKeys, HeadsAndOptions) {
                                "window = 3\nrope = \"neox\"\n");
   EXPECT_EQ(c.points[0].shape.word("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(parse(kHead + "sequences = [[1, 8]]\n").points[0].shape.word("kv_dtype"), "bf16");  // the dtype's
-  // Every rung takes every option over an fp8 cache (skip reasons are ""); varlen, the
-  // tensor-core rung, says why it refuses what it does not take.
-  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps())) EXPECT_EQ(v.skip, "") << v.name;
+  // Every rung but ws_tma (a 16-bit cache's pages as they are) takes every option over an fp8
+  // cache (skip reasons are ""); varlen, the tensor-core rung, says why it refuses what it does
+  // not take.
+  for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
+    EXPECT_EQ(v.skip, v.name == "ws_tma" ? "a cache in q's dtype only (an fp8 cache: ws widens it in its producer)" : "")
+        << v.name;
   const auto skip_of = [](const Case& k, const std::string& name) {
     for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
       if (v.name == name) return v.skip;

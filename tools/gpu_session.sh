@@ -178,13 +178,15 @@ soak() {
   cat "$log"
 }
 
-# The first run of what was written since the last GPU run (session 27), as two calls: part 1,
+# The first run of what was written since the last GPU run (session 27), as two calls. Part 1:
 # ragged ws' final build (the slot table, two stages: run 281 timed and verified it; its
-# sanitizers ran on the three-stage build) under racecheck, memcheck and 10 repeats, then
-# gpu_python_plugins with its fixed judgement and the FlexAttention ragged peer's BACKEND option
-# (run 280: 410 s); part 2, the rest of the gpu CTest tests in one go. Verification steps run
-# side by side (at most 6 at once); a step that hangs costs only its own timeout. Each step's
-# last "passed," line goes to card.txt.
+# sanitizers ran on the three-stage build) and the new rung ws_tma (whole pages by TMA) under
+# verification, racecheck, memcheck and 10 repeats, then the ragged perf cases timed (ws_tma's
+# prediction: bench notes after run 281), then gpu_python_plugins with its fixed judgement and
+# the FlexAttention ragged peer's BACKEND option (run 280: 410 s). Part 2: the rest of the gpu
+# CTest tests in one go. Verification steps run side by side (at most 6 at once); a step that
+# hangs (a deadlocked ring) costs only its own timeout. Each step's last "passed," line goes
+# to card.txt.
 pending() {
   local part=$1 budget=${2:-560} start=$SECONDS
   local q=(--set verify.trials=1 --set verify.max_rows=64)
@@ -198,12 +200,18 @@ pending() {
   }
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
   if [ "$part" = 1 ]; then
-  par ragged 60 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws
-  par ragged-repeat 60 "$bin" verify smoke/ragged smoke/ragged-same-dtype -k ws --set verify.repeat=10 "${q[@]}"
-  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype -k ws --sanitize racecheck "${q[@]}"
-  par ragged-memcheck 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype -k ws --sanitize memcheck "${q[@]}"
+  par ragged 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws -k ws_tma
+  par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml -k ws -k ws_tma \
+    --set verify.repeat=10 "${q[@]}"
+  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws -k ws_tma \
+    --sanitize racecheck "${q[@]}"
+  par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml \
+    -k ws -k ws_tma --sanitize memcheck "${q[@]}"
   wait
-  step ctest-python 470 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  step ragged-perf 60 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
+    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode \
+    --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+  step ctest-python 420 sh -c "cd build && ctest -V -R gpu_python_plugins"
   fi
   if [ "$part" = 2 ]; then
   step ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"

@@ -28,5 +28,8 @@ std::size_t split_kv_workspace(const RaggedParams& p);
 void ws(const RaggedParams& p, const LaunchContext& ctx);  // 5_ws.cu
 std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps);
 std::size_t ws_workspace(const RaggedParams& p);
+void ws_tma(const RaggedParams& p, const LaunchContext& ctx);  // 6_ws_tma.cu
+std::string ws_tma_supports(const RaggedParams& p, const DeviceCaps& caps);
+std::size_t ws_tma_workspace(const RaggedParams& p);
 
 }  // namespace attnbench::ragged_impl

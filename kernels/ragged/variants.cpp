@@ -4,7 +4,8 @@
 // per file: 1_naive.cu, 2_separate.cu (the batch split by kind onto the dense attention and
 // decode tables), 3_varlen.cu (the whole batch in one tensor-core launch over the paged cache),
 // 4_split_kv.cu (its long contexts split over blocks, and a combine), 5_ws.cu (the Hopper rung:
-// wgmma, warp specialization, FlashAttention-3's pipeline).
+// wgmma, warp specialization, FlashAttention-3's pipeline), 6_ws_tma.cu (its cache pages copied
+// by TMA).
 #include <vector>
 
 #include "kernels/ragged/ragged.hpp"
@@ -35,6 +36,10 @@ const std::vector<Variant<RaggedParams>>& ragged_variants() {
        "Hopper: split_kv's blocks on FlashAttention-3's machinery (wgmma, a cp.async producer warpgroup and an "
        "mbarrier ring, ping-pong consumers), 128-row by 128-key tiles",
        ws, ws_supports, ws_workspace},
+      {"ws_tma",
+       "ws with each whole page of the cache copied by one TMA box (a thread a page) in place of cp.async key "
+       "row by key row; 16-bit cache, block_size 8-64",
+       ws_tma, ws_tma_supports, ws_tma_workspace},
   });
   return table;
 }
