@@ -382,9 +382,12 @@ TEST(BackwardTiles, KeyBlocksAndQueryTilesMeetExactlyWhereAPairIsVisible) {
                                           " query tile " + std::to_string(m);
                 ASSERT_EQ(meet[n][m], m >= r.first && m <= r.last) << where;
                 if (!meet[n][m]) continue;
-                int before = 0;
+                int before = 0, after = 0;
                 for (int k = 0; k < n; ++k) before += meet[k][m];
+                for (int k = n + 1; k < key_blocks; ++k) after += meet[k][m];
+                // A block's turn in either order: the key blocks that see the tile before it.
                 ASSERT_EQ(n - first_key_block(q_offset, lo_reach, m, Br, Bc), before) << where;
+                ASSERT_EQ(last_key_block(seq_q, seq_k, q_offset, hi_reach, m, Br, Bc) - n, after) << where;
                 ++checked;
               }
             }
@@ -399,20 +402,28 @@ TEST(BackwardTiles, KeyBlocksAndQueryTilesMeetExactlyWhereAPairIsVisible) {
 TEST(BackwardTiles, BothBlockOrdersCoverEveryBlockOnceAndStartARowInKeyOrder) {
   for (int key_blocks : {1, 3, 32})
     for (int rows : {1, 2, 8, 64})
-      for (bool key_major : {false, true}) {
-        const int total = key_blocks * rows;
-        std::vector<int> seen(total, 0), next_key(rows, 0);
-        int last_n = 0;
-        for (int linear = 0; linear < total; ++linear) {
-          const BlockCoord c = block_coord(linear, key_blocks, rows, key_major);
-          ASSERT_TRUE(c.n_block >= 0 && c.n_block < key_blocks && c.row >= 0 && c.row < rows);
-          ++seen[c.row * key_blocks + c.n_block];
-          ASSERT_EQ(c.n_block, next_key[c.row]++) << "row " << c.row << " starts its key blocks out of order";
-          if (key_major) ASSERT_GE(c.n_block, last_n);
-          last_n = c.n_block;
+      for (bool key_major : {false, true})
+        for (bool descending : {false, true}) {
+          const int total = key_blocks * rows;
+          std::vector<int> seen(total, 0), next_key(rows, 0);
+          int last_n = descending ? key_blocks - 1 : 0;
+          for (int linear = 0; linear < total; ++linear) {
+            const BlockCoord c = block_coord(linear, key_blocks, rows, key_major, descending);
+            ASSERT_TRUE(c.n_block >= 0 && c.n_block < key_blocks && c.row >= 0 && c.row < rows);
+            ++seen[c.row * key_blocks + c.n_block];
+            const int expected = next_key[c.row]++;
+            ASSERT_EQ(c.n_block, descending ? key_blocks - 1 - expected : expected)
+                << "row " << c.row << " starts its key blocks out of its turns' order";
+            if (key_major) ASSERT_TRUE(descending ? c.n_block <= last_n : c.n_block >= last_n);
+            last_n = c.n_block;
+          }
+          for (int s : seen) ASSERT_EQ(s, 1);
         }
-        for (int s : seen) ASSERT_EQ(s, 1);
-      }
+  // Descending turns where the keys a query sees are bounded above, in the deterministic rungs.
+  EXPECT_TRUE(descending_turns(true, 0, 4096, 4096));            // causal
+  EXPECT_TRUE(descending_turns(true, 99, 4096, 4096));           // a window
+  EXPECT_FALSE(descending_turns(true, 4096 + 4096, 4096, 4096));  // neither: key_reach's "unlimited"
+  EXPECT_FALSE(descending_turns(false, 0, 4096, 4096));          // atomics in any order
   // The rule: key-major for causal grids under 4 blocks an SM only.
   EXPECT_TRUE(key_major_order(true, 256, 132));    // GQA b2 h32/4 s4096 d128, Bc 128
   EXPECT_FALSE(key_major_order(true, 2048, 132));  // MHA b4 h16 s4096 d128

@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -178,15 +178,16 @@ soak() {
   cat "$log"
 }
 
-# The first run of what was written since the last GPU run (session 27), as two calls. Part 1:
+# The first run of what was written since the last GPU run (session 27), as three calls. Part 1:
 # ragged ws' final build (the slot table, two stages: run 281 timed and verified it; its
-# sanitizers ran on the three-stage build) and the new rung ws_tma (whole pages by TMA) under
-# verification, racecheck, memcheck and 10 repeats, then the ragged perf cases timed (ws_tma's
-# prediction: bench notes after run 281), then gpu_python_plugins with its fixed judgement and
-# the FlexAttention ragged peer's BACKEND option (run 280: 410 s). Part 2: the rest of the gpu
-# CTest tests in one go. Verification steps run side by side (at most 6 at once); a step that
-# hangs (a deadlocked ring) costs only its own timeout. Each step's last "passed," line goes
-# to card.txt.
+# sanitizers ran on the three-stage build), the new rung ws_tma (whole pages by TMA), and the
+# deterministic backward rungs' descending turns (flash_mma_det, flash_wgmma_det) under
+# verification, racecheck, memcheck and repeats, then their perf cases timed (the predictions:
+# bench notes after run 281). Part 2: gpu_python_plugins with its fixed judgement and the
+# FlexAttention ragged peer's BACKEND option (run 280: 410 s). Part 3: the rest of the gpu
+# CTest tests. Verification steps run side by side (at most 6 at once); a step that hangs (a
+# deadlocked ring or turn) costs only its own timeout. Each step's last "passed," line goes to
+# card.txt.
 pending() {
   local part=$1 budget=${2:-560} start=$SECONDS
   local q=(--set verify.trials=1 --set verify.max_rows=64)
@@ -207,13 +208,22 @@ pending() {
     --sanitize racecheck "${q[@]}"
   par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml \
     -k ws -k ws_tma --sanitize memcheck "${q[@]}"
+  local det=(-k flash_mma_det -k flash_wgmma_det)
+  par bwd-det 120 "$bin" verify smoke/attention_backward cases/backward "${det[@]}"
+  par bwd-det-repeat 90 "$bin" verify smoke/attention_backward cases/backward/bwd-window.toml cases/backward/bwd-alignment.toml "${det[@]}" \
+    --set verify.repeat=20 "${q[@]}"
+  par bwd-det-racecheck 90 "$bin" verify smoke/attention_backward "${det[@]}" --set dtype=bf16 --sanitize racecheck "${q[@]}"
   wait
   step ragged-perf 60 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
     perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode \
     --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step ctest-python 420 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  step bwd-perf 120 "$bin" run perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128 \
+    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det]' "${q[@]}" -o "$OUT/bwd-perf.json"
   fi
   if [ "$part" = 2 ]; then
+  step ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  fi
+  if [ "$part" = 3 ]; then
   step ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
   fi
   echo "pending part $part done at $((SECONDS - start)) s" >> "$OUT/card.txt"
@@ -226,9 +236,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 or 2 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1, 2 or 3 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac

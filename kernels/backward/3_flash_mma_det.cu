@@ -10,7 +10,9 @@
 // Verified on an H100 (runs 273-276): bit for bit alike over 20-50 repeats, memcheck and
 // racecheck clean. Timed (run 276): 0.38-0.57x rung 2 across the perf shapes (10.04 ms at b4 h16
 // s4096 d128 non-causal): the load-add-store and the fence on each tile's turn path; rung 5
-// orders rung 4's atomics by the turn instead.
+// orders rung 4's atomics by the turn instead. Under a causal mask or a window the turns now
+// run from the last key block down (tiles.hpp's descending_turns says why; not yet run on a
+// GPU).
 #include "kernels/backward/flash.cuh"
 
 namespace attnbench::backward_impl {

@@ -7,7 +7,7 @@
 // acquires it before it adds, so each element's adds land in key-block order (at d64, where both
 // warpgroups add to every element, warpgroup 0 before warpgroup 1). dK and dV
 // already had one writer and one order. Both block orders of the 1-D grid start a row's key
-// blocks in increasing order, so a block only ever waits for blocks already running or done.
+// blocks in the turns' order, so a block only ever waits for blocks already running or done.
 // The cost is the wait and the fence on each tile's path (rung 3 over rung 2: 0.38-0.57x with a
 // load-add-store in place of the ordered atomics, run 276); the issue's target is >= 0.8x the
 // fastest nondeterministic rung, this one's own rung 4. Predicted 0.65-0.8x rung 4.
@@ -16,7 +16,9 @@
 // 80GB HBM3, run 277, cold L2, same call), bf16 b4 h16 s4096 d128: non-causal 5.9582 ms, 231
 // TFLOP/s, 0.67x rung 4's 4.0135 and 1.68x flash_mma_det's 10.0344 (held); causal 6.1525 ms,
 // 0.39x rung 4's 2.4260 (did not hold). cuDNN's SDPA backward: 2.6397 and 1.6063 ms. Issue 50's
-// 0.8x is not met.
+// 0.8x is not met. Causal ran as long as non-causal: in increasing key order every block of a
+// row waited at each tile for the block below it. Under a causal mask or a window the turns now
+// run from the last key block down (tiles.hpp's descending_turns; not yet run on a GPU).
 #include "kernels/backward/flash_wgmma.cuh"
 #include "kernels/backward/rungs.hpp"
 

@@ -78,6 +78,7 @@ struct Args {
   float softcap, inv_softcap;   // score units; 0, 0 = none
   const float* slopes;          // [heads] ALiBi slopes, or null
   int key_major;                // the 1-D grid's block order (tiles.hpp's block_coord)
+  int descending;               // deterministic turns from the last key block down (descending_turns)
 };
 
 // Br queries x Bc keys per tile; D the head-dim class; 16 keys a warp.
@@ -158,7 +159,8 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
   const int g = lane / 4, t4 = lane % 4;
 
   const int key_blocks = static_cast<int>(ceil_div(a.seq_k, Bc));
-  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major);
+  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major,
+                                    DETERMINISTIC && a.descending);
   const int n_block = at.n_block, kvh = at.row % a.kv_heads, b = at.row / a.kv_heads;
   const int n0 = n_block * Bc, n1 = min(n0 + Bc, a.seq_k) - 1;
   const T* q = static_cast<const T*>(a.q);
@@ -333,7 +335,8 @@ __global__ __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) void flash_bwd_kerne
     if constexpr (DETERMINISTIC) {
       turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
       if (tid == 0) {
-        const int mine = n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
+        const int mine = a.descending ? last_key_block(a.seq_q, a.seq_k, a.q_offset, a.hi_reach, m_tile, Br, Bc) - n_block
+                                      : n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
         while (ld_acquire(turn) != mine) __nanosleep(64);  // backs off the L2 line the adds before it use
       }
       __syncthreads();
@@ -442,6 +445,7 @@ inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w, int B
   a.softcap = p.score.softcap, a.inv_softcap = p.score.softcap > 0 ? 1.f / p.score.softcap : 0.f;
   a.slopes = p.score.alibi ? p.score.alibi_slopes : nullptr;
   a.key_major = key_major_order(p.causal, ceil_div(p.seq_k, Bc) * p.kv_heads * p.batch, sm_count);
+  a.descending = descending_turns(w.turns > 0, a.hi_reach, a.seq_q, a.seq_k);
   return a;
 }
 

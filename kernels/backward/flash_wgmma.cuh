@@ -146,7 +146,8 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
   const int g = lane / 4, t4 = lane % 4;
 
   const int key_blocks = static_cast<int>(ceil_div(a.seq_k, Bc));
-  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major);
+  const BlockCoord at = block_coord(blockIdx.x, key_blocks, gridDim.x / key_blocks, a.key_major,
+                                    DETERMINISTIC && a.descending);
   const int n_block = at.n_block, kvh = at.row % a.kv_heads, b = at.row / a.kv_heads;
   const int n0 = n_block * Bc, n1 = min(n0 + Bc, a.seq_k) - 1;
   const T* q = static_cast<const T*>(a.q);
@@ -343,7 +344,8 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
     if constexpr (DETERMINISTIC) {
       turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
       if (tid == 0) {
-        const int mine = n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
+        const int mine = a.descending ? last_key_block(a.seq_q, a.seq_k, a.q_offset, a.hi_reach, m_tile, Br, Bc) - n_block
+                                      : n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
         while (flash::ld_acquire(turn) != mine) __nanosleep(64);
       }
       __syncthreads();

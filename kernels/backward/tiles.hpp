@@ -46,15 +46,44 @@ ATTNBENCH_HOST_DEVICE inline int first_key_block(int q_offset, int lo_reach, int
 // blocks in the second wave (rung 4 measured 3.52 ms there against 2.43 ms for MHA's 2048
 // blocks of the same FLOPs, run 274; a list-scheduling model gives 1.59x the balanced time).
 // Key-major order (every row's key block 0 first, then every row's key block 1, ...) starts the
-// heaviest blocks first: the model's 1.00x. Both orders start a row's key blocks in increasing
-// order, which the deterministic rung's turns need (a block waits only for lower key blocks of
-// its row, so they must not start after it).
+// heaviest blocks first: the model's 1.00x. Both orders start a row's key blocks in the order of
+// the deterministic rungs' turns, increasing or (descending) decreasing: a block waits only for
+// the key blocks of its row before it in that order, which must not start after it. (Descending
+// key-major starts a causal grid's lightest blocks first: the balance it was chosen for is lost
+// to the deterministic rungs, whose chain cost more.)
 struct BlockCoord {
   int n_block, row;  // row = kv head + kv_heads * batch index
 };
 
-ATTNBENCH_HOST_DEVICE inline BlockCoord block_coord(int linear, int key_blocks, int rows, bool key_major) {
-  return key_major ? BlockCoord{linear / rows, linear % rows} : BlockCoord{linear % key_blocks, linear / key_blocks};
+// `descending`: the deterministic rungs' order where the keys a query sees are bounded above
+// (descending_turns): a row's key blocks start last first, as their turns run.
+ATTNBENCH_HOST_DEVICE inline BlockCoord block_coord(int linear, int key_blocks, int rows, bool key_major,
+                                                    bool descending = false) {
+  BlockCoord c = key_major ? BlockCoord{linear / rows, linear % rows} : BlockCoord{linear % key_blocks, linear / key_blocks};
+  if (descending) c.n_block = key_blocks - 1 - c.n_block;
+  return c;
+}
+
+// The last key block of Bc keys that sees query tile m (rows m Br .. min(m Br + Br, seq_q) - 1),
+// for a tile that some key block sees: its last row's highest key, within [0, seq_k).
+ATTNBENCH_HOST_DEVICE inline int last_key_block(int seq_q, int seq_k, int q_offset, int hi_reach, int m, int Br,
+                                                int Bc) {
+  const int last_row = m * Br + Br - 1 < seq_q - 1 ? m * Br + Br - 1 : seq_q - 1;
+  const int key = last_row + q_offset + hi_reach;
+  return (key < seq_k - 1 ? key : seq_k - 1) / Bc;
+}
+
+// The deterministic rungs add a query tile's dQ one key block at a time, in a fixed order. In
+// increasing key order under a causal mask (or a window), key block n + 1's first query tile is
+// Bc / Br tiles after block n's, so n + 1 reaches each tile before n has, and waits for it: the
+// chain makes every block of a row last as long as key block 0, the one that sees every tile
+// (run 277: flash_wgmma_det causal 6.15 ms, its non-causal 5.96; flash_wgmma causal 2.43). In
+// decreasing order each block reaches a tile after the block before it in the order, which
+// started earlier and nearer to it: no wait but at the start. Only where the keys a query sees
+// are bounded above (a causal mask or a window: hi_reach below key_reach's "unlimited", seq_q +
+// seq_k); without a bound every key block starts at query tile 0 and the order does not matter.
+inline bool descending_turns(bool deterministic, int hi_reach, int seq_q, int seq_k) {
+  return deterministic && hi_reach < seq_q + seq_k;
 }
 
 // Key-major for a causal grid of fewer than 4 blocks an SM (the model's row-major cost is
