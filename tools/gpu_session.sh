@@ -180,7 +180,8 @@ soak() {
 
 # The first run of what was written since the last GPU run (session 27), as three calls. Part 1:
 # ragged ws' final build (the slot table, two stages: run 281 timed and verified it; its
-# sanitizers ran on the three-stage build), the new rung ws_tma (whole pages by TMA), and the
+# sanitizers ran on the three-stage build), the new rung ws_tma (whole pages by TMA), varlen and
+# split_kv with their table entries loaded before their copies, and the
 # deterministic backward rungs' descending turns (flash_mma_det, flash_wgmma_det) under
 # verification, racecheck, memcheck and repeats, then their perf cases timed (the predictions:
 # bench notes after run 281). Part 2: gpu_python_plugins with its fixed judgement and the
@@ -201,7 +202,7 @@ pending() {
   }
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
   if [ "$part" = 1 ]; then
-  par ragged 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws -k ws_tma
+  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k varlen -k split_kv -k ws -k ws_tma
   par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml -k ws -k ws_tma \
     --set verify.repeat=10 "${q[@]}"
   par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws -k ws_tma \
@@ -217,6 +218,7 @@ pending() {
   step ragged-perf 60 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
     perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode \
     --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
   step bwd-perf 120 "$bin" run perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128 \
     --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det]' "${q[@]}" -o "$OUT/bwd-perf.json"
   fi

@@ -29,6 +29,9 @@
 // The timings below are a 16-bit cache's; the fp8 cache has not run on a GPU yet.
 // H100, run 271: all-decode (64 x 4096 keys, GQA 32/8) 0.391 ms, 90% of the read floor, 2.84x
 // rung 2; 533 sequences 4.4x; 4 x 4096 causal prefill 187 TFLOP/s, 0.43x rung 2's flash_ws.
+// Since session 27 each thread loads its rows' block-table entries before it issues their
+// copies (varlen.cuh's load_kv), where each load waited behind the previous row's copies: not
+// yet run on a GPU (prediction: bench notes after run 281).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -207,22 +207,38 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   const int32_t* table = p.block_tables + int64_t{w.b} * p.max_blocks_per_seq;
   const int bs = static_cast<int>(p.block_size);
   const int log2_bs = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
+  // The thread's rows of a tile: tid / kCopies + kCopyRows i; their table entries loaded kBatch
+  // at a time (all of them but at head_dim 256, whose kernel has no registers to spare: 250 of
+  // 255, and 8 more spilled).
+  constexpr int kRowsEach = C::KEYS / kCopyRows, kBatch = D >= 256 ? 1 : kRowsEach;
+  static_assert(C::KEYS % kCopyRows == 0, "whole passes");
   const auto load_kv = [&](int s, int n) {
     const Cache* k = static_cast<const Cache*>(p.k_cache);
     const Cache* v = static_cast<const Cache*>(p.v_cache);
     const uint32_t dst = sStages + s * 2 * kStageBytes;
-    for (int r = tid / kCopies; r < C::KEYS; r += kCopyRows) {
-      const int c = tid % kCopies, j = key_begin + n * C::KEYS + r;
-      const bool ok = j < key_end && c < kv_chunks;
-      int64_t off = 0;
-      if (ok) {
-        // The table entry and the slot in it: a shift and a mask for the usual power-of-two
-        // block sizes (a division by a runtime int is ~20 instructions, per row and tile).
-        const int blk = log2_bs >= 0 ? j >> log2_bs : j / bs, in = log2_bs >= 0 ? j & (bs - 1) : j % bs;
-        off = ((int64_t{__ldg(table + blk)} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + kElems * c;
+    const int c = tid % kCopies, r0 = tid / kCopies, j0 = key_begin + n * C::KEYS + r0;
+    // A batch of rows' table entries first, their loads in flight at once: the cp.async asm's
+    // memory clobbers would otherwise keep each load behind the previous row's copies, one L1
+    // or L2 round trip a row (ragged ws lost 40% to the same pattern, runs 280-281). The slot
+    // in the entry: a shift and a mask for the usual power-of-two block sizes (a division by a
+    // runtime int is ~20 instructions, per row and tile).
+#pragma unroll(kBatch > 1 ? kRowsEach / kBatch : 1)
+    for (int i0 = 0; i0 < kRowsEach; i0 += kBatch) {
+      int entry[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int j = j0 + kCopyRows * (i0 + i);
+        entry[i] = j < key_end && c < kv_chunks ? __ldg(table + (log2_bs >= 0 ? j >> log2_bs : j / bs)) : 0;
       }
-      cp_async_16(dst + tile_offset(r, c, kRowBytes), k + off, ok);
-      cp_async_16(dst + kStageBytes + tile_offset(r, c, kRowBytes), v + off, ok);
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int r = r0 + kCopyRows * (i0 + i), j = j0 + kCopyRows * (i0 + i);
+        const bool ok = j < key_end && c < kv_chunks;
+        const int in = log2_bs >= 0 ? j & (bs - 1) : j % bs;
+        const int64_t off = ok ? ((int64_t{entry[i]} * bs + in) * kv_row) + int64_t{kvh} * p.head_dim + kElems * c : 0;
+        cp_async_16(dst + tile_offset(r, c, kRowBytes), k + off, ok);
+        cp_async_16(dst + kStageBytes + tile_offset(r, c, kRowBytes), v + off, ok);
+      }
     }
   };
   load_kv(0, n_begin);
