@@ -215,8 +215,9 @@ pending() {
     --set verify.repeat=20 "${q[@]}"
   par bwd-det-racecheck 90 "$bin" verify smoke/attention_backward "${det[@]}" --set dtype=bf16 --sanitize racecheck "${q[@]}"
   wait
-  step ragged-perf 60 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-prefill \
-    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode \
+  step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
+    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
+    perf/ragged-bf16-all-decode \
     --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
   step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
   step bwd-perf 120 "$bin" run perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128 \
