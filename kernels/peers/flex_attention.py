@@ -276,8 +276,9 @@ def torch_flex_ragged(t, p, stream):
         as_bhsd = lambda x: x.transpose(0, 1).unsqueeze(0)
         # BACKEND "TRITON": flex's prefill kernel at every length. With "AUTO", 101 queries over 2
         # kv heads (smoke/ragged-same-dtype) raised NoValidChoicesError in Inductor (run 280,
-        # torch 2.11; the rows' ERROR): our reading is that AUTO takes flex_decoding under 128
-        # queries, and its configurations do not hold 101 queries times a GQA group; a serving
-        # batch's queries are not one decode's few. Not yet run on a GPU with this option.
+        # torch 2.11; the rows' ERROR): under 128 queries AUTO takes flex_decoding, which packs a
+        # GQA group's heads into its M tile (BLOCK_M 256 for 101 x 2) and then finds no tile
+        # inside the block mask's 128-row query blocks (pytorch/pytorch#185349, fixed after 2.11).
+        # A serving batch's queries are not one decode's few. Not yet run on a GPU with this option.
         _run(as_bhsd(q), as_bhsd(k), as_bhsd(v), as_bhsd(o), score_mod, lay.block_mask, p.score.scale,
              kernel_options={"BACKEND": "TRITON"})
