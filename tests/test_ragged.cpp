@@ -139,12 +139,16 @@ TEST(RaggedSplitKv, WsSplitsOnItsOwnTileEdges) {
 
 // ws_tma (rung 6) copies whole pages of a 16-bit cache by TMA: blocks of 8 to 64 keys (a page a
 // box of whole swizzle atoms inside a 64-key tile); what ws refuses it refuses with ws' reason.
+// The skip reason of variant `name` at the case's first point ("" = it runs; "no row" = no such variant).
+std::string skip_reason(const Case& k, const std::string& name) {
+  for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
+    if (v.name == name) return v.skip;
+  return "no row";
+}
+
 TEST(RaggedWsTma, TakesPagesOf8To64KeysOfA16BitCache) {
   const auto skip_of = [](const std::string& extra, std::vector<std::string> sets = {}) {
-    const Case k = parse(kHead + "sequences = [[1, 300], [5, 18], [129, 463]]\n" + extra, sets);
-    for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
-      if (v.name == "ws_tma") return v.skip;
-    return std::string("no row");
+    return skip_reason(parse(kHead + "sequences = [[1, 300], [5, 18], [129, 463]]\n" + extra, sets), "ws_tma");
   };
   for (int bs : {8, 16, 32, 64}) EXPECT_EQ(skip_of("block_size = " + std::to_string(bs) + "\n"), "") << bs;
   const std::string pages = "block_size 8, 16, 32 or 64 (a page is a TMA box of whole swizzle atoms inside a 64-key tile)";
@@ -170,11 +174,7 @@ TEST(RaggedKeys, HeadsAndOptions) {
   for (const VariantChoice& v : make_problem(c.points[0])->variants(assumed_caps()))
     EXPECT_EQ(v.skip, v.name == "ws_tma" ? "a cache in q's dtype only (an fp8 cache: ws widens it in its producer)" : "")
         << v.name;
-  const auto skip_of = [](const Case& k, const std::string& name) {
-    for (const VariantChoice& v : make_problem(k.points[0])->variants(assumed_caps()))
-      if (v.name == name) return v.skip;
-    return std::string("no row");
-  };
+  const auto skip_of = skip_reason;
   EXPECT_EQ(skip_of(parse(kHead + "sequences = [[1, 8]]\nkv_dtype = \"fp8_e4m3\"\n", {"dtype=fp32"}), "varlen"),
             "fp16/bf16 only (mma.sync on 16-bit inputs)");
   const std::string options = "sinks = true\nsoftcap = 50\nalibi = true\nwindow = 3\n";

@@ -484,13 +484,6 @@ std::string work_tiles_too_many(const AttentionParams& p) {
   return "ceil(seq_q / " + std::to_string(block_rows(p)) + ") * heads * batch must be < 2^31 (work tiles are int)";
 }
 
-template <class T>
-constexpr CUtensorMapDataType map_type() {
-  if constexpr (kIsFp8<T>) return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  else if constexpr (std::is_same_v<T, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
-
 // [batch, seq, heads, head_dim] as a 4-d tensor map (dims: dim, row, head, batch), boxes of
 // 128 bytes of dims (64 16-bit ones, 128 fp8 ones) x rows rows of one head.
 template <class T, int D>
@@ -499,7 +492,7 @@ CUtensorMap map_of(const void* base, int64_t batch, int64_t seq, int64_t heads, 
   const uint64_t dims[4] = {D, static_cast<uint64_t>(seq), static_cast<uint64_t>(heads), static_cast<uint64_t>(batch)};
   const uint64_t strides[3] = {static_cast<uint64_t>(heads) * D * e, D * e, static_cast<uint64_t>(batch_stride) * e};
   const uint32_t box[4] = {128 / e, static_cast<uint32_t>(rows), 1, 1};
-  return make_tensor_map_sw128(base, 4, dims, strides, box, map_type<T>(), "attention/flash_ws");
+  return make_tensor_map_sw128(base, 4, dims, strides, box, tensor_map_type<T>(), "attention/flash_ws");
 }
 
 // fp8's V, transposed: 8-bit wgmma reads its B operand K-major only, so P V needs V as

@@ -10,10 +10,21 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+
+#include "kernels/common/storage.cuh"
 
 namespace attnbench {
 
 // ---- host: tensor maps ----
+
+// The tensor-map element type of T: fp16, bf16, or an fp8 code as its byte.
+template <class T>
+constexpr CUtensorMapDataType tensor_map_type() {
+  if constexpr (kIsFp8<T>) return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  else if constexpr (std::is_same_v<T, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
 
 // A tensor map of a 16-bit tensor of up to 5 dimensions, dims[0] contiguous; strides (bytes,
 // multiples of 16) of dims 1.., box sizes in elements; 128-byte swizzle (box[0] * 2 must be

@@ -267,7 +267,7 @@ CUtensorMap map_of(const void* base, int64_t batch, int64_t rows, int64_t cols, 
   const uint64_t dims[3] = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), static_cast<uint64_t>(batch)};
   const uint64_t strides[2] = {static_cast<uint64_t>(cols) * 2, static_cast<uint64_t>(rows * cols) * 2};
   const uint32_t box[3] = {64, box_rows, 1};
-  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr auto type = tensor_map_type<T>();
   return make_tensor_map_sw128(base, 3, dims, strides, box, type, "gemm/wgmma_ws");
 }
 

@@ -39,9 +39,7 @@ CUtensorMap ws_tma_map(const void* base, const RaggedParams& p) {
                             static_cast<uint64_t>(p.block_size), static_cast<uint64_t>(p.num_blocks)};
   const uint64_t strides[3] = {dims[0] * e, dims[0] * dims[1] * e, dims[0] * dims[1] * dims[2] * e};
   const uint32_t box[4] = {64, 1, static_cast<uint32_t>(p.block_size), 1};
-  constexpr CUtensorMapDataType type =
-      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return make_tensor_map_sw128(base, 4, dims, strides, box, type, "ragged/ws_tma");
+  return make_tensor_map_sw128(base, 4, dims, strides, box, tensor_map_type<T>(), "ragged/ws_tma");
 }
 
 }  // namespace
