@@ -51,12 +51,17 @@ bin=build/bin/attnbench
 # references are the long part: cases/perf alone took over five minutes in one process).
 verify_all() {
   ( cd build && ctest -L gpu --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
+  verify_cases
+  wait
+  tail -5 "$OUT/ctest-gpu.txt"
+}
+
+# `verify all` alone (what verify_all runs beside the gpu CTest tests).
+verify_cases() {
   mkdir -p "$OUT/verify"
   find cases -name '*.toml' | sort |
     xargs -P "$(nproc)" -I{} sh -c 'f="$3/verify/$(echo "$2" | tr / _)"; "$1" verify "$2" -o "$f.json" > "$f.txt" 2>&1' \
       _ "$bin" {} "$OUT"
-  wait
-  tail -5 "$OUT/ctest-gpu.txt"
   cat "$OUT"/verify/*.txt > "$OUT/verify.txt"
   # Where the verification's host time goes: the slowest points' inputs, reference and checks.
   python3 - "$OUT"/verify/*.json > "$OUT/verify-time.txt" <<'PY'
@@ -178,17 +183,15 @@ soak() {
   cat "$log"
 }
 
-# The first run of what was written since the last GPU run (session 27), as three calls. Part 1:
-# ragged ws' final build (the slot table, two stages: run 281 timed and verified it; its
-# sanitizers ran on the three-stage build), the new rung ws_tma (whole pages by TMA), varlen and
-# split_kv with their table entries loaded before their copies, and the
-# deterministic backward rungs' descending turns (flash_mma_det, flash_wgmma_det) under
-# verification, racecheck, memcheck and repeats, then their perf cases timed (the predictions:
-# bench notes after run 281). Part 2: gpu_python_plugins with its fixed judgement and the
-# FlexAttention ragged peer's BACKEND option (run 280: 410 s). Part 3: the rest of the gpu
-# CTest tests. Verification steps run side by side (at most 6 at once); a step that hangs (a
-# deadlocked ring or turn) costs only its own timeout. Each step's last "passed," line goes to
-# card.txt.
+# Session 28's calls, three in all. Part 1: ragged ws and ws_tma with their row tiles launched
+# in reverse (the longest causal tiles first; run 282 timed the launch order before it) under
+# verification, repeats, racecheck and memcheck, their perf cases beside split_kv and the
+# all-decode yardstick paged_flash, FlexAttention's ragged peer on the prefill shapes (issue
+# 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins
+# with its fixed judgement and the FlexAttention ragged peer's BACKEND option (run 280: 410 s).
+# Part 3: the rest of the gpu CTest tests. Verification steps run side by side (at most 6 at
+# once); a step that hangs (a deadlocked ring) costs only its own timeout. Each step's last
+# "passed," line goes to card.txt.
 pending() {
   local part=$1 budget=${2:-560} start=$SECONDS
   local q=(--set verify.trials=1 --set verify.max_rows=64)
@@ -202,35 +205,22 @@ pending() {
   }
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
   if [ "$part" = 1 ]; then
-  # ws_tma in processes of its own: a first run's hang (a barrier count off by one) costs its own
-  # steps' timeouts, not the other rungs' rows.
-  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k varlen -k split_kv -k ws
-  par ragged-tma 120 "$bin" verify cases/ragged -k ws_tma
-  par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml -k ws --set verify.repeat=10 "${q[@]}"
-  par ragged-tma-repeat 60 "$bin" verify cases/ragged/options.toml -k ws_tma --set verify.repeat=10 "${q[@]}"
-  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws \
+  local ws=(-k ws -k ws_tma)
+  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}"
+  par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
+  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
     --sanitize racecheck "${q[@]}"
-  par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml -k ws \
+  par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
     --sanitize memcheck "${q[@]}"
-  par ragged-tma-racecheck 90 "$bin" verify cases/ragged/block-sizes.toml -k ws_tma --sanitize racecheck "${q[@]}"
-  par ragged-tma-memcheck 90 "$bin" verify cases/ragged/block-sizes.toml cases/ragged/window.toml -k ws_tma \
-    --sanitize memcheck "${q[@]}"
-  local det=(-k flash_mma_det -k flash_wgmma_det)
-  par bwd-det 120 "$bin" verify smoke/attention_backward cases/backward "${det[@]}"
-  par bwd-det-repeat 90 "$bin" verify smoke/attention_backward cases/backward/bwd-window.toml cases/backward/bwd-alignment.toml "${det[@]}" \
-    --set verify.repeat=20 "${q[@]}"
-  par bwd-det-racecheck 90 "$bin" verify smoke/attention_backward "${det[@]}" --set dtype=bf16 --sanitize racecheck "${q[@]}"
   wait
   step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
     perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
-    perf/ragged-bf16-all-decode \
-    --set 'kernels=[split_kv,ws]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step ragged-perf-tma 60 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
-    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
-    perf/ragged-bf16-all-decode --set 'kernels=[ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf-tma.json"
+    perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
   step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
-  step bwd-perf 120 "$bin" run perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128 \
-    --set 'kernels=[flash_mma,flash_mma_det,flash_wgmma,flash_wgmma_det]' "${q[@]}" -o "$OUT/bwd-perf.json"
+  step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
+    --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
+    -o "$OUT/ragged-flex.json"
+  verify_cases
   fi
   if [ "$part" = 2 ]; then
   step ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"

@@ -11,7 +11,8 @@
 //     query head of the kv head's group) of one sequence, so that each K/V tile serves every
 //     query head that reads it (a decode's whole group in one tile); 128 / group tokens a tile.
 //     Long row tiles split their keys over blocks (plan_splits, on 128-key edges) and rung 4's
-//     combine merges the partials.
+//     combine merges the partials. Launched in reverse: the last row tile of the last sequence
+//     first, so the longest causal tiles start first and the short ones fill the tail.
 //   - Three warpgroups: a producer and two consumers of 64 rows each. The producer's 128
 //     threads copy the Q tile and a two-stage ring of K and V tiles by cp.async, key row by key
 //     row through the block table (any block size; keys past the split's last are zero-filled,

@@ -90,7 +90,10 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   const uint32_t sq = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sk = sq + L::Q_BYTES, sv = sk + STAGES * L::KV_BYTES;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int kvh = blockIdx.y, x = blockIdx.x;
+  // Row tiles in reverse launch order: a sequence's last tile (under a causal mask the one that
+  // reads the most keys) starts first and its short first tiles fill the end of the grid, as
+  // flash_mma's and flash_ws' causal query blocks do (run 282: all-prefill's tail).
+  const int kvh = blockIdx.y, x = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   auto bar = [](const uint64_t& b) { return smem_addr(&b); };
 
   // The block's work, as rung 3 finds it (the whole block takes the same exits).
