@@ -220,6 +220,14 @@ pending() {
   step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
     --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
     -o "$OUT/ragged-flex.json"
+  # gemm_q at m = 1 under Nsight Compute (issue 52: splitk_gemv slower than fused_mma, run 277):
+  # the three kernels' full sections with source counters, the details page as text.
+  local ncu
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  step ncu-gemmq 90 "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
+    --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
+    -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
+  "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
   verify_cases
   fi
   if [ "$part" = 2 ]; then
