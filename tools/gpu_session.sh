@@ -184,7 +184,8 @@ soak() {
 }
 
 # Session 28's calls, three in all. Part 1: ragged ws and ws_tma with their row tiles launched
-# in reverse (the longest causal tiles first; run 282 timed the launch order before it) under
+# in reverse (the longest causal tiles first; run 282 timed the launch order before it), and
+# varlen and split_kv with the warps past a block's rows idle in the loop, under
 # verification, repeats, racecheck and memcheck, their perf cases beside split_kv and the
 # all-decode yardstick paged_flash, FlexAttention's ragged peer on the prefill shapes (issue
 # 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins
@@ -206,7 +207,7 @@ pending() {
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
   if [ "$part" = 1 ]; then
   local ws=(-k ws -k ws_tma)
-  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}"
+  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
   par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
   par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
     --sanitize racecheck "${q[@]}"
