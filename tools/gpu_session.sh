@@ -56,11 +56,12 @@ verify_all() {
   tail -5 "$OUT/ctest-gpu.txt"
 }
 
-# `verify all` alone (what verify_all runs beside the gpu CTest tests).
+# `verify all` alone (what verify_all runs beside the gpu CTest tests); SECONDS: stop there (the
+# case files not finished say so in verify.txt by their missing summary).
 verify_cases() {
   mkdir -p "$OUT/verify"
   find cases -name '*.toml' | sort |
-    xargs -P "$(nproc)" -I{} sh -c 'f="$3/verify/$(echo "$2" | tr / _)"; "$1" verify "$2" -o "$f.json" > "$f.txt" 2>&1' \
+    timeout "${1:-86400}" xargs -P "$(nproc)" -I{} sh -c 'f="$3/verify/$(echo "$2" | tr / _)"; "$1" verify "$2" -o "$f.json" > "$f.txt" 2>&1' \
       _ "$bin" {} "$OUT"
   cat "$OUT"/verify/*.txt > "$OUT/verify.txt"
   # Where the verification's host time goes: the slowest points' inputs, reference and checks.
@@ -229,7 +230,8 @@ pending() {
     --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
     -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
   "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
-  verify_cases
+  verify_cases $((budget - (SECONDS - start))) > "$OUT/verify-all.txt" 2>&1
+  echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   fi
   if [ "$part" = 2 ]; then
   step ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
