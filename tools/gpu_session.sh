@@ -186,7 +186,8 @@ soak() {
 
 # Session 28's calls, three in all. Part 1: ragged ws and ws_tma with their row tiles launched
 # in reverse (the longest causal tiles first; run 282 timed the launch order before it), and
-# varlen and split_kv with the warps past a block's rows idle in the loop, under
+# varlen and split_kv with the warps past a block's rows idle in the loop, ws with consumer 1
+# leaving row tiles of <= 64 rows to consumer 0 (decodes), under
 # verification, repeats, racecheck and memcheck, their perf cases beside split_kv and the
 # all-decode yardstick paged_flash, FlexAttention's ragged peer on the prefill shapes (issue
 # 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins

@@ -25,7 +25,8 @@
 //     FlashAttention-4's lazy row max, P packed from S's accumulators as the A operand of
 //     O += P V (V N-major); tile j's S issued beside tile j - 1's P V, and the two consumers take
 //     turns at the tensor cores (named barriers) so that one's softmax runs under the other's
-//     products.
+//     products. A row tile of at most 64 rows (decodes, short verifications) is consumer 0's
+//     alone, without turns: consumer 1 would compute on zero rows and wait on consumer 0.
 //   - One split: O / l (with the sink) into each live row's token and head. Several: rung 4's
 //     partials (fp32 O, and m, l in exp2 units) and its combine.
 //   - RoPE: each consumer turns its 64 query rows in shared memory once they land, at their

@@ -109,14 +109,20 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   const int k_lo = kr.begin + 64 * split * chunk;
   const int k_hi = min(kr.end, kr.begin + 64 * min(kr.tiles, (split + 1) * chunk));
   const int tiles = (k_hi - k_lo + BC - 1) / BC;  // >= 1
+  // A row tile of at most 64 rows (a decode's or a short verification's group) is consumer 0's
+  // alone: consumer 1's rows would all be past the block's, its products and softmax spent on
+  // zeros and its turns a wait for consumer 0. Consumer 1 leaves; consumer 0 runs without turns
+  // and alone hands stages back.
+  const bool solo = rows <= 64;
+  const int consumers = solo ? 128 : 256;
 
   if (tid == 0) {
     mbar_init(bar(bars.q_full), 128);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(bar(bars.k_full[s]), kTmaPages ? 129 : 128);  // rung 6: thread 0's expect_tx too
       mbar_init(bar(bars.v_full[s]), kTmaPages ? 129 : 128);
-      mbar_init(bar(bars.k_empty[s]), 256);
-      mbar_init(bar(bars.v_empty[s]), 256);
+      mbar_init(bar(bars.k_empty[s]), consumers);
+      mbar_init(bar(bars.v_empty[s]), consumers);
     }
   }
   __syncthreads();
@@ -302,6 +308,7 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   // ---- consumer warpgroups ----
   setmaxnreg_inc<L::CONSUMER_REGS>();
   const int wg = warp / 4 - 1, t4 = lane % 4;
+  if (solo && wg == 1) return;
   const uint32_t q_wg = sq + wg * 64 * 128;  // this warpgroup's 64 rows in each column block
   float o[D / 2], s[BC / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   uint32_t pk[BC / 16][4];
@@ -334,10 +341,12 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   // Ping-pong (flash_ws): consumer 0 takes its first turn unasked, and each hands the turn on.
   bool issued = false;
   auto turn_begin = [&] {
-    if (issued || wg != 0) named_bar_sync(kTurnBar + wg, kTurnThreads);
+    if (!solo && (issued || wg != 0)) named_bar_sync(kTurnBar + wg, kTurnThreads);
     issued = true;
   };
-  auto turn_end = [&] { named_bar_arrive(kTurnBar + (wg ^ 1), kTurnThreads); };
+  auto turn_end = [&] {
+    if (!solo) named_bar_arrive(kTurnBar + (wg ^ 1), kTurnThreads);
+  };
   auto release = [&](const uint64_t& empty) { mbar_arrive(bar(empty)); };
   auto issue_s = [&](int n) {
     const int st = n % STAGES;
@@ -452,7 +461,7 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   wgmma_wait<0>();
   fence_operands(o);
   release(bars.v_empty[(tiles - 1) % STAGES]);
-  if (wg == 0) named_bar_sync(kTurnBar, kTurnThreads);  // the other consumer's last hand-over
+  if (wg == 0 && !solo) named_bar_sync(kTurnBar, kTurnThreads);  // the other consumer's last hand-over
   if constexpr (kFp8)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= p.v_scale;  // before the partials too: the combine merges them as they are
