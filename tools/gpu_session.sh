@@ -191,8 +191,8 @@ soak() {
 # verification, repeats, racecheck and memcheck, their perf cases beside split_kv and the
 # all-decode yardstick paged_flash, FlexAttention's ragged peer on the prefill shapes (issue
 # 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins
-# with its fixed judgement and the FlexAttention ragged peer's BACKEND option (run 280: 410 s).
-# Part 3: the rest of the gpu CTest tests. Verification steps run side by side (at most 6 at
+# with its fixed judgement and the FlexAttention ragged peer's BACKEND option (run 280: 410 s);
+# PART3=1 (env) runs part 3 beside it. Part 3: the rest of the gpu CTest tests. Verification steps run side by side (at most 6 at
 # once); a step that hangs (a deadlocked ring) costs only its own timeout. Each step's last
 # "passed," line goes to card.txt.
 pending() {
@@ -234,8 +234,10 @@ pending() {
   verify_cases $((budget - (SECONDS - start))) > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   fi
-  if [ "$part" = 2 ]; then
-  step ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
+  par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
+  [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
+  wait
   fi
   if [ "$part" = 3 ]; then
   step ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
