@@ -231,6 +231,11 @@ pending() {
     --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
     -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
   "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
+  # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
+  step ncu-mla 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
+    --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
+    "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
+  "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
   verify_cases $((budget - (SECONDS - start))) > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   fi
