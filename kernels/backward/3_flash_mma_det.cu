@@ -11,8 +11,9 @@
 // racecheck clean. Timed (run 276): 0.38-0.57x rung 2 across the perf shapes (10.04 ms at b4 h16
 // s4096 d128 non-causal): the load-add-store and the fence on each tile's turn path; rung 5
 // orders rung 4's atomics by the turn instead. Under a causal mask or a window the turns now
-// run from the last key block down (tiles.hpp's descending_turns says why; not yet run on a
-// GPU).
+// run from the last key block down (tiles.hpp's descending_turns says why): run 282 (H100),
+// causal b4 h16 s4096 d128 5.1915 ms, 0.68x rung 2 (was 9.34 ms); verified, 20 repeats bit for
+// bit, racecheck clean.
 #include "kernels/backward/flash.cuh"
 
 namespace attnbench::backward_impl {

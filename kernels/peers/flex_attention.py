@@ -279,6 +279,7 @@ def torch_flex_ragged(t, p, stream):
         # torch 2.11; the rows' ERROR): under 128 queries AUTO takes flex_decoding, which packs a
         # GQA group's heads into its M tile (BLOCK_M 256 for 101 x 2) and then finds no tile
         # inside the block mask's 128-row query blocks (pytorch/pytorch#185349, fixed after 2.11).
-        # A serving batch's queries are not one decode's few. Not yet run on a GPU with this option.
+        # A serving batch's queries are not one decode's few. Not yet run on a GPU with this option
+        # (tools/gpu_session.sh pending 4 runs it).
         _run(as_bhsd(q), as_bhsd(k), as_bhsd(v), as_bhsd(o), score_mod, lay.block_mask, p.score.scale,
              kernel_options={"BACKEND": "TRITON"})
