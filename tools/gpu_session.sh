@@ -253,7 +253,11 @@ pending() {
     --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
     -o "$OUT/ragged-flex.json"
   local rest=$((budget - (SECONDS - start) - 20))
-  par ctest-python "$rest" sh -c "cd build && ctest -V -R gpu_python_plugins"
+  if [ "$rest" -ge 420 ]; then  # run 280: 410 s
+    par ctest-python "$rest" sh -c "cd build && ctest -V -R gpu_python_plugins"
+  else
+    echo "ctest-python NOT RUN ($rest s left, 420 wanted)" >> "$OUT/card.txt"
+  fi
   par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
   par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
   par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
