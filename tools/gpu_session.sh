@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -193,7 +193,7 @@ soak() {
 # 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins
 # with its fixed judgement and the FlexAttention ragged peer's BACKEND option (run 280: 410 s);
 # PART3=1 (env) runs part 3 beside it. Part 3: the rest of the gpu CTest tests. Part 4: parts 1
-# and 2 in one call (when the device time left is one call's). Verification steps run side by side (at most 6 at
+# and 2 in one call (when the device time left is one call's). Part 5: the least of part 1. Verification steps run side by side (at most 6 at
 # once); a step that hangs (a deadlocked ring) costs only its own timeout. Each step's last
 # "passed," line goes to card.txt.
 pending() {
@@ -274,6 +274,22 @@ pending() {
     -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
   [ -f "$OUT/gemmq.ncu-rep" ] && "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
   fi
+  if [ "$part" = 5 ]; then
+  # The least of part 1, for a call of ~200 s: the changed ragged rungs verified (sanitizers
+  # and repeats beside), then their timings alone.
+  local ws=(-k ws -k ws_tma)
+  par ragged 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
+  par ragged-repeat 45 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
+  par ragged-racecheck 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
+    --sanitize racecheck "${q[@]}"
+  par ragged-memcheck 60 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
+    --sanitize memcheck "${q[@]}"
+  wait
+  step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
+    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
+    perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -294,7 +310,7 @@ compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}"
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 pending) pending "${2:?pending needs its part: 1, 2 or 3 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
