@@ -208,87 +208,75 @@ pending() {
     echo "$name rc=$? at $((SECONDS - start)) s: $(grep -h 'passed,' "$OUT/$name.txt" | tail -1)" >> "$OUT/card.txt"
   }
   par() { while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done; step "$@" & }
-  if [ "$part" = 1 ]; then
-  local ws=(-k ws -k ws_tma)
-  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
-  par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
-  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
-    --sanitize racecheck "${q[@]}"
-  par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
-    --sanitize memcheck "${q[@]}"
-  wait
-  step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
-    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
-    perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
-  step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
-    --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
-    -o "$OUT/ragged-flex.json"
-  # gemm_q at m = 1 under Nsight Compute (issue 52: splitk_gemv slower than fused_mma, run 277):
-  # the three kernels' full sections with source counters, the details page as text.
-  local ncu
+  # The steps parts 1, 4 and 5 share: the changed ragged rungs verified (sanitizers and repeats
+  # beside; the caller waits), their timings with the all-decode yardstick paged_flash,
+  # FlexAttention's ragged peer on the prefill shapes, and gemm_q at m = 1 under Nsight Compute
+  # (issue 52: splitk_gemv slower than fused_mma, run 277; full sections with source counters,
+  # the details page as text).
+  local ws=(-k ws -k ws_tma) ncu
   ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  step ncu-gemmq 90 "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
-    --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
-    -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
-  "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
+  ragged_checks() {
+    par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
+    par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
+    par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
+      --sanitize racecheck "${q[@]}"
+    par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
+      --sanitize memcheck "${q[@]}"
+  }
+  ragged_timings() {
+    step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
+      perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
+      perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+    step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
+  }
+  ragged_flex() {
+    step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
+      --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
+      -o "$OUT/ragged-flex.json"
+  }
+  ncu_gemmq() {
+    step ncu-gemmq "$1" "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
+      --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
+      -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
+    [ -f "$OUT/gemmq.ncu-rep" ] && "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
+  }
+  if [ "$part" = 1 ]; then
+  ragged_checks
+  wait
+  ragged_timings
+  ragged_flex
+  ncu_gemmq 90
   # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
   step ncu-mla 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
     --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
     "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
-  "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
+  [ -f "$OUT/mla.ncu-rep" ] && "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
   verify_cases $((budget - (SECONDS - start))) > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   fi
   if [ "$part" = 4 ]; then
   # Parts 1 and 2 in one call, for a session with device time for one: part 1's timings first,
   # alone on the card; then its verification, `verify all` and gpu_python_plugins side by side
-  # (verification is fp64-reference-bound, not timed); the profiles last, if time is left.
-  local ws=(-k ws -k ws_tma)
-  step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
-    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
-    perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
-  step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
-    --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
-    -o "$OUT/ragged-flex.json"
+  # (verification is fp64-reference-bound, not timed); the profile last, if time is left.
+  ragged_timings
+  ragged_flex
   local rest=$((budget - (SECONDS - start) - 20))
   if [ "$rest" -ge 420 ]; then  # run 280: 410 s
     par ctest-python "$rest" sh -c "cd build && ctest -V -R gpu_python_plugins"
   else
     echo "ctest-python NOT RUN ($rest s left, 420 wanted)" >> "$OUT/card.txt"
   fi
-  par ragged 120 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
-  par ragged-repeat 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
-  par ragged-racecheck 90 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
-    --sanitize racecheck "${q[@]}"
-  par ragged-memcheck 90 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
-    --sanitize memcheck "${q[@]}"
+  ragged_checks
   verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   wait
-  local ncu
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  step ncu-gemmq 60 "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
-    --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
-    -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
-  [ -f "$OUT/gemmq.ncu-rep" ] && "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
+  ncu_gemmq 60
   fi
   if [ "$part" = 5 ]; then
-  # The least of part 1, for a call of ~200 s: the changed ragged rungs verified (sanitizers
-  # and repeats beside), then their timings alone.
-  local ws=(-k ws -k ws_tma)
-  par ragged 90 "$bin" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "${ws[@]}" -k varlen -k split_kv
-  par ragged-repeat 45 "$bin" verify smoke/ragged-same-dtype cases/ragged/options.toml "${ws[@]}" --set verify.repeat=10 "${q[@]}"
-  par ragged-racecheck 60 "$bin" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "${ws[@]}" \
-    --sanitize racecheck "${q[@]}"
-  par ragged-memcheck 60 "$bin" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "${ws[@]}" \
-    --sanitize memcheck "${q[@]}"
+  # The least of part 1, for a call of ~200 s (each step capped by the budget).
+  ragged_checks
   wait
-  step ragged-perf 75 "$bin" run perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks \
-    perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill \
-    perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
+  ragged_timings
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
