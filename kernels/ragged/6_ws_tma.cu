@@ -21,7 +21,9 @@
 // memcheck clean at block sizes 16, 32, 64 and windows). Timed in the same process as rung 5:
 // serving mix 0.6206 ms, 1.44x the separate launches (ws 1.22x); its prefill part 0.3338 ms
 // (360 TFLOP/s, ws 0.3626), its decode part 0.1369 (ws 0.1658); all-prefill 0.7639 (0.84x
-// separate's flash_ws); all-decode 0.3996 (87% of read bandwidth); sinks +1.0%.
+// separate's flash_ws); all-decode 0.3996 (87% of read bandwidth); sinks +1.0%. Those figures are
+// 89c591a's kernel: the reversed launch order and the <= 64-row tiles on consumer 0 alone
+// (ws.cuh, after run 282) have not yet run on a GPU.
 #include <climits>
 #include <cstdint>
 #include <string>
