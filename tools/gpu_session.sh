@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -256,9 +256,13 @@ pending() {
   fi
   if [ "$part" = 4 ]; then
   # Parts 1 and 2 in one call, for a session with device time for one: part 1's timings first,
-  # alone on the card; then its verification, `verify all` and gpu_python_plugins side by side
-  # (verification is fp64-reference-bound, not timed); the profile last, if time is left.
+  # alone on the card, with gemm_q's small-m rows in every mode (how much of a 12 us row is the
+  # launch: cold against graph) and its profile; then its verification, `verify all` and
+  # gpu_python_plugins side by side (verification is fp64-reference-bound, not timed).
   ragged_timings
+  step gemmq-modes 45 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
+    -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1,16]' --mode all "${q[@]}"
+  ncu_gemmq 60
   ragged_flex
   local rest=$((budget - (SECONDS - start) - 20))
   if [ "$rest" -ge 420 ]; then  # run 280: 410 s
@@ -270,13 +274,33 @@ pending() {
   verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   wait
-  ncu_gemmq 60
   fi
   if [ "$part" = 5 ]; then
   # The least of part 1, for a call of ~200 s (each step capped by the budget).
   ragged_checks
   wait
   ragged_timings
+  fi
+  if [ "$part" = 6 ]; then
+  # gemm_q's stream_gemv (issue 52): its verification beside memcheck and racecheck, then the
+  # gemm_q perf cases alone (cold; the 4096-k int4 rows in every mode), its profile at m = 1,
+  # then FlexAttention's ragged peer (issue 48; run 283's 90 s were too few for its compile;
+  # FLEX=0 leaves it out).
+  par gemmq-verify 150 "$bin" verify smoke/gemm_q cases/gemm_q
+  par gemmq-memcheck 120 "$bin" verify cases/gemm_q/stream.toml cases/gemm_q/stream-tail.toml -k stream_gemv \
+    --sanitize memcheck "${q[@]}"
+  par gemmq-racecheck 120 "$bin" verify cases/gemm_q/stream.toml -k stream_gemv --sanitize racecheck "${q[@]}"
+  wait
+  step gemmq-perf 120 "$bin" run cases/perf/gemm_q-*.toml "${q[@]}" -o "$OUT/gemmq-perf.json"
+  step gemmq-modes 60 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
+    -k fused_mma -k stream_gemv -k dense_cublas --set 'sweep.m=[1,4,16]' --mode all "${q[@]}"
+  step ncu-stream 60 "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
+    --import-source yes -f -o "$OUT/stream" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
+    -k stream_gemv -k fused_mma --set 'sweep.m=[1]'
+  [ -f "$OUT/stream.ncu-rep" ] && "$ncu" -i "$OUT/stream.ncu-rep" --page details > "$OUT/ncu-stream.txt" 2>&1
+  [ "${FLEX:-1}" = 1 ] && step ragged-flex 200 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
+    --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
+    -o "$OUT/ragged-flex.json"
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
@@ -298,7 +322,7 @@ compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}"
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
 pending) pending "${2:?pending needs its part: 1, 2 or 3 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac

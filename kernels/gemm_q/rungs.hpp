@@ -17,6 +17,8 @@ void fused_mma(const GemmQParams& p, const LaunchContext& ctx);  // 2_fused_mma.
 std::string fused_mma_supports(const GemmQParams& p, const DeviceCaps& caps);
 void splitk_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 3_splitk_gemv.cu
 std::string splitk_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
+void stream_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 4_stream_gemv.cu
+std::string stream_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
 
 // What no variant can run; empty when the point is fine.
 inline std::string common_reason(const GemmQParams& p) {
