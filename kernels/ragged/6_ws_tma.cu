@@ -21,9 +21,13 @@
 // memcheck clean at block sizes 16, 32, 64 and windows). Timed in the same process as rung 5:
 // serving mix 0.6206 ms, 1.44x the separate launches (ws 1.22x); its prefill part 0.3338 ms
 // (360 TFLOP/s, ws 0.3626), its decode part 0.1369 (ws 0.1658); all-prefill 0.7639 (0.84x
-// separate's flash_ws); all-decode 0.3996 (87% of read bandwidth); sinks +1.0%. Those figures are
-// 89c591a's kernel: the reversed launch order and the <= 64-row tiles on consumer 0 alone
-// (ws.cuh, after run 282) have not yet run on a GPU.
+// separate's flash_ws); all-decode 0.3996 (87% of read bandwidth); sinks +1.0%. With the reversed
+// launch order and the <= 64-row tiles on consumer 0 alone (ws.cuh, after run 282), run 283 (H100,
+// 2c3c69a; cases/ragged verified beside ws, split_kv and varlen, 347 passed, 0 failed, 10 repeats
+// bit for bit, racecheck and memcheck clean): serving mix 0.5494 ms = 1.63x separate (ws 1.43x),
+// sinks +0.3%; decode part 0.1217; prefill part 0.3015 (0.69x separate); all-prefill 0.7641 (0.82x:
+// the reversed order changed nothing); all-decode 0.3669, 93.5% of read bandwidth (paged_flash
+// 0.3518 in the next process: 0.96x).
 #include <climits>
 #include <cstdint>
 #include <string>

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
     // A warp whose 16 rows are all past the block's (a decode's group fills 1-8 rows of 64)
     // has nothing to compute: it takes part in the barriers and the copies only. All-decode
     // spent 3 of its 4 warps' tensor-core and exp2 work on zero rows (run 282: 0.94x
-    // paged_flash, whose blocks hold only a group's rows).
+    // paged_flash, whose blocks hold only a group's rows). Run 283: 0.3695 ms, 0.95x paged_flash.
     if (!warp_live) continue;
     const uint32_t sK = kFp8 ? sKV : sKV + s * 2 * C::KV_BYTES, sV = sK + C::KV_BYTES;
 
