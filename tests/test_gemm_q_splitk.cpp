@@ -11,6 +11,7 @@
 #include "kernels/gemm_q/gemm_q.hpp"
 #include "kernels/gemm_q/rungs.hpp"
 #include "kernels/gemm_q/splitk_plan.hpp"
+#include "tests/gemm_q_test_params.hpp"
 
 namespace attnbench {
 namespace {
@@ -23,25 +24,8 @@ using gemm_q_impl::splitk_range;
 using gemm_q_impl::splitk_step_k;
 using gemm_q_impl::SplitkPlan;
 
-DeviceCaps card(int major, int sms = 132) {
-  DeviceCaps c;
-  c.cc_major = major;
-  c.cc_minor = 0;
-  c.sm_count = sms;
-  c.smem_per_block_optin = 227 * 1024;
-  return c;
-}
-
-GemmQParams params(int64_t m, int64_t n, int64_t k, int bits = 4, int64_t group = 128) {
-  GemmQParams p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.bits = bits;
-  p.group = group;
-  p.dtype = DType::fp16;
-  return p;
-}
+using gemm_q_test::card;
+using gemm_q_test::params;
 
 TEST(GemmQSplitk, StepCoversFourLanesOfSixteenBytes) {
   EXPECT_EQ(splitk_step_k(4), 128);

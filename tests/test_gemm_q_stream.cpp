@@ -10,6 +10,7 @@
 #include "kernels/gemm_q/gemm_q.hpp"
 #include "kernels/gemm_q/rungs.hpp"
 #include "kernels/gemm_q/stream_plan.hpp"
+#include "tests/gemm_q_test_params.hpp"
 
 namespace attnbench {
 namespace {
@@ -21,25 +22,8 @@ using gemm_q_impl::stream_group_ok;
 using gemm_q_impl::stream_step_k;
 using gemm_q_impl::StreamPlan;
 
-DeviceCaps card(int major, int sms = 132) {
-  DeviceCaps c;
-  c.cc_major = major;
-  c.cc_minor = 0;
-  c.sm_count = sms;
-  c.smem_per_block_optin = 227 * 1024;
-  return c;
-}
-
-GemmQParams params(int64_t m, int64_t n, int64_t k, int bits = 4, int64_t group = 128) {
-  GemmQParams p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.bits = bits;
-  p.group = group;
-  p.dtype = DType::fp16;
-  return p;
-}
+using gemm_q_test::card;
+using gemm_q_test::params;
 
 // An H100 holds 2 blocks of 8 warps an SM of this kernel: 2112 warps on 132 SMs.
 constexpr int64_t kH100Warps = 2 * kStreamWarps * 132;
