@@ -282,6 +282,9 @@ pending() {
   ragged_timings
   fi
   if [ "$part" = 6 ]; then
+  # The read-only model of the weight stream first, alone on the card, when it was built and
+  # carried (tools/gemv_stream_bench.cu's header: nvcc, then xz into build-carry/).
+  [ -x build/bin/gemv_stream_bench ] && step gemv-bench 40 build/bin/gemv_stream_bench
   # gemm_q's stream_gemv (issue 52): its verification beside memcheck and racecheck, then the
   # gemm_q perf cases alone (cold; the 4096-k int4 rows in every mode), its profile at m = 1,
   # then FlexAttention's ragged peer (issue 48; run 283's 90 s were too few for its compile;
