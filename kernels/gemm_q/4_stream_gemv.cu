@@ -16,7 +16,7 @@
 // - The weights stream into registers, not through shared memory: each lane loads its 16-byte
 //   pieces with ld.global.nc (L1 no-allocate, L2 evict-first: read once) kDepth steps ahead in a
 //   register ring, no cp.async, no barriers, no shared memory until the final sum; and every SM
-//   holds 16 streaming warps (2 blocks of 8, ~100 registers a thread): at n 4096 the plan
+//   holds 16 streaming warps (2 blocks of 8, at most 128 registers a thread): at n 4096 the plan
 //   (kernels/gemm_q/stream_plan.hpp) gives each m16 channel tile 8 warps, one 512-k slice each,
 //   2048 warps for the card's 2112, so each warp's whole slice (4 steps, 4 KB) is asked for at once
 //   and the 8.4 MB are in flight from the start.
