@@ -2,6 +2,7 @@
 // supports() and plans about: a card of a given compute capability and SM count, and a point.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kernels/gemm_q/gemm_q.hpp"
 
@@ -26,6 +27,14 @@ inline GemmQParams params(int64_t m, int64_t n, int64_t k, int bits = 4, int64_t
   p.group = group;
   p.dtype = DType::fp16;
   return p;
+}
+
+// Where the variant `name` stands in gemm_q's ladder (the table the runner uses), or -1.
+inline int ladder_index(const std::string& name) {
+  const auto& table = gemm_q_variants();
+  for (int i = 0; i < static_cast<int>(table.size()); ++i)
+    if (name == table[static_cast<size_t>(i)].name) return i;
+  return -1;
 }
 
 }  // namespace attnbench::gemm_q_test

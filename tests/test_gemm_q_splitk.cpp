@@ -25,6 +25,7 @@ using gemm_q_impl::splitk_step_k;
 using gemm_q_impl::SplitkPlan;
 
 using gemm_q_test::card;
+using gemm_q_test::ladder_index;
 using gemm_q_test::params;
 
 TEST(GemmQSplitk, StepCoversFourLanesOfSixteenBytes) {
@@ -154,13 +155,7 @@ TEST(GemmQSplitk, RefusesWithReasons) {
 // no workspace (the cluster sums in shared memory) and deterministic (a fixed rank order).
 TEST(GemmQSplitk, InTheLadder) {
   const auto& table = gemm_q_variants();
-  int at = -1, fused = -1, dense = -1;
-  for (int i = 0; i < static_cast<int>(table.size()); ++i) {
-    const std::string name = table[static_cast<size_t>(i)].name;
-    if (name == "splitk_gemv") at = i;
-    if (name == "fused_mma") fused = i;
-    if (name == "dense_cublas") dense = i;
-  }
+  const int at = ladder_index("splitk_gemv"), fused = ladder_index("fused_mma"), dense = ladder_index("dense_cublas");
   ASSERT_GE(at, 0);
   EXPECT_EQ(at, fused + 1);
   EXPECT_GT(dense, at);

@@ -23,6 +23,7 @@ using gemm_q_impl::stream_step_k;
 using gemm_q_impl::StreamPlan;
 
 using gemm_q_test::card;
+using gemm_q_test::ladder_index;
 using gemm_q_test::params;
 
 // An H100 holds 2 blocks of 8 warps an SM of this kernel: 2112 warps on 132 SMs.
@@ -126,13 +127,7 @@ TEST(GemmQStream, RefusesWithReasons) {
 // with no workspace and deterministic (each tile's splits summed in order).
 TEST(GemmQStream, InTheLadder) {
   const auto& table = gemm_q_variants();
-  int at = -1, splitk = -1, dense = -1;
-  for (int i = 0; i < static_cast<int>(table.size()); ++i) {
-    const std::string name = table[static_cast<size_t>(i)].name;
-    if (name == "stream_gemv") at = i;
-    if (name == "splitk_gemv") splitk = i;
-    if (name == "dense_cublas") dense = i;
-  }
+  const int at = ladder_index("stream_gemv"), splitk = ladder_index("splitk_gemv"), dense = ladder_index("dense_cublas");
   ASSERT_GE(at, 0);
   EXPECT_EQ(at, splitk + 1);
   EXPECT_EQ(dense, at + 1);
