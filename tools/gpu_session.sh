@@ -193,8 +193,9 @@ soak() {
 # 48's peer), then `verify all` (every case file, side by side). Part 2: gpu_python_plugins
 # with its fixed judgement and the FlexAttention ragged peer's BACKEND option (run 280: 410 s);
 # PART3=1 (env) runs part 3 beside it. Part 3: the rest of the gpu CTest tests. Part 4: parts 1
-# and 2 in one call (when the device time left is one call's). Part 5: the least of part 1. Verification steps run side by side (at most 6 at
-# once); a step that hangs (a deadlocked ring) costs only its own timeout. Each step's last
+# and 2 in one call (when the device time left is one call's). Part 5: the least of part 1. Part 6:
+# gemm_q's stream_gemv (issue 52) and FlexAttention's ragged peer with a longer timeout. Verification
+# steps run side by side (at most 6 at once); a step that hangs (a deadlocked ring) costs only its own timeout. Each step's last
 # "passed," line goes to card.txt.
 pending() {
   local part=$1 budget=${2:-560} start=$SECONDS
@@ -229,23 +230,26 @@ pending() {
       perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
     step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
   }
-  ragged_flex() {
-    step ragged-flex 90 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
+  ragged_flex() {  # [SECONDS]: 90 unless given
+    step ragged-flex "${1:-90}" "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
       --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
       -o "$OUT/ragged-flex.json"
   }
-  ncu_gemmq() {
-    step ncu-gemmq "$1" "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
-      --import-source yes -f -o "$OUT/gemmq" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
-      -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1]'
-    [ -f "$OUT/gemmq.ncu-rep" ] && "$ncu" -i "$OUT/gemmq.ncu-rep" --page details > "$OUT/ncu-gemmq.txt" 2>&1
+  ncu_gemmq() {  # SECONDS NAME -k VARIANT...: the report NAME.ncu-rep, its details ncu-NAME.txt
+    local t=$1 name=$2
+    shift 2
+    step "ncu-$name" "$t" "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
+      --import-source yes -f -o "$OUT/$name" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
+      "$@" --set 'sweep.m=[1]'
+    [ -f "$OUT/$name.ncu-rep" ] && "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
   }
+  local gemmq_rungs=(-k fused_mma -k splitk_gemv -k dense_cublas)
   if [ "$part" = 1 ]; then
   ragged_checks
   wait
   ragged_timings
   ragged_flex
-  ncu_gemmq 90
+  ncu_gemmq 90 gemmq "${gemmq_rungs[@]}"
   # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
   step ncu-mla 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
     --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
@@ -262,7 +266,7 @@ pending() {
   ragged_timings
   step gemmq-modes 45 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
     -k fused_mma -k splitk_gemv -k dense_cublas --set 'sweep.m=[1,16]' --mode all "${q[@]}"
-  ncu_gemmq 60
+  ncu_gemmq 60 gemmq "${gemmq_rungs[@]}"
   ragged_flex
   local rest=$((budget - (SECONDS - start) - 20))
   if [ "$rest" -ge 420 ]; then  # run 280: 410 s
@@ -297,13 +301,8 @@ pending() {
   step gemmq-perf 120 "$bin" run cases/perf/gemm_q-*.toml "${q[@]}" -o "$OUT/gemmq-perf.json"
   step gemmq-modes 60 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
     -k fused_mma -k stream_gemv -k dense_cublas --set 'sweep.m=[1,4,16]' --mode all "${q[@]}"
-  step ncu-stream 60 "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
-    --import-source yes -f -o "$OUT/stream" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
-    -k stream_gemv -k fused_mma --set 'sweep.m=[1]'
-  [ -f "$OUT/stream.ncu-rep" ] && "$ncu" -i "$OUT/stream.ncu-rep" --page details > "$OUT/ncu-stream.txt" 2>&1
-  [ "${FLEX:-1}" = 1 ] && step ragged-flex 200 "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
-    --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
-    -o "$OUT/ragged-flex.json"
+  ncu_gemmq 60 stream -k stream_gemv -k fused_mma
+  [ "${FLEX:-1}" = 1 ] && ragged_flex 200
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
@@ -323,7 +322,7 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1, 2 or 3 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 6 (the list in pending())}" "${3:-560}" ;;
 *)
   echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6 [SECONDS] | soak TOOL" >&2
   exit 2
