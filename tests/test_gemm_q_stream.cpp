@@ -123,48 +123,13 @@ TEST(GemmQStream, RefusesWithReasons) {
   EXPECT_EQ(gemm_q_impl::stream_gemv_supports(params(1, 64, 1088, 8, 64), h100), "");  // int8: 64 a step
 }
 
-// The rung is in the table right after splitk_gemv and before the dense_cublas measuring stick,
+// The rung is in the table after splitk_gemv and right before the dense_cublas measuring stick,
 // with no workspace and deterministic (each tile's splits summed in order).
 TEST(GemmQStream, InTheLadder) {
   const auto& table = gemm_q_variants();
   const int at = ladder_index("stream_gemv"), splitk = ladder_index("splitk_gemv"), dense = ladder_index("dense_cublas");
   ASSERT_GE(at, 0);
   EXPECT_EQ(at, splitk + 1);
-  EXPECT_GT(dense, at);
-  const auto& v = table[static_cast<size_t>(at)];
-  EXPECT_FALSE(static_cast<bool>(v.workspace));
-  EXPECT_TRUE(v.deterministic);
-}
-
-// Rung 5 (5_tma_gemv.cu) takes what rung 4 takes, on sm_90 only (bulk copies and mbarriers),
-// with rung 4's reasons for the rest; it sits between rung 4 and the measuring stick.
-TEST(GemmQTma, TakesWhatStreamTakesOnHopper) {
-  for (int64_t m : {1, 4, 8, 9, 16})
-    for (int bits : {4, 8}) {
-      EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(m, 4096, 4096, bits), card(9)), "") << m;
-      EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(m, 37, 1088, bits, 1088), card(9)), "") << m;
-    }
-  EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(1, 4096, 4096), card(8)),
-            "needs sm_90 (bulk copies by the TMA unit, mbarriers)");
-  EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(17, 4096, 4096), card(9)),
-            gemm_q_impl::stream_gemv_supports(params(17, 4096, 4096), card(9)));
-  EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(1, 64, 1088, 4, 64), card(9)).rfind("group must be", 0), 0u);
-  DeviceCaps small = card(9);
-  small.smem_per_block_optin = 32 * 1024;
-  EXPECT_EQ(gemm_q_impl::tma_gemv_supports(params(1, 4096, 4096), small), "needs 36 KB of shared memory a block");
-}
-
-TEST(GemmQTma, InTheLadder) {
-  const auto& table = gemm_q_variants();
-  int at = -1, stream = -1, dense = -1;
-  for (int i = 0; i < static_cast<int>(table.size()); ++i) {
-    const std::string name = table[static_cast<size_t>(i)].name;
-    if (name == "tma_gemv") at = i;
-    if (name == "stream_gemv") stream = i;
-    if (name == "dense_cublas") dense = i;
-  }
-  ASSERT_GE(at, 0);
-  EXPECT_EQ(at, stream + 1);
   EXPECT_EQ(dense, at + 1);
   const auto& v = table[static_cast<size_t>(at)];
   EXPECT_FALSE(static_cast<bool>(v.workspace));

@@ -203,7 +203,7 @@ TEST(GemmQOp, KeysAndDefaults) {
   EXPECT_FALSE(s.flag("zeros"));
   const OpSpec& op = op_spec("gemm_q");
   EXPECT_EQ(op.baseline(), "dequant_cublas");
-  EXPECT_EQ(op.variant_names(), (std::vector<std::string>{"dequant_cublas", "fused_mma", "splitk_gemv", "stream_gemv", "tma_gemv", "dense_cublas"}));
+  EXPECT_EQ(op.variant_names(), (std::vector<std::string>{"dequant_cublas", "fused_mma", "splitk_gemv", "stream_gemv", "dense_cublas"}));
 }
 
 TEST(GemmQOp, RefusesBadShapesInOneLine) {

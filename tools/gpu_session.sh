@@ -289,21 +289,19 @@ pending() {
   # The read-only model of the weight stream first, alone on the card, when it was built and
   # carried (tools/gemv_stream_bench.cu's header: nvcc, then xz into build-carry/).
   [ -x build/bin/gemv_stream_bench ] && step gemv-bench 40 build/bin/gemv_stream_bench
-  # tma_gemv (mbarriers: a mistake there hangs) alone and briefly before anything depends on it.
-  step tma-first 40 "$bin" verify cases/gemm_q/stream.toml -k tma_gemv "${q[@]}"
   # gemm_q's stream_gemv (issue 52): its verification beside memcheck and racecheck, then the
   # gemm_q perf cases alone (cold; the 4096-k int4 rows in every mode), its profile at m = 1,
   # then FlexAttention's ragged peer (issue 48; run 283's 90 s were too few for its compile;
   # FLEX=0 leaves it out).
   par gemmq-verify 150 "$bin" verify smoke/gemm_q cases/gemm_q
-  par gemmq-memcheck 120 "$bin" verify cases/gemm_q/stream.toml cases/gemm_q/stream-tail.toml -k stream_gemv -k tma_gemv \
+  par gemmq-memcheck 120 "$bin" verify cases/gemm_q/stream.toml cases/gemm_q/stream-tail.toml -k stream_gemv \
     --sanitize memcheck "${q[@]}"
-  par gemmq-racecheck 120 "$bin" verify cases/gemm_q/stream.toml -k stream_gemv -k tma_gemv --sanitize racecheck "${q[@]}"
+  par gemmq-racecheck 120 "$bin" verify cases/gemm_q/stream.toml -k stream_gemv --sanitize racecheck "${q[@]}"
   wait
   step gemmq-perf 120 "$bin" run cases/perf/gemm_q-*.toml "${q[@]}" -o "$OUT/gemmq-perf.json"
   step gemmq-modes 60 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
-    -k fused_mma -k stream_gemv -k tma_gemv -k dense_cublas --set 'sweep.m=[1,4,16]' --mode all "${q[@]}"
-  ncu_gemmq 60 stream -k stream_gemv -k tma_gemv
+    -k fused_mma -k stream_gemv -k dense_cublas --set 'sweep.m=[1,4,16]' --mode all "${q[@]}"
+  ncu_gemmq 60 stream -k stream_gemv -k fused_mma
   [ "${FLEX:-1}" = 1 ] && ragged_flex 200
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both

@@ -1,8 +1,8 @@
 // The weight dequantization of gemm_q's fused rungs, in registers: packed int4 / int8 codes to
 // fp16 / bf16 pairs, exactly. Rungs 2 and 3 (2_fused_mma.cu, 3_splitk_gemv.cu) make each weight
-// (code - zero) · scale in the dtype (2_fused_mma.cu's header says why each step is exact); rungs
-// 4 and 5 (4_stream_gemv.cu, 5_tma_gemv.cu) give the mma (code - zero) itself and scale each k
-// step's fp32 partial (scaled_step, below).
+// (code - zero) · scale in the dtype (2_fused_mma.cu's header says why each step is exact); rung 4
+// (4_stream_gemv.cu) gives the mma (code - zero) itself and scales each k step's fp32 partial
+// (scaled_step, below), apart from its kernel so that a rung with another load path can share it.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -73,7 +73,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int q) {
   return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
-// ---- (code - zero) exact, the scale on the fp32 partial: rungs 4 and 5 ----------------------
+// ---- (code - zero) exact, the scale on the fp32 partial: rung 4 ----------------------------
 
 template <class T>
 __device__ __forceinline__ T2<T> splat(float x) {
@@ -140,7 +140,7 @@ __device__ __forceinline__ void int8_pairs(uint32_t w, const Zero<T>& z, uint32_
   }
 }
 
-// One k step of a lane's two rows (g, g + 8: a 16-byte piece each, wv) for rungs 4 and 5: (code -
+// One k step of a lane's two rows (g, g + 8: a 16-byte piece each, wv) for rung 4: (code -
 // zero) · activation into an fp32 step partial by mma.sync (W's channels as M, the tokens as N:
 // Cᵀ = W·Aᵀ), then the partial times each row's scale s into acc (c0, c1 row g; c2, c3 row g + 8).
 // x: the lane's activations of the step, token 8j + g, 8 k a uint4.

@@ -19,8 +19,6 @@ void splitk_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 3_splitk_g
 std::string splitk_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
 void stream_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 4_stream_gemv.cu
 std::string stream_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
-void tma_gemv(const GemmQParams& p, const LaunchContext& ctx);  // 5_tma_gemv.cu
-std::string tma_gemv_supports(const GemmQParams& p, const DeviceCaps& caps);
 
 // What no variant can run; empty when the point is fine.
 inline std::string common_reason(const GemmQParams& p) {

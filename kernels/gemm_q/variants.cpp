@@ -2,10 +2,9 @@
 // per-group scales and optional zeros (kernels/gemm_q/gemm_q.hpp's layout). One rung per file:
 // 1_dequant_cublas.cu (the baseline), 2_fused_mma.cu, 3_splitk_gemv.cu (m <= 16: k split over
 // the blocks of a cluster, the weight stream over every SM), 4_stream_gemv.cu (m <= 16: the weights
-// streamed into registers by 16 warps an SM, the scales on fp32 step partials), 5_tma_gemv.cu (rung
-// 4 with the weights brought in by TMA bulk copies); the Hopper rung for larger m (wgmma with the
-// dequant in registers overlapped with the loads, issue 52) is still to come, as 6_wgmma.cu, before
-// dense_cublas. dense_cublas is no quantized kernel: cuBLAS on W already dequantized (untimed), the
+// streamed into registers by 16 warps an SM, the scales on fp32 step partials); the Hopper rung for
+// larger m (wgmma with the dequant in registers overlapped with the loads, issue 52) is still to
+// come, as 5_wgmma.cu, before dense_cublas. dense_cublas is no quantized kernel: cuBLAS on W already dequantized (untimed), the
 // fp16/bf16 GEMM the issue's targets divide by, run in the same call (perf cases name it their
 // baseline).
 #include <vector>
@@ -32,11 +31,7 @@ const std::vector<Variant<GemmQParams>>& gemm_q_variants() {
        "m <= 16: (code - zero) exact into mma.sync, the scale on each k step's fp32 partial; the weights streamed "
        "into a 2-4-step register ring by 8 warps a 16-channel tile (16 warps an SM), no shared memory until the sum",
        stream_gemv, stream_gemv_supports},
-      {"tma_gemv",
-       "m <= 16, sm_90: stream_gemv's math with the weights brought in by TMA bulk copies, a row a copy, into a "
-       "4-stage shared-memory ring (one producer warp, 8 consumer warps a 16-channel tile, mbarriers)",
-       tma_gemv, tma_gemv_supports},
-      // 6: wgmma (sm_90a), the dequant in registers overlapped with TMA loads (issue 52, to come).
+      // 5: wgmma (sm_90a), the dequant in registers overlapped with TMA loads (issue 52, to come).
       {"dense_cublas",
        "not a quantized kernel: cuBLAS on W dequantized before timing, the dense fp16/bf16 GEMM the targets divide by",
        dense_cublas, dense_cublas_supports},
