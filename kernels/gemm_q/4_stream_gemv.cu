@@ -44,6 +44,12 @@
 // (m = 1, n 4096) the SMs are active 74% of the kernel's cycles, issue an instruction every 2.5
 // cycles, and the top stall is the weights' loads (L1TEX scoreboard, 40%): the bytes in flight at
 // the start, not the math, bound it now. Issue 52's 3.0x is not met.
+// What bounds it (run 287, H200, cold, the op's timing): a kernel that only reads the same int4
+// weights (tools/gemv_stream_bench.cu, no math) takes 5.9 µs at 4096 x 4096 (2.8 of them the
+// empty launch) and 10.6 at 14336 x 4096, against 3.0x dense cuBLAS's 5.2 and 10.9 there; this
+// rung, 9.7 and 20.2, is 1.6-1.9x the read alone. Bringing the weights in by TMA does not help:
+// one bulk copy a 16-row tile reads them in 6.1 µs (model), and a rung built on it (a producer
+// warp, 8 consumers on a 4-stage ring; commit 1ee62c4) verified but ran 9.8 and 24.0 µs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
