@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -302,7 +302,44 @@ pending() {
   step gemmq-modes 60 "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 perf/gemm_q-fp16-int4-k4096-n14336 \
     -k fused_mma -k stream_gemv -k dense_cublas --set 'sweep.m=[1,4,16]' --mode all "${q[@]}"
   ncu_gemmq 60 stream -k stream_gemv -k fused_mma
+  # all-prefill (issue 48: ws_tma 0.82x separate, run 283): ws_tma's kernel beside separate's
+  # flash_ws on the same 4 x 4096 causal prefills, one launch each, full sections.
+  step ncu-prefill 90 "$ncu" --nvtx --nvtx-include 'ragged-bf16-all-prefill/' --set full --import-source yes \
+    -k 'regex:ragged_ws|flash_ws' -c 12 -f -o "$OUT/prefill" "$bin" run perf/ragged-bf16-all-prefill --profile \
+    -k ws_tma -k separate "${q[@]}"
+  [ -f "$OUT/prefill.ncu-rep" ] && "$ncu" -i "$OUT/prefill.ncu-rep" --page details > "$OUT/ncu-prefill.txt" 2>&1
   [ "${FLEX:-1}" = 1 ] && ragged_flex 200
+  fi
+  if [ "$part" = 7 ]; then
+  # A kernel change against the build before it (OLD_BIN, env: e.g. build/bin/attnbench_old,
+  # carried beside): the ragged perf cases by each binary in turn, twice, alone on the card; then
+  # the ragged checks (sanitizers, repeats); then the gpu CTest tests (gpu_python_plugins apart:
+  # 420 s of its own, part 2) beside `verify all` in what is left of the budget.
+  # A CANDIDATE binary (env; build/bin/attnbench_cand when carried) joins the timings, and its
+  # ragged rows are verified (racecheck and memcheck beside) next to the checks of build/bin's.
+  local old=${OLD_BIN:-build/bin/attnbench_old} cand=${CANDIDATE:-build/bin/attnbench_cand} bins
+  bins=("$old" "$bin")
+  [ -x "$cand" ] && bins+=("$cand")
+  for i in 1 2; do
+    for b in "${bins[@]}"; do
+      step "ragged-ab-$(basename "$b")-$i" 45 "$b" run perf/ragged-bf16-all-prefill perf/ragged-bf16-serving-mix \
+        perf/ragged-bf16-all-decode --set 'kernels=[ws_tma]' "${q[@]}" -o "$OUT/ragged-ab-$(basename "$b")-$i.json"
+    done
+  done
+  ragged_checks
+  if [ -x "$cand" ]; then
+    par cand-ragged 120 "$cand" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws_tma
+    par cand-racecheck 90 "$cand" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws_tma \
+      --sanitize racecheck "${q[@]}"
+    par cand-memcheck 90 "$cand" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml -k ws_tma \
+      --sanitize memcheck "${q[@]}"
+  fi
+  wait
+  local rest=$((budget - (SECONDS - start) - 15))
+  ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
+  verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
+  wait
+  echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
@@ -322,9 +359,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 6 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 7 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac

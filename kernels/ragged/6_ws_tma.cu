@@ -8,9 +8,10 @@
 // one page of one kv head is block_size rows of head_dim contiguous in a 4-d tensor map
 // (head_dim, kv_heads, block_size, num_blocks): a box (64, 1, block_size, 1) lands a page's 64
 // columns in the tile's 128-byte swizzle at the page's rows, which the wgmma descriptors read
-// as they read rung 5's. A 128-key tile is 128 / block_size pages; producer thread t issues page
-// t's boxes (its table entry loaded a tile ahead) and thread 0 posts the tile's bytes on the
-// stage's barriers. Only whole pages inside the split go by TMA: the rows after them (the page
+// as they read rung 5's. A 128-key tile is 128 / block_size pages; lane t of the producer's
+// first warp issues page t's boxes (its table entry loaded a tile ahead) and lane 0 posts the
+// tile's bytes on the stage's barriers; the producer's other three warps copy their share of Q
+// and leave (after run 283: they spun on the stages' barriers beside the consumers). Only whole pages inside the split go by TMA: the rows after them (the page
 // the split's end cuts, pages past it: the split's last tile only) go by cp.async, zeros from
 // the end on, as in rung 5, so no slot past a context is ever read (the NaN there would reach
 // P V as 0 * NaN). The consumers are rung 5's, unchanged.
@@ -28,6 +29,16 @@
 // sinks +0.3%; decode part 0.1217; prefill part 0.3015 (0.69x separate); all-prefill 0.7641 (0.82x:
 // the reversed order changed nothing); all-decode 0.3669, 93.5% of read bandwidth (paged_flash
 // 0.3518 in the next process: 0.96x).
+// Then a ring of three stages (ws.cuh's kWsStages: 225 KB at d128, as flash_ws' d128 ring) and
+// the copies from the producer's first warp alone. Nsight Compute had shown all-prefill at 38%
+// more instructions than flash_ws on the same work, the producer's 128 threads spinning on the
+// stages' barriers (run 287). Run 288 (H100, each binary twice in one call): the one-warp producer
+// alone changed nothing (all-prefill 0.7704 / 0.7708 ms, the build before 0.7668 / 0.7715); with the
+// third stage all-prefill 0.6144 / 0.6188 = 1.03x / 1.02x separate (issue 48's 0.9x: met), the
+// serving mix 0.4246 / 0.4160 = 2.1x / 2.15x, all-decode 0.3560 (97.6% of read bandwidth). Two
+// stages left one tile in flight while the consumers took the other: a 128-key tile's 64 KB
+// by TMA takes longer than the consumers' S and P V over it. Verified (cases/ragged 38 passed, 0
+// failed; racecheck and memcheck clean).
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -74,6 +85,9 @@ std::string ws_tma_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (reinterpret_cast<uintptr_t>(p.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_cache) % 16 != 0)
     return "the cache must be 16-byte aligned (a tensor map's base)";
   if (p.num_blocks > INT_MAX) return "num_blocks must fit in int32 (a TMA coordinate)";
+  const std::size_t smem = p.head_dim == 64 ? ws_smem<64, false, kWsStages<true>>() : ws_smem<128, false, kWsStages<true>>();
+  if (caps.smem_per_block_optin != 0 && caps.smem_per_block_optin < smem)
+    return "needs " + std::to_string((smem + 1023) / 1024) + " KB of shared memory per block (three stages)";
   return {};
 }
 

@@ -32,9 +32,9 @@ using attention_impl::lazy_row_max;
 // bytes] in the 128-byte swizzle (chunk c of row r at column block c / 8, (c % 8 ^ r % 8) x 16
 // into the row). Registers: the block is launched with 65536 / 384 = 170 a thread (168 usable);
 // the producer gives back down to 40, the consumers take 232 (S 64 + P 32 + O up to 64).
-template <int D_, bool kFp8_>
+template <int D_, bool kFp8_, int STAGES_ = 2>
 struct WsTiling {
-  static constexpr int D = D_, BR = 128, BC = 128, STAGES = 2, THREADS = 384;
+  static constexpr int D = D_, BR = 128, BC = 128, STAGES = STAGES_, THREADS = 384;
   static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
   static constexpr int CH = D / 8;  // 16-byte chunks of a row
   static constexpr int Q_BLOCK = BR * 128, KV_BLOCK = BC * 128;
@@ -56,10 +56,16 @@ struct WsBars {
   uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
+// The ring's stages: rung 5's cp.async producer two (a third, K and V waited for apart, was 7-14%
+// slower on the serving mix, run 281); rung 6's TMA pages three, as flash_ws' d128 ring, in 225 KB
+// at d128: run 288 (H100) all-prefill 0.77 -> 0.62 ms, the serving mix 0.55 -> 0.42.
+template <bool kTmaPages>
+constexpr int kWsStages = kTmaPages ? 3 : 2;
+
 // A block's shared memory, the ring's and the barriers'.
-template <int D, bool kFp8>
+template <int D, bool kFp8, int STAGES = 2>
 constexpr std::size_t ws_smem() {
-  return WsTiling<D, kFp8>::SMEM + sizeof(WsBars<WsTiling<D, kFp8>::STAGES>);
+  return WsTiling<D, kFp8, STAGES>::SMEM + sizeof(WsBars<STAGES>);
 }
 
 // Named barriers: consumer w's turn at the tensor cores is barrier 1 + w (flash_ws' ping-pong);
@@ -82,7 +88,7 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kFp8 = kIsFp8<Cache>;
   static_assert(!(kTmaPages && kFp8), "rung 6 copies a 16-bit cache's pages as they are");
-  using L = WsTiling<D, kFp8>;
+  using L = WsTiling<D, kFp8, kWsStages<kTmaPages>>;
   constexpr int BC = L::BC, STAGES = L::STAGES, CH = L::CH;
   extern __shared__ unsigned char smem_raw[];
   __shared__ WsBars<STAGES> bars;
@@ -120,8 +126,8 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   if (tid == 0) {
     mbar_init(bar(bars.q_full), 128);
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(bar(bars.k_full[s]), kTmaPages ? 129 : 128);  // rung 6: thread 0's expect_tx too
-      mbar_init(bar(bars.v_full[s]), kTmaPages ? 129 : 128);
+      mbar_init(bar(bars.k_full[s]), kTmaPages ? 33 : 128);  // rung 6: warp 0's lanes and lane 0's expect_tx
+      mbar_init(bar(bars.v_full[s]), kTmaPages ? 33 : 128);
       mbar_init(bar(bars.k_empty[s]), consumers);
       mbar_init(bar(bars.v_empty[s]), consumers);
     }
@@ -235,16 +241,24 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
     if constexpr (kTmaPages) {
       // Rung 6: a page (block_size keys of this kv head, D / 64 boxes of 64 columns) that lies
       // whole before the split's end is one TMA box, landing in the tile's 128-byte swizzle at
-      // its rows (block_size >= 8: a 1024-byte aligned start); thread t issues page t's, its
-      // table entry loaded a tile ahead. The rows after the whole pages (the split's last tile:
-      // a page the end cuts, pages past it) go by cp.async as rung 5's, zeros from k_hi on, so
-      // no slot past a context is read. k_full/v_full count 129 arrivals: every thread's
-      // cp.async arrival and thread 0's expect_tx of the tile's TMA bytes.
+      // its rows (block_size >= 8: a 1024-byte aligned start); lane t of warp 0 issues page t's
+      // (at most 16 pages a tile), its table entry loaded a tile ahead. The rows after the whole
+      // pages (the split's last tile: a page the end cuts, pages past it) go by warp 0's cp.async
+      // as rung 5's, zeros from k_hi on, so no slot past a context is read. k_full/v_full count
+      // 33 arrivals: each lane's cp.async arrival and lane 0's expect_tx of the tile's TMA bytes.
+      // Warps 1-3 leave once their share of Q is copied (as flash_ws' idle producer warps): all
+      // 128 threads in the tile loop each spun on the stages' empty barriers beside the
+      // consumers' warps (run 287's profile: all-prefill at 38% more instructions than flash_ws'
+      // on the same work). Alone, that changed no time (run 288); the third stage did.
+      if (warp != 0) {
+        cp_async_wait<0>();
+        return;
+      }
       const int bs_log2 = __ffs(bs) - 1, pages = BC >> bs_log2;
-      const int c = tid % CH;
-      auto page_of = [&](int n) {  // page tid of tile n: its block, or -1 (not whole, or none)
-        const int j0 = k_lo + BC * n + (tid << bs_log2);
-        return tid < pages && j0 + bs <= k_hi ? __ldg(table + (j0 >> bs_log2)) : -1;
+      const int c = lane % CH;
+      auto page_of = [&](int n) {  // page `lane` of tile n: its block, or -1 (not whole, or none)
+        const int j0 = k_lo + BC * n + (lane << bs_log2);
+        return lane < pages && j0 + bs <= k_hi ? __ldg(table + (j0 >> bs_log2)) : -1;
       };
       int page = page_of(0);
       for (int n = 0; n < tiles; ++n) {
@@ -254,19 +268,19 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
         const int next = n + 1 < tiles ? page_of(n + 1) : -1;
         mbar_wait(bar(bars.k_empty[s]), parity);
         mbar_wait(bar(bars.v_empty[s]), parity);
-        if (tid == 0) {
+        if (lane == 0) {
           mbar_expect_tx(bar(bars.k_full[s]), whole * bs * D * 2);
           mbar_expect_tx(bar(bars.v_full[s]), whole * bs * D * 2);
         }
         if (page >= 0) {
-          const uint32_t rows_at = static_cast<uint32_t>(tid << bs_log2) * 128;
+          const uint32_t rows_at = static_cast<uint32_t>(lane << bs_log2) * 128;
 #pragma unroll
           for (int cb = 0; cb < D / 64; ++cb) {
             tma_load_4d(sk + s * L::KV_BYTES + cb * L::KV_BLOCK + rows_at, tk, 64 * cb, kvh, 0, page, bar(bars.k_full[s]));
             tma_load_4d(sv + s * L::KV_BYTES + cb * L::KV_BLOCK + rows_at, tv, 64 * cb, kvh, 0, page, bar(bars.v_full[s]));
           }
         }
-        for (int r = (whole << bs_log2) + tid / CH; r < BC; r += 128 / CH) {
+        for (int r = (whole << bs_log2) + lane / CH; r < BC; r += 32 / CH) {
           const int j = key0 + r;
           const bool ok = j < k_hi;
           const int64_t off =
@@ -506,7 +520,7 @@ Splits ws_plan(const RaggedParams& p) {
 template <class T, class Cache, int D, bool kTerms, bool kTmaPages>
 void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp, const CUtensorMap& tk,
                const CUtensorMap& tv) {
-  using L = WsTiling<D, kIsFp8<Cache>>;
+  using L = WsTiling<D, kIsFp8<Cache>, kWsStages<kTmaPages>>;
   const auto kernel = ragged_ws_kernel<T, Cache, D, kTerms, kTmaPages>;
   constexpr int smem = L::SMEM;
   static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
