@@ -35,7 +35,7 @@
 // stages' barriers (run 287). Run 288 (H100, each binary twice in one call): the one-warp producer
 // alone changed nothing (all-prefill 0.7704 / 0.7708 ms, the build before 0.7668 / 0.7715); with the
 // third stage all-prefill 0.6144 / 0.6188 = 1.03x / 1.02x separate (issue 48's 0.9x: met), the
-// serving mix 0.4246 / 0.4160 = 2.1x / 2.15x, all-decode 0.3560 (97.6% of read bandwidth). Two
+// serving mix 0.4246 / 0.4160 = 2.1x / 2.15x, all-decode 0.3560 (97.7% of read bandwidth). Two
 // stages left one tile in flight while the consumers took the other: a 128-key tile's 64 KB
 // by TMA takes longer than the consumers' S and P V over it. Verified (cases/ragged 38 passed, 0
 // failed; racecheck and memcheck clean).
