@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -230,8 +230,10 @@ pending() {
       perf/ragged-bf16-all-decode --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
     step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"  # all-decode's yardstick
   }
-  ragged_flex() {  # [SECONDS]: 90 unless given
-    step ragged-flex "${1:-90}" "$bin" run perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill \
+  ragged_flex() {  # [SECONDS [CASE...]]: 90 s, the mix's prefill part and all-prefill unless given
+    local t=${1:-90} cases=(perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill)
+    [ $# -gt 1 ] && cases=("${@:2}")
+    step ragged-flex "$t" "$bin" run "${cases[@]}" \
       --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
       -o "$OUT/ragged-flex.json"
   }
@@ -243,6 +245,13 @@ pending() {
       "$@" --set 'sweep.m=[1]'
     [ -f "$OUT/$name.ncu-rep" ] && "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
   }
+  # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
+  ncu_mla() {  # SECONDS
+    step ncu-mla "$1" "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
+      --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
+      "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
+    [ -f "$OUT/mla.ncu-rep" ] && "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
+  }
   local gemmq_rungs=(-k fused_mma -k splitk_gemv -k dense_cublas)
   if [ "$part" = 1 ]; then
   ragged_checks
@@ -250,11 +259,7 @@ pending() {
   ragged_timings
   ragged_flex
   ncu_gemmq 90 gemmq "${gemmq_rungs[@]}"
-  # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
-  step ncu-mla 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
-    --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
-    "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
-  [ -f "$OUT/mla.ncu-rep" ] && "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
+  ncu_mla 90
   verify_cases $((budget - (SECONDS - start))) > "$OUT/verify-all.txt" 2>&1
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt")" >> "$OUT/card.txt"
   fi
@@ -341,6 +346,39 @@ pending() {
   wait
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
   fi
+  if [ "$part" = 8 ]; then
+  # Session 30's last call. Timings first, alone on the card: every ragged perf case on this build
+  # (ws_tma's third stage since run 288) with all-decode's yardstick, the same by a CANDIDATE build
+  # (env; build/bin/attnbench_cand when carried), the LM-head sampling forms (when their cases
+  # exist), FlexAttention's ragged peer on the mix's prefill part alone (its compilations at 16k
+  # tokens outlasted 200 s in run 286). Then, side by side: the LM-head cases verified with
+  # memcheck and racecheck, the candidate's ragged checks, and the gpu CTest tests run 288's budget
+  # cut (the plugin examples, the fault test, the mutants); last, mla's profile (issue 49).
+  local cand=${CANDIDATE:-build/bin/attnbench_cand}
+  local all_ragged=(perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks perf/ragged-bf16-serving-mix-prefill
+                    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode)
+  step ragged-perf 75 "$bin" run "${all_ragged[@]}" --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
+  [ -x "$cand" ] && step cand-perf 60 "$cand" run "${all_ragged[@]}" --set 'kernels=[ws,ws_tma]' "${q[@]}" \
+    -o "$OUT/cand-perf.json"
+  local lm=(cases/perf/sample_lm_head-*.toml)
+  [ -f "${lm[0]}" ] && step lm-head-perf 90 "$bin" run "${lm[@]}" "${q[@]}" -o "$OUT/lm-head-perf.json"
+  [ "${FLEX:-1}" = 1 ] && ragged_flex 180 perf/ragged-bf16-serving-mix-prefill
+  if [ -f cases/sample/lm_head.toml ]; then
+    par lm-head-verify 120 "$bin" verify smoke/sample-lm_head cases/sample
+    par lm-head-memcheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize memcheck "${q[@]}"
+    par lm-head-racecheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize racecheck "${q[@]}"
+  fi
+  if [ -x "$cand" ]; then
+    par cand-ragged 120 "$cand" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws -k ws_tma
+    par cand-racecheck 90 "$cand" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws \
+      --sanitize racecheck "${q[@]}"
+    par cand-memcheck 90 "$cand" verify smoke/ragged cases/ragged/block-sizes.toml -k ws --sanitize memcheck "${q[@]}"
+  fi
+  par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
+  wait
+  ncu_mla 90
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -359,9 +397,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 7 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 8 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
