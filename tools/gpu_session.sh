@@ -349,11 +349,12 @@ pending() {
   if [ "$part" = 8 ]; then
   # Session 30's last call. Timings first, alone on the card: every ragged perf case on this build
   # (ws_tma's third stage since run 288) with all-decode's yardstick, the same by a CANDIDATE build
-  # (env; build/bin/attnbench_cand when carried), the LM-head sampling forms (when their cases
-  # exist), FlexAttention's ragged peer on the mix's prefill part alone (its compilations at 16k
-  # tokens outlasted 200 s in run 286). Then, side by side: the LM-head cases verified with
-  # memcheck and racecheck, the candidate's ragged checks, and the gpu CTest tests run 288's budget
-  # cut (the plugin examples, the fault test, the mutants); last, mla's profile (issue 49).
+  # (env; build/bin/attnbench_cand when carried), gemm_q at n 14336 by both, the LM-head sampling
+  # forms (when their cases exist). Then, side by side: the LM-head cases verified with memcheck
+  # and racecheck, the candidate's checks, and the gpu CTest tests run 288's budget cut (the plugin
+  # examples, the fault test, the mutants). Last, in what is left: FlexAttention's ragged peer on
+  # the mix's prefill part alone (its compilations at 16k tokens outlasted 200 s in run 286), alone
+  # on the card again, and mla's profile (issue 49).
   local cand=${CANDIDATE:-build/bin/attnbench_cand}
   local all_ragged=(perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks perf/ragged-bf16-serving-mix-prefill
                     perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode)
@@ -361,9 +362,15 @@ pending() {
   step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
   [ -x "$cand" ] && step cand-perf 60 "$cand" run "${all_ragged[@]}" --set 'kernels=[ws,ws_tma]' "${q[@]}" \
     -o "$OUT/cand-perf.json"
+  # gemm_q's stream_gemv at n 14336 by each build in turn (a candidate's plan may differ).
+  local gq=(perf/gemm_q-fp16-int4-k4096-n14336 perf/gemm_q-fp16-int8-k4096-n14336 -k stream_gemv -k dense_cublas
+            --set 'sweep.m=[1,4,16]' "${q[@]}")
+  if [ -x "$cand" ]; then
+    step gemmq-main 40 "$bin" run "${gq[@]}"
+    step gemmq-cand 40 "$cand" run "${gq[@]}"
+  fi
   local lm=(cases/perf/sample_lm_head-*.toml)
   [ -f "${lm[0]}" ] && step lm-head-perf 90 "$bin" run "${lm[@]}" "${q[@]}" -o "$OUT/lm-head-perf.json"
-  [ "${FLEX:-1}" = 1 ] && ragged_flex 180 perf/ragged-bf16-serving-mix-prefill
   if [ -f cases/sample/lm_head.toml ]; then
     par lm-head-verify 120 "$bin" verify smoke/sample-lm_head cases/sample
     par lm-head-memcheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize memcheck "${q[@]}"
@@ -374,9 +381,11 @@ pending() {
     par cand-racecheck 90 "$cand" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws \
       --sanitize racecheck "${q[@]}"
     par cand-memcheck 90 "$cand" verify smoke/ragged cases/ragged/block-sizes.toml -k ws --sanitize memcheck "${q[@]}"
+    par cand-gemmq 90 "$cand" verify smoke/gemm_q cases/gemm_q -k stream_gemv
   fi
   par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
   wait
+  [ "${FLEX:-1}" = 1 ] && ragged_flex 180 perf/ragged-bf16-serving-mix-prefill
   ncu_mla 90
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
