@@ -1,11 +1,14 @@
 // The sample op on the CPU: Philox against Random123's known answers, the fp64 reference's
 // filters and draw on hand-made rows, the near-tie rule and how often it fires on realistic
-// rows, the case keys' refusals, work() and what the variants refuse.
+// rows, the case keys' refusals, work() and what the variants refuse; the LM-head form's logits,
+// bound and cases (SampleLmHead).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
+#include <tuple>
 #include <vector>
 
 #include "app/numeric.hpp"
@@ -22,6 +25,7 @@
 
 using namespace attnbench;
 using namespace attnbench::case_text;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -314,7 +318,8 @@ TEST(SampleCase, WorkAndOutput) {
   EXPECT_DOUBLE_EQ(fp32->work().bytes, 64.0 * 32000 * 4 + 64 * 4);
 }
 
-// Every rung runs every dtype; the sort refuses what its int-counted CUB call cannot hold.
+// Every rung of given logits runs every dtype; the sort refuses what its int-counted CUB call
+// cannot hold. (The LM-head form's rungs: SampleLmHead.CaseAndVariants.)
 TEST(SampleCase, Supports) {
   const DeviceCaps caps = assumed_caps();
   SampleParams p;
@@ -322,7 +327,8 @@ TEST(SampleCase, Supports) {
   p.vocab = 256000;
   for (DType t : {DType::fp32, DType::fp16, DType::bf16}) {
     p.dtype = t;
-    for (const auto& v : sample_variants()) EXPECT_EQ(v.supports(p, caps), "") << v.name;
+    for (const auto& v : sample_variants())
+      if (v.applies(p)) EXPECT_EQ(v.supports(p, caps), "") << v.name;
   }
   p.dtype = DType::fp8_e4m3;
   for (const auto& v : sample_variants()) EXPECT_NE(v.supports(p, caps), "") << v.name;
@@ -495,5 +501,427 @@ TEST(SamplePivot, BracketFindsTheReferenceThresholds) {
       total += passes;
     }
     std::printf("%s: %.1f search passes a row (most %d)\n", s.name, static_cast<double>(total) / rows, most);
+  }
+}
+
+// ---- The LM-head form (shape.hidden = d > 0): logits = hidden · Wᵀ, computed, not given. ----
+
+namespace {
+
+// Rows [rows, d] and an LM head [vocab, d] as the op draws them (hidden N(0, 1), W N(0, 4.5² / d))
+// in `dtype`: logits N(0, 4.5²).
+struct LmHead {
+  int64_t rows, vocab, d;
+  std::vector<float> h, w;
+};
+
+LmHead lm_head(int64_t rows, int64_t vocab, int64_t d, DType dtype, uint64_t seed) {
+  LmHead l{rows, vocab, d, std::vector<float>(static_cast<size_t>(rows * d)),
+           std::vector<float>(static_cast<size_t>(vocab * d))};
+  const float scale = 4.5f / std::sqrt(static_cast<float>(d));
+  for (size_t i = 0; i < l.h.size(); ++i) l.h[i] = round_to(dtype, random_normal(seed, 0, i));
+  for (size_t i = 0; i < l.w.size(); ++i) l.w[i] = round_to(dtype, scale * random_normal(seed, 1, i));
+  return l;
+}
+
+ref::Rows all_rows(int64_t n) {
+  ref::Rows r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
+// A kernel's logits of row r: each one's d products summed by `sum` (fp32 or not), then `after`.
+template <class Sum>
+std::vector<double> kernel_logits(const LmHead& l, int64_t r, Sum sum) {
+  std::vector<double> x(static_cast<size_t>(l.vocab));
+  for (int64_t t = 0; t < l.vocab; ++t) x[static_cast<size_t>(t)] = sum(l.h.data() + r * l.d, l.w.data() + t * l.d);
+  return x;
+}
+
+// How many rows a kernel's tokens fail, and in how many its token differs from the fp64 draw's.
+struct Verdict {
+  int64_t failed = 0, differ = 0;
+};
+
+template <class Sum>
+Verdict judge_kernel(const LmHead& l, const ref::SampleOptions& o, uint64_t seed, Sum sum) {
+  const std::vector<ref::SampleDraw> want =
+      ref::sample_lm_head(l.h.data(), l.w.data(), l.vocab, l.d, all_rows(l.rows), o, seed);
+  Verdict v;
+  for (int64_t r = 0; r < l.rows; ++r) {
+    // The kernel's draw: the rule, exactly, on its logits (its own fp32 draw is the given form's,
+    // whose tolerance the tests above check).
+    const std::vector<double> x = kernel_logits(l, r, sum);
+    const int64_t got = ref::sample_row(x.data(), nullptr, l.vocab, o, sample_uniform(seed, static_cast<uint64_t>(r))).token;
+    const ref::SampleDraw& d = want[static_cast<size_t>(r)];
+    v.differ += got != d.token;
+    v.failed += !compare_integers({{d.token, std::vector<int64_t>(d.accepted.begin() + 1, d.accepted.end())}},
+                                  {static_cast<double>(got)}, {r})
+                     .passed();
+  }
+  return v;
+}
+
+// fp32 sums of the exact products: one chain in order (rung 4's cuBLAS and rung 5's mma.sync keep
+// shorter ones; the bound holds for any order).
+double fp32_chain(const float* h, const float* w, int64_t d) {
+  float s = 0;
+  for (int64_t j = 0; j < d; ++j) s += h[j] * w[j];  // h·w exact in fp32 for 16-bit values
+  return s;
+}
+
+}  // namespace
+
+// γ_n at n = 2.25 d: d - 1 fp32 additions of 2^-23, or d / 16 tensor-core steps of 18 · 2^-23.
+TEST(SampleLmHead, Gamma) {
+  EXPECT_DOUBLE_EQ(ref::lm_head_gamma(64), 144 * kEps / (1 - 144 * kEps));
+  EXPECT_DOUBLE_EQ(ref::lm_head_gamma(4096), 9216 * kEps / (1 - 9216 * kEps));
+}
+
+// A hand-computed row: h = (1, 2), W rows (0.25, 0), (0.5, 0.25), (-1, 0.5): products (0.25, 0),
+// (0.5, 0.5), (-1, 1), logits 0.25, 1, 0 exact in fp64; the prefix sums' ranges R = 0.25, 1, 1
+// (the last row's partial sum -1 is larger than its total), Σ|h w| = 0.25, 1, 2. At T = 1 the
+// weights are e^-0.75, 1, e^-1 over W = 1.8402: the CDF's boundaries at 0.2567 and 0.8001 of it.
+TEST(SampleLmHead, ExactDrawOnAHandComputedRow) {
+  const std::vector<float> h = {1, 2}, w = {0.25f, 0, 0.5f, 0.25f, -1, 0.5f};
+  double x[3], b[3];
+  ref::lm_head_logits(h.data(), w.data(), 3, 2, x, b);
+  EXPECT_EQ(x[0], 0.25);
+  EXPECT_EQ(x[1], 1.0);
+  EXPECT_EQ(x[2], 0.0);
+  const double g = ref::lm_head_gamma(2), fp64 = 2 * 0x1.0p-53;
+  EXPECT_DOUBLE_EQ(b[0], g * 0.25 + fp64 * 0.25);
+  EXPECT_DOUBLE_EQ(b[1], g * 1.0 + fp64 * 1.0);
+  EXPECT_DOUBLE_EQ(b[2], g * 1.0 + fp64 * 2.0);
+  ref::SampleOptions o;
+  const std::vector<float> given = {0.25f, 1, 0};
+  for (const auto& [u, token] : std::vector<std::pair<float, int64_t>>{{0.1f, 0}, {0.25f, 0}, {0.26f, 1}, {0.5f, 1},
+                                                                        {0.79f, 1}, {0.81f, 2}, {0.99f, 2}}) {
+    const ref::SampleDraw d = ref::sample_row(x, b, 3, o, u);
+    EXPECT_EQ(d.token, token) << "u " << u;
+    EXPECT_EQ(d.accepted, (std::vector<int64_t>{token})) << "u " << u << ": not near a boundary";
+    EXPECT_EQ(draw(given, o, u).token, token) << "u " << u << ": the given form's draw";
+  }
+  // Through the rows' entry point, with the op's uniforms.
+  const std::vector<ref::SampleDraw> rows = ref::sample_lm_head(h.data(), w.data(), 3, 2, {0}, o, 9);
+  EXPECT_EQ(rows[0].token, draw(given, o, sample_uniform(9, 0)).token);
+  // Greedy: the max, alone (no other logit within the bounds of it).
+  o.temperature = 0;
+  const ref::SampleDraw g0 = ref::sample_row(x, b, 3, o, 0.5f);
+  EXPECT_EQ(g0.token, 1);
+  EXPECT_EQ(g0.accepted, (std::vector<int64_t>{1}));
+  // Logits within their bounds of each other are a greedy near-tie: either may be the argmax.
+  const double close[2] = {1.0, 1.0 + 1e-9}, wide[2] = {1e-9, 1e-9};
+  EXPECT_EQ(ref::sample_row(close, wide, 2, o, 0.5f).accepted, (std::vector<int64_t>{1, 0}));
+}
+
+// An honest kernel (fp32 sums of the exact products, within the bound) passes every row, with
+// each filter and greedy; one whose logits are wrongly scaled, or rounded to the dtype before the
+// draw (bf16: 2^-9 relative, far beyond γ_2d · Σ|h w| at d = 64), fails the rows where its token
+// differs from the fp64 draw's, but for the few where it lies within the near-tie window.
+TEST(SampleLmHead, TheBoundAcceptsFp32SumsAndRejectsWrongLogits) {
+  const LmHead l = lm_head(128, 1000, 64, DType::bf16, 21);
+  // The bound holds for the chain in order, backwards, and in k16 blocks chained (mma.sync's).
+  for (int64_t r = 0; r < 4; ++r) {
+    std::vector<double> x(static_cast<size_t>(l.vocab)), b(x.size());
+    ref::lm_head_logits(l.h.data() + r * l.d, l.w.data(), l.vocab, l.d, x.data(), b.data());
+    for (int64_t t = 0; t < l.vocab; ++t) {
+      const float* hr = l.h.data() + r * l.d;
+      const float* wr = l.w.data() + t * l.d;
+      float back = 0, blocked = 0;
+      for (int64_t j = l.d - 1; j >= 0; --j) back += hr[j] * wr[j];
+      for (int64_t k = 0; k < l.d; k += 16) {
+        float step = 0;
+        for (int64_t j = k; j < k + 16; ++j) step += hr[j] * wr[j];
+        blocked += step;
+      }
+      const double want = x[static_cast<size_t>(t)], bound = b[static_cast<size_t>(t)];
+      ASSERT_LE(std::fabs(fp32_chain(hr, wr, l.d) - want), bound);
+      ASSERT_LE(std::fabs(back - want), bound);
+      ASSERT_LE(std::fabs(blocked - want), bound);
+    }
+  }
+  ref::SampleOptions plain, greedy, filters, sharp, flat;
+  greedy.temperature = 0;
+  filters.top_k = 50;
+  filters.top_p = 0.9f;
+  filters.min_p = 0.05f;
+  sharp.temperature = 0.7f;
+  flat.temperature = 1.5f;
+  for (const ref::SampleOptions& o : {plain, greedy, filters, sharp, flat}) {
+    const Verdict honest = judge_kernel(l, o, 3, [&](const float* h, const float* w) { return fp32_chain(h, w, l.d); });
+    EXPECT_EQ(honest.failed, 0) << "T " << o.temperature << " top_k " << o.top_k;
+  }
+  int64_t rounded_failed = 0;
+  for (const ref::SampleOptions& o : {plain, sharp, flat}) {
+    const Verdict scaled =
+        judge_kernel(l, o, 3, [&](const float* h, const float* w) { return 1.1 * fp32_chain(h, w, l.d); });
+    const Verdict rounded = judge_kernel(l, o, 3, [&](const float* h, const float* w) {
+      return round_to(DType::bf16, static_cast<float>(fp32_chain(h, w, l.d)));
+    });
+    std::printf("T %.1f, vocab 1000, d 64, 128 rows: logits x 1.1 differ in %lld rows, fail %lld; rounded to bf16 "
+                "differ in %lld, fail %lld\n",
+                o.temperature, static_cast<long long>(scaled.differ), static_cast<long long>(scaled.failed),
+                static_cast<long long>(rounded.differ), static_cast<long long>(rounded.failed));
+    EXPECT_GT(scaled.failed, 0);
+    EXPECT_GE(2 * scaled.failed, scaled.differ);
+    EXPECT_GE(2 * rounded.failed, rounded.differ);
+    rounded_failed += rounded.failed;
+  }
+  EXPECT_GT(rounded_failed, 0);
+  // Greedy: a row rounded to bf16 ties its top logits, and the first of them may be another token
+  // than the fp64 argmax: rejected unless the two lie within their bounds of each other.
+  const Verdict tie = judge_kernel(l, greedy, 3, [&](const float* h, const float* w) {
+    return round_to(DType::bf16, static_cast<float>(fp32_chain(h, w, l.d)));
+  });
+  std::printf("greedy: logits rounded to bf16 differ in %lld rows, fail %lld\n", static_cast<long long>(tie.differ),
+              static_cast<long long>(tie.failed));
+  EXPECT_GT(tie.failed, 0);
+  EXPECT_GE(2 * tie.failed, tie.differ);
+}
+
+// What the window costs at the perf shape's width: the bound grows as d · R ~ d^1.5 (R, the
+// prefix sums' range, ~ sqrt(d)), so at d 4096 a logit's bound is ~4e-3 on N(0, 4.5²) logits
+// (printed), where an fp32 chain's actual error is ~3e-5; the near-tie rows it makes are counted,
+// and rows scaled by 1.1 or 2 fail.
+TEST(SampleLmHead, TheWindowAtWidth4096) {
+  const LmHead l = lm_head(8, 8192, 4096, DType::bf16, 5);
+  std::vector<double> x(static_cast<size_t>(l.vocab)), b(x.size());
+  ref::lm_head_logits(l.h.data(), l.w.data(), l.vocab, l.d, x.data(), b.data());
+  double most = 0, err = 0;
+  for (int64_t t = 0; t < l.vocab; ++t) {
+    most = std::max(most, b[static_cast<size_t>(t)]);
+    err = std::max(err, std::fabs(fp32_chain(l.h.data(), l.w.data() + t * l.d, l.d) - x[static_cast<size_t>(t)]));
+  }
+  ref::SampleOptions o;
+  const std::vector<ref::SampleDraw> d =
+      ref::sample_lm_head(l.h.data(), l.w.data(), l.vocab, l.d, all_rows(l.rows), o, 4);
+  int64_t near = 0;
+  for (const auto& r : d) near += r.near_tie;
+  std::printf("d 4096: largest logit bound %.3g, an fp32 chain's largest error %.3g; %lld of %lld rows near-ties, "
+              "window %.3g of W\n",
+              most, err, static_cast<long long>(near), static_cast<long long>(l.rows), d[0].window);
+  EXPECT_LT(err, most);
+  EXPECT_LT(most, 0.02);
+  // A row 1.1x too sharp moves the CDF by a few percent of W at most positions (the mass is spread
+  // over the vocabulary), within the ~4% window in most rows: counted, not required to fail.
+  for (double scale : {1.1, 2.0}) {
+    const Verdict scaled =
+        judge_kernel(l, o, 4, [&](const float* h, const float* w) { return scale * fp32_chain(h, w, l.d); });
+    std::printf("d 4096: logits x %.1f differ in %lld of %lld rows, fail %lld\n", scale,
+                static_cast<long long>(scaled.differ), static_cast<long long>(l.rows),
+                static_cast<long long>(scaled.failed));
+    if (scale == 2.0) EXPECT_EQ(scaled.failed, scaled.differ);
+    EXPECT_GT(scaled.failed, 0);
+  }
+}
+
+// The op: the key, its refusal of fp32, the inputs, work() and which rungs each form lists.
+TEST(SampleLmHead, CaseAndVariants) {
+  const CasePoint p = point("batch = 8\nvocab = 128256\nhidden = 4096\n");
+  EXPECT_EQ(p.shape.num("hidden"), 4096);
+  EXPECT_EQ(point("batch = 8\nvocab = 1000\n").shape.num("hidden"), 0);
+  expect_has(error_of("op = \"sample\"\ndtype = \"fp32\"\n[shape]\nbatch = 1\nvocab = 10\nhidden = 64\n"),
+             {"hidden", "fp16 or bf16"});
+  expect_has(error_of("op = \"sample\"\n[shape]\nbatch = 1\nvocab = 10\nhidden = -1\n"), {"hidden"});
+  const auto problem = make_problem(p);
+  // W and hidden read once, the tokens written; 2d + 3 FLOPs a logit.
+  EXPECT_DOUBLE_EQ(problem->work().bytes, (128256.0 + 8) * 4096 * 2 + 8 * 4);
+  EXPECT_DOUBLE_EQ(problem->work().flops, (2.0 * 4096 + 3) * 8 * 128256);
+  EXPECT_EQ(problem->output_rows(), 8);
+  std::vector<std::string> listed;
+  for (const VariantChoice& v : problem->variants(assumed_caps()))
+    if (v.applies) {
+      listed.push_back(v.name);
+      EXPECT_EQ(v.skip, "") << v.name;
+    }
+  EXPECT_EQ(listed, (std::vector<std::string>{"gemm_then_sample", "fused_lm_head"}));
+  EXPECT_EQ(problem->workspace("gemm_then_sample"), 8u * 128256 * 4);
+  // fused_lm_head: a summary of 8 bytes per (row, 16-token tile), 8016 tiles at vocab 128256.
+  EXPECT_EQ(problem->workspace("fused_lm_head"), 8u * 8016 * 8);
+  // The given form lists the first three, and gemm_then_sample refuses it.
+  const auto given = make_problem(point("batch = 8\nvocab = 1000\n"));
+  listed.clear();
+  for (const VariantChoice& v : given->variants(assumed_caps())) {
+    if (v.applies) listed.push_back(v.name);
+    if (v.name == std::string("gemm_then_sample")) EXPECT_NE(v.skip.find("hidden > 0"), std::string::npos);
+  }
+  EXPECT_EQ(listed, (std::vector<std::string>{"sort", "pivot", "cluster"}));
+  // The params: the rungs 1-3 refuse the LM-head form, gemm_then_sample fp32.
+  SampleParams s;
+  s.batch = 8;
+  s.vocab = 1000;
+  s.d = 64;
+  s.dtype = DType::bf16;
+  for (const auto& v : sample_variants())
+    if (!v.applies(s)) EXPECT_NE(v.supports(s, assumed_caps()).find("hidden = 0"), std::string::npos) << v.name;
+  s.dtype = DType::fp32;
+  EXPECT_NE(sample_variants()[3].supports(s, assumed_caps()).find("fp16/bf16"), std::string::npos);
+  EXPECT_NE(sample_variants()[4].supports(s, assumed_caps()).find("fp16/bf16"), std::string::npos);
+}
+
+// What fused_lm_head takes: temperature and greedy, batch 1-64, d a multiple of 64, sm_80+; its
+// summaries' workspace rounds up a tile past the vocabulary's end.
+TEST(SampleLmHead, FusedSupportsAndWorkspace) {
+  const auto& fused = sample_variants()[4];
+  ASSERT_EQ(std::string(fused.name), "fused_lm_head");
+  const DeviceCaps caps = assumed_caps();
+  SampleParams s;
+  s.batch = 64;
+  s.vocab = 128256;
+  s.d = 4096;
+  s.dtype = DType::bf16;
+  EXPECT_EQ(fused.supports(s, caps), "");
+  s.temperature = 0;
+  EXPECT_EQ(fused.supports(s, caps), "");
+  s.temperature = 0.7f;
+  EXPECT_EQ(fused.supports(s, caps), "");
+  for (const auto& [field, why] : std::vector<std::pair<int, const char*>>{{0, "top-k"}, {1, "top-p"}, {2, "min-p"}}) {
+    SampleParams f = s;
+    if (field == 0) f.top_k = 50;
+    if (field == 1) f.top_p = 0.9f;
+    if (field == 2) f.min_p = 0.05f;
+    EXPECT_NE(fused.supports(f, caps).find(why), std::string::npos) << why;
+    EXPECT_NE(fused.supports(f, caps).find("whole row"), std::string::npos) << why;
+    EXPECT_EQ(sample_variants()[3].supports(f, caps), "") << "gemm_then_sample takes " << why;
+    f.temperature = 0;  // greedy ignores the filters
+    EXPECT_EQ(fused.supports(f, caps), "") << why;
+  }
+  SampleParams f = s;
+  f.top_k = 128256;  // >= vocab: off
+  EXPECT_EQ(fused.supports(f, caps), "");
+  f = s;
+  f.batch = 65;
+  EXPECT_NE(fused.supports(f, caps).find("<= 64"), std::string::npos);
+  f = s;
+  f.d = 4096 + 32;
+  EXPECT_NE(fused.supports(f, caps).find("multiple of 64"), std::string::npos);
+  DeviceCaps turing = caps;
+  turing.cc_major = 7;
+  EXPECT_NE(fused.supports(s, turing).find("sm_80"), std::string::npos);
+  for (const auto& [batch, vocab, bytes] :
+       std::vector<std::tuple<int64_t, int64_t, size_t>>{{1, 2, 256}, {1, 17, 256}, {3, 1000, 3 * 63 * 8 + 256 - 3 * 63 * 8 % 256},
+                                                         {64, 128256, 64u * 8016 * 8}}) {
+    f = s;
+    f.batch = batch;
+    f.vocab = vocab;
+    EXPECT_EQ(fused.workspace(f), bytes) << batch << " x " << vocab;
+  }
+}
+
+// Every shipped case of the LM-head form parses, gemm_then_sample (the baseline) runs every point,
+// fused_lm_head every point without a filter.
+TEST(SampleLmHead, TheCasesParse) {
+  int64_t points = 0, files = 0, fused = 0;
+  for (const auto& e : fs::recursive_directory_iterator(std::string(ATTNBENCH_SOURCE_DIR) + "/cases")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".toml" || name.find("lm_head") == std::string::npos) continue;
+    const Case c = load_case(e.path().string(), {});
+    ++files;
+    EXPECT_EQ(c.op, "sample") << name;
+    for (const CasePoint& p : c.points) {
+      EXPECT_GT(p.shape.num("hidden"), 0) << name;
+      EXPECT_EQ(p.baseline, "gemm_then_sample") << name;
+      const auto problem = make_problem(p);
+      const bool filtered = p.shape.real("temperature") > 0 &&
+                            (p.shape.num("top_k") > 0 || p.shape.real("top_p") < 1 || p.shape.real("min_p") > 0);
+      for (const VariantChoice& v : problem->variants(assumed_caps())) {
+        if (v.name == std::string("gemm_then_sample")) EXPECT_EQ(v.skip, "") << name << " [" << p.label << "]";
+        if (v.name == std::string("fused_lm_head"))
+          EXPECT_EQ(v.skip.empty(), !filtered) << name << " [" << p.label << "]: " << v.skip;
+      }
+      fused += !filtered;
+      ++points;
+    }
+  }
+  EXPECT_EQ(files, 7);  // cases/sample/lm_head*.toml (3), cases/perf/sample_lm_head-*.toml (3), the smoke case
+  EXPECT_GT(points, 80);
+  EXPECT_GT(fused, 60);  // every point but lm_head-filters.toml's filtered ones runs the fused rung too
+}
+
+namespace {
+
+// fused_lm_head's draw (5_fused_lm_head.cu) on the host, in fp32 and in the kernel's orders, from
+// a row's fp32 logits: the 16-token tiles' summaries (max m_i; Σ exp((x - m_i) / T), a pair a lane
+// then a tree over 8 lanes), the largest m_i, the tiles' weights S_i = s_i · exp((m_i - M) / T)
+// summed in runs of `per` tiles then over the runs, and the token inside the tile where u · W
+// falls, each weight exp((x - m_i) / T) · exp((m_i - M) / T). (The scan's order over the runs is
+// CUB's; here a chain, as deep as the contract allows it to be.)
+int64_t fused_draw(const std::vector<float>& x, float temperature, float u, int per) {
+  const int64_t n = static_cast<int64_t>(x.size()), tiles = (n + 15) / 16;
+  const float inv_t = 1.f / temperature;
+  auto wt = [&](float v, float m) { return std::exp((v - m) * inv_t); };
+  std::vector<float> m(static_cast<size_t>(tiles)), s(m.size());
+  for (int64_t i = 0; i < tiles; ++i) {
+    float lane[8];
+    float mi = -INFINITY;
+    for (int64_t k = 0; k < 16 && i * 16 + k < n; ++k) mi = std::max(mi, x[static_cast<size_t>(i * 16 + k)]);
+    for (int g = 0; g < 8; ++g) {
+      const int64_t r0 = i * 16 + g, r1 = r0 + 8;
+      lane[g] = (r0 < n ? wt(x[static_cast<size_t>(r0)], mi) : 0.f) + (r1 < n ? wt(x[static_cast<size_t>(r1)], mi) : 0.f);
+    }
+    for (int off = 1; off < 8; off <<= 1)
+      for (int g = 0; g < 8; ++g)
+        if (g % (2 * off) == 0) lane[g] += lane[g + off];
+    m[static_cast<size_t>(i)] = mi;
+    s[static_cast<size_t>(i)] = lane[0];
+  }
+  const float top = *std::max_element(m.begin(), m.end());
+  std::vector<float> w(m.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = s[i] * wt(m[i], top);
+  std::vector<float> before(w.size());
+  float total = 0;
+  for (size_t r = 0; r < w.size(); r += static_cast<size_t>(per)) {
+    float run = 0;
+    for (size_t i = r; i < std::min(w.size(), r + per); ++i) before[i] = total + run, run += w[i];
+    total += run;
+  }
+  const float target = u * total;
+  size_t tile = w.size() - 1;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] > 0 && before[i] + w[i] > target) {
+      tile = i;
+      break;
+    }
+  float acc = before[tile];
+  int64_t last = -1;
+  const float factor = wt(m[tile], top);
+  for (int64_t k = 0; k < 16 && static_cast<int64_t>(tile) * 16 + k < n; ++k) {
+    const int64_t t = static_cast<int64_t>(tile) * 16 + k;
+    const float wk = wt(x[static_cast<size_t>(t)], m[tile]) * factor;
+    if (wk > 0) last = t;
+    if (wk > 0 && acc + wk > target) return t;
+    acc += wk;
+  }
+  return last;
+}
+
+}  // namespace
+
+// The fused rung's way of drawing, emulated on the host from honest fp32 logits, gives a token
+// the reference accepts on every row, at every temperature and at vocabularies off the tiles,
+// and almost always the fp64 draw's own token.
+TEST(SampleLmHead, TheFusedDrawIsWithinTheTolerance) {
+  for (const int64_t vocab : {int64_t{2}, int64_t{17}, int64_t{1000}, int64_t{32001}}) {
+    const LmHead l = lm_head(48, vocab, 64, DType::bf16, 8);
+    for (const float temperature : {0.7f, 1.f, 1.5f}) {
+      ref::SampleOptions o;
+      o.temperature = temperature;
+      const std::vector<ref::SampleDraw> want =
+          ref::sample_lm_head(l.h.data(), l.w.data(), l.vocab, l.d, all_rows(l.rows), o, 6);
+      int64_t failed = 0, equal = 0;
+      for (int64_t r = 0; r < l.rows; ++r) {
+        std::vector<float> x(static_cast<size_t>(vocab));
+        for (int64_t t = 0; t < vocab; ++t)
+          x[static_cast<size_t>(t)] = static_cast<float>(fp32_chain(l.h.data() + r * l.d, l.w.data() + t * l.d, l.d));
+        const int per = static_cast<int>((ceil_div(vocab, 16) + 255) / 256);
+        const int64_t got = fused_draw(x, temperature, sample_uniform(6, static_cast<uint64_t>(r)), per);
+        const ref::SampleDraw& d = want[static_cast<size_t>(r)];
+        failed += std::find(d.accepted.begin(), d.accepted.end(), got) == d.accepted.end();
+        equal += got == d.token;
+      }
+      EXPECT_EQ(failed, 0) << "vocab " << vocab << ", T " << temperature;
+      EXPECT_GE(equal, l.rows - 2) << "vocab " << vocab << ", T " << temperature;
+    }
   }
 }

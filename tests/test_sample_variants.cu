@@ -29,7 +29,8 @@ void test_sample_greedy(const SampleParams& p, const LaunchContext& ctx) {
   sample_impl::pivot(greedy, ctx);
 }
 
-std::string any(const SampleParams&, const DeviceCaps&) { return ""; }
+// Any point of given logits (both wrap pivot, which reads them; the LM-head form has none).
+std::string any(const SampleParams& p, const DeviceCaps&) { return p.d > 0 ? "needs the logits given" : ""; }
 
 const bool registered = [] {
   add_variant<SampleParams>({"test_sample_next", "TEST ONLY: pivot's token + 1", test_sample_next, any});

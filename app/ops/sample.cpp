@@ -3,6 +3,11 @@
 // is int32 token ids; the verdict is exact (app/verify.hpp, compare_integers), up to the
 // near-ties reference/sample.hpp derives from fp32's rounding, which the row's note counts.
 // Bandwidth-bound: the floor is the logits read once.
+// The LM-head form (shape.hidden = d > 0) is the same op with the logits computed, not given:
+// hidden [batch, d] · W [vocab, d]ᵀ in the dtype, the same rule and verdict, the reference's
+// logits in fp64 from the stored values and each one's fp32 error bound (reference/sample.hpp);
+// its floor is W read once.
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -23,13 +28,23 @@ constexpr float kLogitScale = 4.5f;
 class SampleProblem : public TableProblem<SampleParams> {
  public:
   explicit SampleProblem(const CasePoint& p)
-      : TableProblem(p, sample_variants()), batch_(p.shape.num("batch")), vocab_(p.shape.num("vocab")) {
+      : TableProblem(p, sample_variants()),
+        batch_(p.shape.num("batch")),
+        vocab_(p.shape.num("vocab")),
+        d_(p.shape.num("hidden")) {
     const Shape& s = p.shape;
     options_.temperature = static_cast<float>(s.real("temperature"));
     options_.top_k = s.num("top_k");
     options_.top_p = static_cast<float>(s.real("top_p"));
     options_.min_p = static_cast<float>(s.real("min_p"));
-    add_input("logits", p.dtype, {{"batch", batch_, 'b'}, {"vocab", vocab_, 'd'}}, kLogitScale, true);
+    if (d_ == 0) {
+      add_input("logits", p.dtype, {{"batch", batch_, 'b'}, {"vocab", vocab_, 'd'}}, kLogitScale, true);
+    } else {
+      // hidden N(0, 1) and W N(0, 4.5² / d): logits of the same N(0, 4.5²) as the given form's.
+      add_input("hidden", p.dtype, {{"batch", batch_, 'b'}, {"hidden", d_, 'd'}}, 1, true);
+      add_input("lm_head", p.dtype, {{"vocab", vocab_, 0}, {"hidden", d_, 'd'}},
+                kLogitScale / std::sqrt(static_cast<float>(d_)), true, "W, as a checkpoint stores the LM head");
+    }
     // int32 ids in 4-byte slots declared fp32: the poison (all-ones bytes) reads as -1 and as NaN,
     // so the harness's scan counts a row no kernel wrote, and an id (< 2^23) is a finite float's
     // bits. read_back and download_output read the slots as int32.
@@ -37,12 +52,22 @@ class SampleProblem : public TableProblem<SampleParams> {
   }
   // The logits read once and the tokens written: the floor. A weight (scale, exp) and an add per
   // logit, once.
+  // The LM-head form: W and hidden read once, 2d FLOPs a logit more.
   Work work() const override {
     const double logits = static_cast<double>(batch_) * static_cast<double>(vocab_);
-    return {3.0 * logits, logits * static_cast<double>(dtype_bytes(point().dtype)) + 4.0 * batch_, Bandwidth::read};
+    const double bytes = static_cast<double>(dtype_bytes(point().dtype));
+    if (d_ > 0) {
+      const double d = static_cast<double>(d_);
+      return {(2.0 * d + 3.0) * logits, (static_cast<double>(vocab_) + static_cast<double>(batch_)) * d * bytes +
+                                            4.0 * batch_,
+              Bandwidth::read};
+    }
+    return {3.0 * logits, logits * bytes + 4.0 * batch_, Bandwidth::read};
   }
   ref::Matrix reference(const ref::Rows& rows) const override {
-    std::vector<ref::SampleDraw> draws = ref::sample(input(0).host.data(), vocab_, rows, options_, rng_seed_);
+    std::vector<ref::SampleDraw> draws =
+        d_ > 0 ? ref::sample_lm_head(input(0).host.data(), input(1).host.data(), vocab_, d_, rows, options_, rng_seed_)
+               : ref::sample(input(0).host.data(), vocab_, rows, options_, rng_seed_);
     ref::Matrix out(static_cast<int64_t>(rows.size()), 1);
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -98,7 +123,13 @@ class SampleProblem : public TableProblem<SampleParams> {
  private:
   SampleParams params() const override {
     SampleParams p;
-    p.logits = input(0).device.get();
+    if (d_ > 0) {
+      p.hidden = input(0).device.get();
+      p.lm_head = input(1).device.get();
+      p.d = d_;
+    } else {
+      p.logits = input(0).device.get();
+    }
     p.tokens = static_cast<int32_t*>(output().device.get());
     p.batch = batch_;
     p.vocab = vocab_;
@@ -116,7 +147,7 @@ class SampleProblem : public TableProblem<SampleParams> {
     return ids;
   }
 
-  int64_t batch_, vocab_;
+  int64_t batch_, vocab_, d_;  // d_: the LM head's width, 0 when the logits are given
   ref::SampleOptions options_;
   uint64_t rng_seed_ = 0;
   mutable std::mutex mutex_;
@@ -131,6 +162,8 @@ void finish_sample(ShapeCheck& c) {
     c.fail("temperature",
            "shape.temperature must be 0 (greedy) or at least 1e-3 (below it, fp32's 1/T and the weights' "
            "tolerance lose their meaning)");
+  if (s.num("hidden") > 0 && c.dtype != DType::fp16 && c.dtype != DType::bf16)
+    c.fail("hidden", "shape.hidden (the LM-head form) takes dtype fp16 or bf16, as a checkpoint stores the LM head");
 }
 
 }  // namespace
@@ -138,7 +171,9 @@ void finish_sample(ShapeCheck& c) {
 OpSpec sample_op() {
   OpSpec op;
   op.name = "sample";
-  op.summary = "one token per row of logits [batch, vocab]: temperature, min-p, top-k, top-p, seeded Philox draw";
+  op.summary =
+      "one token per row of logits [batch, vocab], given or from an LM head: temperature, min-p, top-k, top-p, "
+      "seeded Philox draw";
   op.keys = {
       int_key("batch", "rows of logits, one token drawn from each"),
       int_key("vocab", "logits per row (the vocabulary)", std::nullopt, 2),
@@ -153,6 +188,10 @@ OpSpec sample_op() {
                  "(the one crossing top_p is kept); 1: off",
                  1.0, 0, 1),
       number_key("min_p", "keep tokens with probability at least min_p times the largest; 0: off", 0.0, 0, 1),
+      int_key("hidden",
+              "0: the logits are given; d > 0: they come from an LM head of width d, hidden [batch, d] · "
+              "W [vocab, d]ᵀ (fp16/bf16)",
+              0, 0),
   };
   op.finish = finish_sample;
   op.variants = [] { return variant_infos(sample_variants()); };

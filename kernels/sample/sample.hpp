@@ -20,6 +20,11 @@ struct SampleParams {
   float top_p = 1;        // 1: off
   float min_p = 0;        // 0: off
   uint64_t seed = 0;      // row r draws sample_uniform(seed, r)
+  // The LM-head form (d > 0): the logits are hidden · lm_headᵀ, never given (logits is null);
+  // rungs 4 and 5 take it, rungs 1-3 the given logits (d == 0).
+  const void* hidden = nullptr;   // [batch, d], dtype (fp16/bf16)
+  const void* lm_head = nullptr;  // [vocab, d], dtype, row-major: the LM head as a checkpoint stores it
+  int64_t d = 0;                  // the hidden width; 0: the logits are given
 };
 
 // The block size every rung's per-row kernel runs with: the tolerance's sum depth contract
