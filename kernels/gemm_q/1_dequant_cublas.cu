@@ -17,6 +17,7 @@
 
 #include <string>
 
+#include "kernels/common/cublas.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/storage.cuh"
 #include "kernels/gemm_q/rungs.hpp"
@@ -56,18 +57,6 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ w, const T* __rest
   }
 }
 
-// C [m, n] = A [m, k] · W [n, k]ᵀ, row-major, as cuBLAS's column-major Cᵀ = W·Aᵀ.
-void cublas_a_wt(const GemmQParams& p, const void* w, const LaunchContext& ctx, const char* name) {
-  const cudaDataType_t type = cuda_data_type(p.dtype);
-  check_cublas(cublasSetMathMode(ctx.cublas, CUBLAS_DEFAULT_MATH), name);
-  check_cublas(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST), name);
-  const float alpha = 1.f, beta = 0.f;
-  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
-  check_cublas(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, type, k, p.a, type, k, &beta,
-                            p.c, type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               name);
-}
-
 }  // namespace
 
 std::size_t gemm_q_impl::dequant_cublas_workspace(const GemmQParams& p) {
@@ -86,14 +75,15 @@ void gemm_q_impl::dequant_cublas(const GemmQParams& p, const LaunchContext& ctx)
       check_launch("gemm_q/dequant_cublas: dequantize");
     });
   });
-  cublas_a_wt(p, ctx.workspace, ctx, "gemm_q/dequant_cublas");
+  cublas_a_wt(ctx, p.a, p.k, ctx.workspace, p.c, cuda_data_type(p.dtype), p.m, p.n, p.k, p.dtype,
+              "gemm_q/dequant_cublas");
 }
 
 std::string gemm_q_impl::dequant_cublas_supports(const GemmQParams& p, const DeviceCaps&) { return common_reason(p); }
 
 void gemm_q_impl::dense_cublas(const GemmQParams& p, const LaunchContext& ctx) {
   if (!p.w_dense) throw std::invalid_argument("gemm_q/dense_cublas: the dense weights were not prepared");
-  cublas_a_wt(p, p.w_dense, ctx, "gemm_q/dense_cublas");
+  cublas_a_wt(ctx, p.a, p.k, p.w_dense, p.c, cuda_data_type(p.dtype), p.m, p.n, p.k, p.dtype, "gemm_q/dense_cublas");
 }
 
 std::string gemm_q_impl::dense_cublas_supports(const GemmQParams& p, const DeviceCaps&) { return common_reason(p); }

@@ -308,13 +308,8 @@ void launch(const GemmQParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void gemm_q_impl::splitk_gemv(const GemmQParams& p, const LaunchContext& ctx) {
-  with_16bit(p.dtype, "gemm_q/splitk_gemv", [&](auto tag) {
-    using T = decltype(tag);
-    with_value<4, 8>(p.bits, "gemm_q/splitk_gemv", "bits", [&](auto bits) {
-      with_value<1, 2>(p.m <= 8 ? 1 : 2, "gemm_q/splitk_gemv", "token tiles", [&](auto nt) {
-        launch<T, decltype(bits)::value, decltype(nt)::value>(p, ctx);
-      });
-    });
+  gemm_q_impl::with_small_m(p, "gemm_q/splitk_gemv", [&](auto tag, auto bits, auto nt) {
+    launch<decltype(tag), decltype(bits)::value, decltype(nt)::value>(p, ctx);
   });
 }
 

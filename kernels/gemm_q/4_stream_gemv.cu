@@ -238,17 +238,13 @@ void launch(const GemmQParams& p, const LaunchContext& ctx) {
 }  // namespace
 
 void gemm_q_impl::stream_gemv(const GemmQParams& p, const LaunchContext& ctx) {
-  with_16bit(p.dtype, "gemm_q/stream_gemv", [&](auto tag) {
+  gemm_q_impl::with_small_m(p, "gemm_q/stream_gemv", [&](auto tag, auto bits, auto nt) {
     using T = decltype(tag);
-    with_value<4, 8>(p.bits, "gemm_q/stream_gemv", "bits", [&](auto bits) {
-      with_value<1, 2>(p.m <= 8 ? 1 : 2, "gemm_q/stream_gemv", "token tiles", [&](auto nt) {
-        constexpr int kB = decltype(bits)::value, kNt = decltype(nt)::value;
-        if (p.zeros)
-          launch<T, kB, kNt, true>(p, ctx);
-        else
-          launch<T, kB, kNt, false>(p, ctx);
-      });
-    });
+    constexpr int kB = decltype(bits)::value, kNt = decltype(nt)::value;
+    if (p.zeros)
+      launch<T, kB, kNt, true>(p, ctx);
+    else
+      launch<T, kB, kNt, false>(p, ctx);
   });
 }
 

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/storage.cuh"
+#include "kernels/gemm_q/gemm_q.hpp"
 
 namespace attnbench::gemm_q_impl {
 
@@ -185,6 +187,17 @@ __device__ __forceinline__ void scaled_step(const uint4 (&wv)[2], const float (&
   for (int j = 0; j < kNt; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[j][e] = fmaf(s[e / 2], part_acc[j][e], acc[j][e]);
+}
+
+// The small-m rungs' dispatch (splitk_gemv, stream_gemv): f(T{}, bits, token_tiles) with the
+// dtype, the code width (4 or 8) and the 8-token tiles m takes (1 or 2) as compile-time values.
+template <class F>
+void with_small_m(const GemmQParams& p, const char* name, F&& f) {
+  with_16bit(p.dtype, name, [&](auto tag) {
+    with_value<4, 8>(p.bits, name, "bits", [&](auto bits) {
+      with_value<1, 2>(p.m <= 8 ? 1 : 2, name, "token tiles", [&](auto nt) { f(tag, bits, nt); });
+    });
+  });
 }
 
 }  // namespace attnbench::gemm_q_impl

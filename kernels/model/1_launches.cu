@@ -12,6 +12,7 @@
 // memory-bound, fp32 arithmetic, each result rounded once to its storage type.
 #include <algorithm>
 
+#include "kernels/common/cublas.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/layernorm.cuh"
 #include "kernels/common/reduce.cuh"
@@ -99,14 +100,7 @@ void paged_slots(const PagedSlots& p, cudaStream_t stream) {
 
 void logits_gemm(const void* h, int64_t h_stride, const void* wte, float* logits, int64_t batch, int64_t vocab,
                  int64_t d, DType dtype, const LaunchContext& ctx) {
-  // Column-major, cuBLAS's view: logitsᵀ [vocab, batch] = wte [vocab, d] · hᵀ [d, batch].
-  const float one = 1.f, zero = 0.f;
-  const cudaDataType_t t = cuda_data_type(dtype);
-  check_cublas(
-      cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(vocab), static_cast<int>(batch),
-                   static_cast<int>(d), &one, wte, t, static_cast<int>(d), h, t, static_cast<int>(h_stride), &zero,
-                   logits, CUDA_R_32F, static_cast<int>(vocab), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "model/logits_gemm");
+  cublas_a_wt(ctx, h, h_stride, wte, logits, CUDA_R_32F, batch, vocab, d, dtype, "model/logits_gemm");
 }
 
 }  // namespace attnbench

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cublas.hpp"
 #include "kernels/sample/rungs.hpp"
 
 namespace attnbench::sample_impl {
@@ -29,17 +30,9 @@ std::size_t gemm_then_sample_workspace(const SampleParams& p) {
 
 void gemm_then_sample(const SampleParams& p, const LaunchContext& ctx) {
   auto* logits = static_cast<float*>(ctx.workspace);
-  // Column-major, cuBLAS's view: logitsᵀ [vocab, batch] = W [vocab, d] (its rows, d apart: op T)
-  // · hiddenᵀ [d, batch].
-  const char* name = "sample/gemm_then_sample: cublasGemmEx";
-  check_cublas(cublasSetMathMode(ctx.cublas, CUBLAS_DEFAULT_MATH), name);
-  check_cublas(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST), name);
-  const float one = 1.f, zero = 0.f;
-  const cudaDataType_t type = cuda_data_type(p.dtype);
-  const int vocab = static_cast<int>(p.vocab), batch = static_cast<int>(p.batch), d = static_cast<int>(p.d);
-  check_cublas(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, vocab, batch, d, &one, p.lm_head, type, d, p.hidden,
-                            type, d, &zero, logits, CUDA_R_32F, vocab, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               name);
+  // The logits in fp32 (as the model's LM head keeps them): no dtype rounding enters.
+  cublas_a_wt(ctx, p.hidden, p.d, p.lm_head, logits, CUDA_R_32F, p.batch, p.vocab, p.d, p.dtype,
+              "sample/gemm_then_sample: cublasGemmEx");
   // The sampling rung on the logits as if given, in fp32.
   SampleParams s = p;
   s.logits = logits;

@@ -49,6 +49,14 @@ std::string sort_supports(const SampleParams& p, const DeviceCaps& caps) {
   return "";
 }
 
+// A rung's own reasons after the form's: First's, else Second's.
+using Supports = std::string (*)(const SampleParams&, const DeviceCaps&);
+template <Supports First, Supports Second>
+std::string both(const SampleParams& p, const DeviceCaps& caps) {
+  const std::string why = First(p, caps);
+  return why.empty() ? Second(p, caps) : why;
+}
+
 }  // namespace
 
 const std::vector<Variant<SampleParams>>& sample_variants() {
@@ -61,21 +69,13 @@ const std::vector<Variant<SampleParams>>& sample_variants() {
        pivot, supports, nullptr, logits_given},
       {"cluster", "sm_90: pivot with each row split over a cluster of up to 8 blocks, the statistics summed through "
                   "distributed shared memory",
-       cluster, [](const SampleParams& p, const DeviceCaps& caps) {
-         const std::string why = supports(p, caps);
-         return why.empty() ? sample_impl::cluster_supports(p, caps) : why;
-       },
-       nullptr, logits_given},
+       cluster, both<supports, cluster_supports>, nullptr, logits_given},
       {"gemm_then_sample", "LM-head form (shape.hidden): the fp32 logits by cuBLAS into the workspace, then the "
                            "cluster rung (pivot before sm_90) on them; every option",
        gemm_then_sample, lm_head_supports, gemm_then_sample_workspace, lm_head_form},
       {"fused_lm_head", "LM-head form, FMMS-style: W streamed once through mma.sync, a summary (max, sum) per "
                         "16-token tile, then a block per row finds the tile and the token; temperature/greedy only",
-       fused_lm_head, [](const SampleParams& p, const DeviceCaps& caps) {
-         const std::string why = lm_head_supports(p, caps);
-         return why.empty() ? sample_impl::fused_lm_head_supports(p, caps) : why;
-       },
-       fused_lm_head_workspace, lm_head_form},
+       fused_lm_head, both<lm_head_supports, fused_lm_head_supports>, fused_lm_head_workspace, lm_head_form},
   });
   return table;
 }
