@@ -245,6 +245,15 @@ pending() {
       "$@" --set 'sweep.m=[1]'
     [ -f "$OUT/$name.ncu-rep" ] && "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
   }
+  cand_checks() {  # BINARY -k VARIANT...: a candidate build's ragged rows verified, racecheck and memcheck
+    local b=$1
+    shift
+    par cand-ragged 120 "$b" verify smoke/ragged smoke/ragged-same-dtype cases/ragged "$@"
+    par cand-racecheck 90 "$b" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml "$@" \
+      --sanitize racecheck "${q[@]}"
+    par cand-memcheck 90 "$b" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml "$@" \
+      --sanitize memcheck "${q[@]}"
+  }
   # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
   ncu_mla() {  # SECONDS
     step ncu-mla "$1" "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
@@ -332,13 +341,7 @@ pending() {
     done
   done
   ragged_checks
-  if [ -x "$cand" ]; then
-    par cand-ragged 120 "$cand" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws_tma
-    par cand-racecheck 90 "$cand" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws_tma \
-      --sanitize racecheck "${q[@]}"
-    par cand-memcheck 90 "$cand" verify smoke/ragged cases/ragged/block-sizes.toml cases/ragged/window.toml -k ws_tma \
-      --sanitize memcheck "${q[@]}"
-  fi
+  [ -x "$cand" ] && cand_checks "$cand" -k ws_tma
   wait
   local rest=$((budget - (SECONDS - start) - 15))
   ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
@@ -377,10 +380,7 @@ pending() {
     par lm-head-racecheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize racecheck "${q[@]}"
   fi
   if [ -x "$cand" ]; then
-    par cand-ragged 120 "$cand" verify smoke/ragged smoke/ragged-same-dtype cases/ragged -k ws -k ws_tma
-    par cand-racecheck 90 "$cand" verify smoke/ragged-same-dtype cases/ragged/block-sizes.toml -k ws \
-      --sanitize racecheck "${q[@]}"
-    par cand-memcheck 90 "$cand" verify smoke/ragged cases/ragged/block-sizes.toml -k ws --sanitize memcheck "${q[@]}"
+    cand_checks "$cand" -k ws -k ws_tma
     par cand-gemmq 90 "$cand" verify smoke/gemm_q cases/gemm_q -k stream_gemv
   fi
   par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
