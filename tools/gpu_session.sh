@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8|9 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -388,6 +388,49 @@ pending() {
   [ "${FLEX:-1}" = 1 ] && ragged_flex 180 perf/ragged-bf16-serving-mix-prefill
   ncu_mla 90
   fi
+  if [ "$part" = 9 ]; then
+  # Session 31's first call. The deterministic backward's dQ writer (issue 50: flash_wgmma_det
+  # 0.67x flash_wgmma, target 0.8x): the backward perf cases by the build before (OLD_BIN), this
+  # build and a CANDIDATE (flash_wgmma with the writer too), each binary in turn, alone on the
+  # card, with cuDNN's backward beside this build's; then the ragged and gemm_q timings of part
+  # 8. Then side by side: the writer rungs verified (20 repeats bit for bit, racecheck, memcheck),
+  # the candidate's ragged and gemm_q checks, the LM-head checks and the gpu CTest tests run
+  # 288's budget cut (the mutants among them).
+  local old=${OLD_BIN:-build/bin/attnbench_old} cand=${CANDIDATE:-build/bin/attnbench_cand}
+  local bwd=(perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128
+             perf/attention_backward-bf16-b16-h32-s1024-d64)
+  local kb=(--set 'kernels=[flash_wgmma,flash_wgmma_det]' "${q[@]}")
+  [ -x "$old" ] && step bwd-old 60 "$old" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-old.json"
+  step bwd-new 90 "$bin" run "${bwd[@]}" --plugin kernels/peers/torch_sdpa.py \
+    --set 'kernels=[flash_wgmma,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${q[@]}" -o "$OUT/bwd-new.json"
+  [ -x "$cand" ] && step bwd-cand 60 "$cand" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-cand.json"
+  local all_ragged=(perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks perf/ragged-bf16-serving-mix-prefill
+                    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode)
+  step ragged-perf 60 "$bin" run "${all_ragged[@]}" --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
+  step paged-decode 25 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
+  [ -x "$cand" ] && step cand-perf 50 "$cand" run "${all_ragged[@]}" --set 'kernels=[ws,ws_tma]' "${q[@]}" \
+    -o "$OUT/cand-perf.json"
+  local gq=(perf/gemm_q-fp16-int4-k4096-n14336 perf/gemm_q-fp16-int8-k4096-n14336 -k stream_gemv -k dense_cublas
+            --set 'sweep.m=[1,4,16]' "${q[@]}")
+  if [ -x "$cand" ]; then
+    step gemmq-main 30 "$bin" run "${gq[@]}"
+    step gemmq-cand 30 "$cand" run "${gq[@]}"
+  fi
+  local w=(-k flash_wgmma_det) sm=(smoke/attention_backward cases/backward)
+  par bwd-verify 150 "$bin" verify "${sm[@]}" -k flash_wgmma -k flash_wgmma_det
+  par bwd-repeat 120 "$bin" verify "${sm[@]}" "${w[@]}" --set dtype=bf16 --set verify.repeat=20 "${q[@]}"
+  par bwd-racecheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
+  par bwd-memcheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  if [ -x "$cand" ]; then
+    par cand-bwd 150 "$cand" verify "${sm[@]}" -k flash_wgmma
+    par cand-bwd-racecheck 120 "$cand" verify smoke/attention_backward -k flash_wgmma --sanitize racecheck "${q[@]}"
+    cand_checks "$cand" -k ws -k ws_tma
+    par cand-gemmq 90 "$cand" verify smoke/gemm_q cases/gemm_q -k stream_gemv
+  fi
+  par lm-head-verify 120 "$bin" verify smoke/sample-lm_head cases/sample
+  par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
+  wait
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -406,9 +449,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 8 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 9 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8|9 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac

@@ -1,35 +1,37 @@
 // attention_backward rung 5, flash_wgmma_det: rung 4 with dQ summed in a fixed order, so that
-// dQ, dK and dV are bitwise reproducible: rung 3's technique (flash.cuh) on rung 4's kernel
-// (flash_wgmma.cuh, DETERMINISTIC).
-// Over rung 4: the key blocks that see a query tile add their partial dQ one after another,
-// lowest key block first: the block waits until the tile's counter says it is its turn, adds by
-// rung 4's float4 atomics, fences, and passes the turn on with a release; the next block
-// acquires it before it adds, so each element's adds land in key-block order (at d64, where both
-// warpgroups add to every element, warpgroup 0 before warpgroup 1). dK and dV
-// already had one writer and one order. Both block orders of the 1-D grid start a row's key
-// blocks in the turns' order, so a block only ever waits for blocks already running or done.
-// The cost is the wait and the fence on each tile's path (rung 3 over rung 2: 0.38-0.57x with a
-// load-add-store in place of the ordered atomics, run 276); the issue's target is >= 0.8x the
-// fastest nondeterministic rung, this one's own rung 4. Predicted 0.65-0.8x rung 4.
-// Verified on an H100 (run 277: smoke and cases/backward with flash_mma_det and flash_wgmma, 153
-// passed, 0 failed; bf16 bit for bit alike over 20 repeats, 27 rows; racecheck clean). Timed (H100
-// 80GB HBM3, run 277, cold L2, same call), bf16 b4 h16 s4096 d128: non-causal 5.9582 ms, 231
-// TFLOP/s, 0.67x rung 4's 4.0135 and 1.68x flash_mma_det's 10.0344 (held); causal 6.1525 ms,
-// 0.39x rung 4's 2.4260 (did not hold). cuDNN's SDPA backward: 2.6397 and 1.6063 ms. Issue 50's
-// 0.8x is not met. Causal ran as long as non-causal: in increasing key order every block of a
-// row waited at each tile for the block below it. Under a causal mask or a window the turns now
-// run from the last key block down (tiles.hpp's descending_turns). Run 282 (H100, same call as
-// rung 4): causal 3.6262 ms, 0.67x rung 4's 2.4264 (was 0.39x); non-causal 5.9827, 0.67x; GQA
-// b2 h32/4 causal 5.3287, 0.47x (eight query heads add into one dK/dV tile in turn). Verified
-// (102 rows with rung 3), 20 repeats bit for bit, racecheck clean. 0.8x still not met.
+// dQ, dK and dV are bitwise reproducible: rung 3's turns (flash.cuh) on rung 4's kernel
+// (flash_wgmma.cuh, DETERMINISTIC and WRITER).
+// Over rung 4: the key blocks that see a query tile add their partial dQ one after another, in
+// key-block order (descending under a causal mask or a window: tiles.hpp's descending_turns).
+// The consumers no longer add: they store each tile's partial dQ to shared memory and go on; a
+// writer warp of a third warpgroup waits for the tile's turn, adds the tile by bulk reductions,
+// waits until they are performed and passes the turn on (at d64, where both warpgroups have
+// every element, warpgroup 1 first adds its share to warpgroup 0's in shared memory, so the
+// block's sum has one order too). dK and dV already had one writer and one order. Both block
+// orders of the 1-D grid start a row's key blocks in the turns' order, so a block only ever
+// waits for blocks already running or done.
+// First form (runs 277-282): the whole block waited for its turn, added by rung 4's float4
+// atomics, fenced and released, every tile: 0.67x rung 4 (H100, run 282: non-causal 5.9827 ms,
+// causal 3.6262, GQA b2 h32/4 causal 5.3287 = 0.47x). The issue's target: >= 0.8x the fastest
+// nondeterministic rung, this one's own rung 4.
+// The writer (run 290-292, H100, same calls as rung 4 and cuDNN; the first form's build in the
+// same call at b4): b4 h16 s4096 d128 non-causal 5.4626 ms = 0.74x rung 4's 4.0448 (first form
+// 6.0358), causal 2.8171 = 0.87x rung 4's 2.4562 (first form 3.6485); GQA b2 h32/4 non-causal
+// 5.0592 = 0.78x, causal 4.1329 = 0.61x; d64 b16 h32 s1024 non-causal 2.8845 = 0.67x, causal
+// 1.6835 = 0.82x rung 4's 1.3792 and 0.79x rung 2's 1.3252 (there the fastest). Verified: smoke and cases/backward with rung 4, 102 passed, 0 failed; 20
+// repeats bit for bit (27 rows); racecheck and memcheck clean; `verify all` 8373/0.
+// Where 0.8x is still missed, a row's key blocks all start at the same query tile (non-causal:
+// every block sees tile 0 first), so block j's first add waits for j turns of the writers below
+// it; the next step is an order in which a row's blocks start at different tiles.
 #include "kernels/backward/flash_wgmma.cuh"
 #include "kernels/backward/rungs.hpp"
 
 namespace attnbench::backward_impl {
 
 void flash_wgmma_det(const BackwardParams& p, const LaunchContext& ctx) {
-  run<true>(p, ctx, "attention_backward/flash_wgmma_det");
+  run<true, true>(p, ctx, "attention_backward/flash_wgmma_det");
 }
+std::string flash_wgmma_det_supports(const BackwardParams& p, const DeviceCaps& caps) { return supports(p, caps, true); }
 std::size_t flash_wgmma_det_workspace(const BackwardParams& p) { return flash::workspace_of(p, true).total(); }
 
 }  // namespace attnbench::backward_impl

@@ -1,6 +1,7 @@
 // The backward on Hopper's warpgroup mma, shared by rung 4 (flash_wgmma: dQ summed by atomics)
-// and rung 5 (flash_wgmma_det: the same atomics in key-block order, rung 3's turns): one kernel
-// template, the difference one flag, as flash.cuh is for rungs 2 and 3. FlashAttention-3's
+// and rung 5 (flash_wgmma_det: dQ handed to a writer warp that adds it in key-block order, rung
+// 3's turns): one kernel template, the difference two flags (DETERMINISTIC, WRITER), as flash.cuh
+// is for rungs 2 and 3. FlashAttention-3's
 // backward (Shah et al. 2024) on sm_90a, fp16/bf16, head_dim 64 and 128; fp32 scores,
 // statistics and accumulators.
 //
@@ -57,7 +58,8 @@
 // block an SM (ptxas: no spills, checked with -warn-spills by the build). d64: 32 + 32 + 64.
 // Shared memory: K, V (Bc x D each), 2 stages of Q and dO (Br x D each), dSᵀ (Bc x Br), 2
 // stages of LSE and D: 145 KB at d128 (+1 KB to align the atoms), 81 KB at d64; one block an SM
-// either way (d64's 160 registers a thread do not fit two blocks).
+// either way (d64's 160 registers a thread do not fit two blocks). WRITER adds two dQ buffers
+// (68 KB at d128, 36 KB at d64) and four mbarriers: 214 KB at d128.
 // Not here (supports() says so): head_dim 256 (dK and dV of 64 keys x 256 dims are 256 fp32
 // registers a thread before Sᵀ and dPᵀ: FlashAttention-3 shrinks the key block to 64 and
 // splits differently), other head_dims, attention sinks, other cards.
@@ -65,9 +67,20 @@
 // cuDNN's SDPA backward; Nsight Compute: tensor pipe 37% busy, no eligible warp 69% of cycles
 // (8 warps an SM, each waiting on its own wgmma chain or a barrier), L2 49%, DRAM 4%:
 // latency-bound, not memory- or atomic-bound (float4 atomics in place of float2 gained 1%).
-// Next steps (FA3's): a TMA producer warpgroup with mbarriers and setmaxnreg (6_flash_ws.cu's
-// pipeline) so the consumers keep their registers and overlap, dQ's partial sums through
-// shared memory and one TMA reduce-add a tile by a warp of its own.
+// WRITER (rung 5; FA3's dQ path): a third warpgroup, registers traded by setmaxnreg (24 for it,
+// 240 for each consumer; d128's masked kernels spill 4 bytes, loaded once a tile), one thread of
+// which adds each tile's partial dQ. The consumers store their dQ fragments (fp32) to one of two
+// shared buffers (rows padded by 32 bytes: conflict-free float2 stores), fence for the async
+// proxy and arrive on the buffer's full mbarrier; the writer waits for it, then (DETERMINISTIC)
+// for the tile's turn, adds the rows by bulk reductions (cp.reduce.async.bulk .add.f32, one of D
+// floats a row), waits until they are performed, passes the turn on with a release, and frees
+// the buffer (its empty mbarrier). The consumers wait only when both buffers are still being
+// added: the turn's wait and the adds' round trip leave their critical path, where rung 5's
+// first form had them (the whole block waited for its turn, added by atomics and fenced, once a
+// tile: 0.67x rung 4, run 282). The writer's hold of a turn is one tile's adds, so a row of key
+// blocks still starts one such hold after another.
+// Next steps (FA3's): a TMA producer warpgroup with mbarriers (6_flash_ws.cu's pipeline) so the
+// consumers stop copying and overlap more.
 // Precision: as rung 2 (the faithful reference): P and dS rounded to the dtype as the operands
 // of their products, D and every sum in fp32.
 #pragma once
@@ -89,6 +102,7 @@
 #include "kernels/common/mask.cuh"
 #include "kernels/common/softmax_math.cuh"
 #include "kernels/common/storage.cuh"
+#include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 
 namespace attnbench::backward_impl {
@@ -110,6 +124,13 @@ struct WgConfig {
   static constexpr int SMEM_BYTES = 2 * KV_BYTES + 4 * Q_BYTES + S_BYTES + STATS_BYTES + 1024;
   // dQ: k16 steps a warpgroup (d128: all 128 keys of a 64-column half; d64: its own 64 keys).
   static constexpr int DQ_KS = D == 128 ? Bc / 16 : 64 / 16;
+  // The dQ writer (WRITER): two buffers of the tile's fp32 partial dQ, rows 32 bytes apart
+  // beyond their D floats (a half-warp's float2 stores of rows g = 0..3 then fall on 32
+  // different banks; each row stays 16-byte aligned for the bulk reduction), and their
+  // full/empty mbarriers; a third warpgroup, of which one warp reduces.
+  static constexpr int DQ_PITCH = D * 4 + 32, DQ_BUF = Br * DQ_PITCH;
+  static constexpr int SMEM_WRITER = SMEM_BYTES + 2 * DQ_BUF + 4 * 8;
+  static constexpr int WRITER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 256 x 240 = 384 x 168
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(THREADS % (D / 8) == 0 && Br % (THREADS / (D / 8)) == 0, "tiles split evenly over the threads");
 };
@@ -130,8 +151,9 @@ __device__ __forceinline__ uint64_t desc_n(uint32_t addr, int block) {
 // Accumulator fragments (wgmma.cuh): register 4j + e of a thread holds row 16 (warp % 4) +
 // lane / 4 (+ 8 when e >= 2) of its warpgroup's 64, column 8j + 2 (lane % 4) + e % 2. In Sᵀ,
 // dPᵀ, dK and dV the rows are the warpgroup's keys; in dQ the tile's queries.
-template <class T, class Cfg, bool MASKED, bool DETERMINISTIC>
-__global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const __grid_constant__ Args a) {
+template <class T, class Cfg, bool MASKED, bool DETERMINISTIC, bool WRITER>
+__global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(
+    const __grid_constant__ Args a) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the host pass parses it too
   constexpr int D = Cfg::D, Br = Cfg::Br, Bc = Cfg::Bc, KS = Cfg::KS, QK = Cfg::QK, THREADS = Cfg::THREADS;
   constexpr int KV_BLOCK = Cfg::KV_BLOCK, Q_BLOCK = Cfg::Q_BLOCK, KV_BYTES = Cfg::KV_BYTES, Q_BYTES = Cfg::Q_BYTES;
@@ -171,6 +193,65 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
   const flash::WorkList work = flash::work_list(a, kvh, n0, n1, Br);
   const TileRange range = work.range;
   const int tiles = work.tiles, h0 = work.h0, iters = work.iters;
+
+  // WRITER: the consumers (warpgroups 0 and 1) store each tile's partial dQ to a shared buffer
+  // and go on to the next tile; one warp of warpgroup 2 adds the buffer into the accumulator
+  // by bulk reductions (DETERMINISTIC: in its turn, and passes the turn on once they are
+  // complete), then frees the buffer. Below, THREADS and tid count the consumers alone.
+  const uint32_t sDq = sS + Cfg::S_BYTES + Cfg::STATS_BYTES;
+  const uint32_t bar_full = sDq + 2 * Cfg::DQ_BUF, bar_empty = bar_full + 16;  // two each, 8 bytes apart
+  static_assert(!DETERMINISTIC || WRITER, "the deterministic order is the writer's");
+  if constexpr (WRITER) {
+    if (tid == 0) {
+      for (int i = 0; i < 2; ++i) {
+        mbar_init(bar_full + 8 * i, THREADS);
+        mbar_init(bar_empty + 8 * i, 1);
+      }
+    }
+    __syncthreads();  // the barriers are initialised
+    if (wg == 2) {
+      setmaxnreg_dec<Cfg::WRITER_REGS>();
+      // One thread: a bulk reduction's addresses are uniform registers, so the lanes of a warp
+      // would issue theirs one lane after another anyway.
+      if (tid != 2 * 128) return;
+      for (int it = 0; it < iters; ++it) {
+        const int buf = it & 1, h = h0 + it / tiles, m_tile = range.first + it % tiles, m0 = m_tile * Br;
+        mbar_wait(bar_full + 8 * buf, (it >> 1) & 1);
+        int* turn = nullptr;
+        if constexpr (DETERMINISTIC) {
+          turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
+          const int mine = a.descending
+                               ? last_key_block(a.seq_q, a.seq_k, a.q_offset, a.hi_reach, m_tile, Br, Bc) - n_block
+                               : n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
+          while (flash::ld_acquire(turn) != mine) __nanosleep(32);
+          fence_proxy_async_global();  // the acquire -> the bulk reductions
+        }
+        // Row r of the tile: D contiguous floats of the accumulator ([batch][seq_q][heads][D]).
+        const int rows = min(Br, a.seq_q - m0);
+        for (int r = 0; r < rows; ++r)
+          bulk_reduce_add_f32(a.dq_accum + (int64_t{b} * a.seq_q + m0 + r) * q_stride + int64_t{h} * D,
+                              sDq + buf * Cfg::DQ_BUF + r * Cfg::DQ_PITCH, D * 4);
+        bulk_commit();
+        if constexpr (DETERMINISTIC) {
+          bulk_wait<0>();              // the adds are performed
+          fence_proxy_async_global();  // ... before the release
+          flash::red_release(turn);
+        } else {
+          bulk_wait_read<0>();  // the buffer is read
+        }
+        mbar_arrive(bar_empty + 8 * buf);
+      }
+      bulk_wait<0>();  // the last adds are done before the block's shared memory goes
+      return;
+    }
+    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+  }
+  // The consumers' block-wide barrier: __syncthreads, or with a writer beside them the named
+  // barrier of their 256 threads.
+  auto consumers_sync = [] {
+    if constexpr (WRITER) named_bar_sync(1, Cfg::THREADS);
+    else __syncthreads();
+  };
   auto load_tile = [&](int it, int stage) {
     const int h = h0 + it / tiles, m0 = (range.first + it % tiles) * Br;
     const int64_t row0 = (int64_t{b} * a.seq_q + m0) * q_stride + int64_t{h} * D;
@@ -201,7 +282,7 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
     const int h = h0 + it / tiles, m_tile = range.first + it % tiles, m0 = m_tile * Br;
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
-    __syncthreads();  // this tile's Q, dO and statistics are in; both warpgroups are done with the last tile's dS
+    consumers_sync();  // this tile's Q, dO and statistics are in; both warpgroups are done with the last tile's dS
     if (it + 1 < iters) load_tile(it + 1, stage ^ 1);
     cp_async_commit();
     const uint32_t sQ = sQ0 + 2 * stage * Q_BYTES, sdO = sQ + Q_BYTES;
@@ -308,7 +389,7 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
     wgmma_commit();
 
     fence_proxy_async_shared();  // the stores -> dQ's wgmma reads
-    __syncthreads();             // both warpgroups' dSᵀ is in
+    consumers_sync();            // both warpgroups' dSᵀ is in
 
     // dQ's partial sum over the block's keys, dS K (A = dSᵀ M-major, B = K N-major); k step kk
     // is 16 keys, 16 rows of 128 bytes. d128: warpgroup w takes d columns 64w.. (K's column
@@ -332,39 +413,46 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
       fence_operands(da[kk]);
     }
 
-    // Into the fp32 accumulator by float4 atomics (red.global.add.v4.f32, sm_90): half the
-    // atomic operations of the float2 pairs the fragment holds (this tile's dQ is 32 KB of
-    // atomics a block, the whole card's about 4 GB at b4 h16 s4096 d128). A thread holds
-    // columns 8j + 2 t4, +1 of rows g and g + 8; lanes t4 and t4 ^ 1 trade a pair, so the even
-    // lane adds columns 8j + 2 t4 .. +3 of row g and the odd one columns 8j + 2 (t4 - 1) .. +3
-    // of row g + 8: 16-byte aligned (head_dim and c0 are multiples of 64).
-    // DETERMINISTIC: in key-block order, as rung 3 (flash.cuh): the block waits for its turn on
-    // the tile's counter, adds by the same atomics, fences, and passes the turn on.
-    int* turn = nullptr;
-    if constexpr (DETERMINISTIC) {
-      turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
-      if (tid == 0) {
-        const int mine = a.descending ? last_key_block(a.seq_q, a.seq_k, a.q_offset, a.hi_reach, m_tile, Br, Bc) - n_block
-                                      : n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
-        while (flash::ld_acquire(turn) != mine) __nanosleep(64);
-      }
-      __syncthreads();
-    }
-    const int c0 = D == 128 ? 64 * wg : 0;
-    const bool odd = t4 & 1;
-    const int i = m0 + 16 * (warp % 4) + g + (odd ? 8 : 0);
-    float* dst = a.dq_accum + (int64_t{b} * a.seq_q + i) * q_stride + int64_t{h} * D + c0 + 2 * (t4 & 2);
-    // d64 has both warpgroups add to every element (each over its own 64 keys): in the
-    // deterministic kernel warpgroup 0 adds first, and warpgroup 1 after a fence and a barrier,
-    // so the block's two adds have one order too. d128's warpgroups add disjoint columns.
-    constexpr int kPasses = DETERMINISTIC && D == 64 ? 2 : 1;
+    if constexpr (WRITER) {
+      // To the writer: the tile's partial dQ into buffer it % 2, once the writer has reduced
+      // what the buffer held two tiles ago; then one arrival a thread on its full barrier.
+      // Thread fragment: columns c + 8j, +1 of rows r and r + 8. d128's warpgroups fill
+      // disjoint columns; at d64 both have all 64 columns (each over its own 64 keys), and
+      // warpgroup 1 adds its share to warpgroup 0's after it (named barrier 2): one order, so
+      // the sum the writer adds is the same every run.
+      const int buf = it & 1;
+      if (it >= 2) mbar_wait(bar_empty + 8 * buf, ((it >> 1) - 1) & 1);
+      unsigned char* const dq_buf = smem_raw + (sDq - raw) + buf * Cfg::DQ_BUF;
+      const int r = 16 * (warp % 4) + g, c = (D == 128 ? 64 * wg : 0) + 2 * t4;
+      constexpr bool kSum = D == 64;
+      if (kSum && wg == 1) named_bar_sync(2, THREADS);  // warpgroup 0's share is in
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      if (kPasses == 2 && pass == 1) {
-        __threadfence();
-        __syncthreads();
-      }
-      if (kPasses == 2 && wg != pass) continue;  // whole warpgroups: the shuffles below stay full-warp
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float2* const at_rc = reinterpret_cast<float2*>(dq_buf + (r + 8 * hh) * Cfg::DQ_PITCH + (c + 8 * j) * 4);
+          float2 v = make_float2(acc_q[4 * j + 2 * hh], acc_q[4 * j + 2 * hh + 1]);
+          if (kSum && wg == 1) {
+            const float2 w0 = *at_rc;
+            v = make_float2(w0.x + v.x, w0.y + v.y);
+          }
+          *at_rc = v;
+        }
+      if (kSum && wg == 0) named_bar_arrive(2, THREADS);
+      fence_proxy_async_shared();  // the stores -> the bulk reductions' reads
+      mbar_arrive(bar_full + 8 * buf);
+    } else {
+      // Into the fp32 accumulator by float4 atomics (red.global.add.v4.f32, sm_90): half the
+      // atomic operations of the float2 pairs the fragment holds (this tile's dQ is 32 KB of
+      // atomics a block, the whole card's about 4 GB at b4 h16 s4096 d128). A thread holds
+      // columns 8j + 2 t4, +1 of rows g and g + 8; lanes t4 and t4 ^ 1 trade a pair, so the even
+      // lane adds columns 8j + 2 t4 .. +3 of row g and the odd one columns 8j + 2 (t4 - 1) .. +3
+      // of row g + 8: 16-byte aligned (head_dim and c0 are multiples of 64). At d64 both
+      // warpgroups add to every element, each over its own 64 keys.
+      const int c0 = D == 128 ? 64 * wg : 0;
+      const bool odd = t4 & 1;
+      const int i = m0 + 16 * (warp % 4) + g + (odd ? 8 : 0);
+      float* dst = a.dq_accum + (int64_t{b} * a.seq_q + i) * q_stride + int64_t{h} * D + c0 + 2 * (t4 & 2);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float* f = acc_q + 4 * j;  // f[0], f[1]: row g; f[2], f[3]: row g + 8
@@ -373,11 +461,6 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
         const float4 add = odd ? make_float4(got0, got1, f[2], f[3]) : make_float4(f[0], f[1], got0, got1);
         if (i < a.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), add);
       }
-    }
-    if constexpr (DETERMINISTIC) {
-      __threadfence();  // this thread's adds are performed before anything it does next
-      __syncthreads();  // every thread's are
-      if (tid == 0) flash::red_release(turn);
     }
   }
   cp_async_wait<0>();
@@ -402,23 +485,24 @@ __global__ __launch_bounds__(Cfg::THREADS, 1) void flash_wgmma_bwd_kernel(const 
 #endif
 }
 
-template <class T, class Cfg, bool MASKED, bool DETERMINISTIC>
+template <class T, class Cfg, bool MASKED, bool DETERMINISTIC, bool WRITER>
 void launch_wgmma_kernel(const Args& a, int64_t batch, cudaStream_t stream, const char* name) {
-  const auto kernel = flash_wgmma_bwd_kernel<T, Cfg, MASKED, DETERMINISTIC>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+  const auto kernel = flash_wgmma_bwd_kernel<T, Cfg, MASKED, DETERMINISTIC, WRITER>;
+  constexpr int smem = WRITER ? Cfg::SMEM_WRITER : Cfg::SMEM_BYTES;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   check_cuda(opt_in, name);
-  kernel<<<flash::grid_blocks(a, batch, Cfg::Bc), Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(a);
+  kernel<<<flash::grid_blocks(a, batch, Cfg::Bc), WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, smem, stream>>>(a);
   check_launch(name);
 }
 
-inline int smem_for(int64_t head_dim) {
-  return head_dim == 64 ? WgConfig<64>::SMEM_BYTES : WgConfig<128>::SMEM_BYTES;
+inline int smem_for(int64_t head_dim, bool writer) {
+  return head_dim == 64 ? (writer ? WgConfig<64>::SMEM_WRITER : WgConfig<64>::SMEM_BYTES)
+                        : (writer ? WgConfig<128>::SMEM_WRITER : WgConfig<128>::SMEM_BYTES);
 }
 
 // The whole backward: preprocess (D, the dQ accumulator zeroed; DETERMINISTIC: the turn
 // counters zeroed), the main kernel, dQ converted.
-template <bool DETERMINISTIC>
+template <bool DETERMINISTIC, bool WRITER>
 void run(const BackwardParams& p, const LaunchContext& ctx, const char* kName) {
   const flash::Workspace w = flash::workspace_of(p, DETERMINISTIC);
   const Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w, WgConfig<128>::Bc,
@@ -433,7 +517,7 @@ void run(const BackwardParams& p, const LaunchContext& ctx, const char* kName) {
     with_head_dim_class<64, 128>(p.head_dim, [&](auto dim) {
       using Cfg = WgConfig<decltype(dim)::value>;
       with_bool(flash::is_masked(p),
-                [&](auto masked) { launch_wgmma_kernel<T, Cfg, masked, DETERMINISTIC>(a, p.batch, ctx.stream, kName); });
+                [&](auto masked) { launch_wgmma_kernel<T, Cfg, masked, DETERMINISTIC, WRITER>(a, p.batch, ctx.stream, kName); });
     });
     launch_dq_convert(a.dq_accum, static_cast<T*>(p.dq), p.batch * p.seq_q * p.heads * p.head_dim, p.score.scale,
                       ctx.stream);
@@ -441,7 +525,7 @@ void run(const BackwardParams& p, const LaunchContext& ctx, const char* kName) {
   });
 }
 
-inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
+inline std::string supports(const BackwardParams& p, const DeviceCaps& caps, bool writer) {
   if (p.dtype != DType::fp16 && p.dtype != DType::bf16) return "fp16/bf16 only (wgmma on 16-bit inputs)";
   if (caps.cc_major != 9) return "needs sm_90 (wgmma; the binary's sm_90a build)";
   if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1)
@@ -454,7 +538,7 @@ inline std::string supports(const BackwardParams& p, const DeviceCaps& caps) {
            "Sᵀ and dPᵀ (the naive rung takes it)";
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim 64 or 128 only (flash_mma takes multiples of 8 to 128)";
   if (const std::string r = flash::index_reason(p); !r.empty()) return r;
-  const int smem = smem_for(p.head_dim);
+  const int smem = smem_for(p.head_dim, writer);
   if (caps.smem_per_block_optin < static_cast<std::size_t>(smem))
     return "needs " + std::to_string(smem / 1024) + " KB of shared memory per block";
   return {};

@@ -20,10 +20,11 @@ void flash_mma_det(const BackwardParams& p, const LaunchContext& ctx);  // 3_fla
 std::size_t flash_mma_det_workspace(const BackwardParams& p);
 
 void flash_wgmma(const BackwardParams& p, const LaunchContext& ctx);  // 4_flash_wgmma.cu
-std::string flash_wgmma_supports(const BackwardParams& p, const DeviceCaps& caps);  // rung 5's too
+std::string flash_wgmma_supports(const BackwardParams& p, const DeviceCaps& caps);
 std::size_t flash_wgmma_workspace(const BackwardParams& p);
 
 void flash_wgmma_det(const BackwardParams& p, const LaunchContext& ctx);  // 5_flash_wgmma_det.cu
+std::string flash_wgmma_det_supports(const BackwardParams& p, const DeviceCaps& caps);
 std::size_t flash_wgmma_det_workspace(const BackwardParams& p);
 
 }  // namespace attnbench::backward_impl

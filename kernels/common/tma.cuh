@@ -105,6 +105,25 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap& map, int c0, int
                : "memory");
 #endif
 }
+// bytes (a multiple of 16; both addresses 16-byte aligned) of fp32 at shared src added element by
+// element into global dst, each element's add atomic, in this thread's current bulk group: a
+// tile's partial sum reduced into an fp32 accumulator without a register round trip. Its
+// writes are complete after bulk_wait; before another thread may rely on them, that thread's
+// fence_proxy_async_global and a release.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, int bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+// Orders this thread's global-memory accesses of the generic proxy (ordinary loads, stores,
+// atomics) with those of the async proxy (bulk copies and reductions), both ways.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
 // Closes this thread's bulk group of stores.
 __device__ __forceinline__ void bulk_commit() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
