@@ -28,7 +28,7 @@ namespace {
 
 using attention_impl::lazy_row_max;
 
-// 128 rows x 128 keys a tile, two stages of K and V. Tiles are [D / 64 column blocks][rows][128
+// 128 rows x 128 keys a tile, kWsStages stages of K and V (below). Tiles are [D / 64 column blocks][rows][128
 // bytes] in the 128-byte swizzle (chunk c of row r at column block c / 8, (c % 8 ^ r % 8) x 16
 // into the row). Registers: the block is launched with 65536 / 384 = 170 a thread (168 usable);
 // the producer gives back down to 40, the consumers take 232 (S 64 + P 32 + O up to 64).
@@ -56,11 +56,14 @@ struct WsBars {
   uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
 };
 
-// The ring's stages: rung 5's cp.async producer two (a third, K and V waited for apart, was 7-14%
-// slower on the serving mix, run 281); rung 6's TMA pages three, as flash_ws' d128 ring, in 225 KB
-// at d128: run 288 (H100) all-prefill 0.77 -> 0.62 ms, the serving mix 0.55 -> 0.42.
-template <bool kTmaPages>
-constexpr int kWsStages = kTmaPages ? 3 : 2;
+// The ring's stages: three, as flash_ws' d128 ring, in 225 KB at d128. Rung 6's TMA pages: run
+// 288 (H100) all-prefill 0.77 -> 0.62 ms, the serving mix 0.55 -> 0.42. Rung 5's cp.async
+// producer: run 290 (H100, a build carried beside) all-prefill 0.8592 -> 0.7320 ms, the mix
+// 0.6277 -> 0.5106, all-decode 0.4180 -> 0.3614 (a third stage slowed it 7-14% in run 281,
+// when K and V were waited for apart). An fp8 cache keeps two: its raw stages leave no room.
+// (kTmaPages: rung 6 never takes an fp8 cache.)
+template <bool kTmaPages, bool kFp8 = false>
+constexpr int kWsStages = kFp8 ? 2 : 3;
 
 // A block's shared memory, the ring's and the barriers'.
 template <int D, bool kFp8, int STAGES = 2>
@@ -88,7 +91,7 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kFp8 = kIsFp8<Cache>;
   static_assert(!(kTmaPages && kFp8), "rung 6 copies a 16-bit cache's pages as they are");
-  using L = WsTiling<D, kFp8, kWsStages<kTmaPages>>;
+  using L = WsTiling<D, kFp8, kWsStages<kTmaPages, kFp8>>;
   constexpr int BC = L::BC, STAGES = L::STAGES, CH = L::CH;
   extern __shared__ unsigned char smem_raw[];
   __shared__ WsBars<STAGES> bars;
@@ -520,7 +523,7 @@ Splits ws_plan(const RaggedParams& p) {
 template <class T, class Cache, int D, bool kTerms, bool kTmaPages>
 void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp, const CUtensorMap& tk,
                const CUtensorMap& tv) {
-  using L = WsTiling<D, kIsFp8<Cache>, kWsStages<kTmaPages>>;
+  using L = WsTiling<D, kIsFp8<Cache>, kWsStages<kTmaPages, kIsFp8<Cache>>>;
   const auto kernel = ragged_ws_kernel<T, Cache, D, kTerms, kTmaPages>;
   constexpr int smem = L::SMEM;
   static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
