@@ -5,6 +5,7 @@
 // the fp64 one. At the end: the tiled rungs' tile geometry against the mask.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -393,6 +394,46 @@ TEST(BackwardTiles, KeyBlocksAndQueryTilesMeetExactlyWhereAPairIsVisible) {
             }
           }
   EXPECT_GT(checked, 1000);
+}
+
+// Rotated turns (rung 5 without a mask bound): at every query tile the key blocks' turns are
+// 0 .. key_blocks - 1, each once, in the order the blocks reach the tile on their rotated walks
+// (a step of a block's walk = its iteration at that tile); blocks that reach it at the same
+// step (more blocks than tiles) keep one order at every tile, the higher first. So a block waits
+// only for blocks at an earlier or the same step of theirs, never in a cycle; and the chain is
+// idle at the start: each tile's first turn belongs to the block that starts its walk there or
+// nearest before it.
+TEST(BackwardTiles, RotatedTurnsFollowTheBlocksWalks) {
+  int checked = 0;
+  for (int tiles = 1; tiles <= 70; tiles += (tiles < 10 ? 1 : 7))
+    for (int key_blocks = 1; key_blocks <= 40; key_blocks += (key_blocks < 10 ? 1 : 5)) {
+      ASSERT_EQ(rotated_start(0, tiles, key_blocks), 0);
+      for (int m = 0; m < tiles; ++m) {
+        std::vector<int> by_turn(key_blocks, -1);
+        for (int j = 0; j < key_blocks; ++j) {
+          const int turn = rotated_turn(m, j, tiles, key_blocks);
+          ASSERT_TRUE(turn >= 0 && turn < key_blocks) << tiles << " " << key_blocks << " " << m << " " << j;
+          ASSERT_EQ(by_turn[turn], -1) << "two blocks share turn " << turn;
+          by_turn[turn] = j;
+        }
+        auto step = [&](int j) { return ((m - rotated_start(j, tiles, key_blocks)) % tiles + tiles) % tiles; };
+        for (int t = 1; t < key_blocks; ++t) {
+          const int ahead = by_turn[t - 1], next = by_turn[t];
+          ASSERT_LE(step(ahead), step(next)) << "tiles " << tiles << ", key blocks " << key_blocks << ", tile " << m;
+          if (step(ahead) == step(next)) ASSERT_GT(ahead, next);  // the same walk: the higher block first
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GT(checked, 10000);
+  // Only where every key block sees every query tile, in the deterministic rung, and with a
+  // row of key blocks that fits the card at once.
+  EXPECT_TRUE(rotated_turns(true, 8192, 8192, 4096, 4096, 32, 132));
+  EXPECT_FALSE(rotated_turns(false, 8192, 8192, 4096, 4096, 32, 132));  // atomics in any order
+  EXPECT_FALSE(rotated_turns(true, 8192, 0, 4096, 4096, 32, 132));      // causal
+  EXPECT_FALSE(rotated_turns(true, 99, 99, 4096, 4096, 32, 132));       // a window
+  EXPECT_FALSE(rotated_turns(true, 65536, 65536, 32768, 32768, 256, 132));  // 256 key blocks on 132 SMs
+  EXPECT_FALSE(rotated_turns(true, 8192, 8192, 4096, 4096, 32, 0));     // the SM count unknown
 }
 
 // Both block orders of the 1-D grid give every (key block, row) to exactly one block, and start

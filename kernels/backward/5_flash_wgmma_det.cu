@@ -20,9 +20,18 @@
 // 5.0592 = 0.78x, causal 4.1329 = 0.61x; d64 b16 h32 s1024 non-causal 2.8845 = 0.67x, causal
 // 1.6835 = 0.82x rung 4's 1.3792 and 0.79x rung 2's 1.3252 (there the fastest). Verified: smoke and cases/backward with rung 4, 102 passed, 0 failed; 20
 // repeats bit for bit (27 rows); racecheck and memcheck clean; `verify all` 8373/0.
-// Where 0.8x is still missed, a row's key blocks all start at the same query tile (non-causal:
-// every block sees tile 0 first), so block j's first add waits for j turns of the writers below
-// it; the next step is an order in which a row's blocks start at different tiles.
+// Non-causal, a row's key blocks all started at query tile 0, so block j's first add waited
+// for the j writers below it. Since run 293 a row whose key blocks fit the card at once walks
+// rotated tiles (tiles.hpp's rotated_turns: block j starts at tile j T / NB, and a tile's turns
+// go in the order its blocks reach it). Run 293 (H100, same process as rung 4), non-causal:
+// b4 h16 s4096 d128 5.0308 ms = 0.796x rung 4's 4.0057 (was 0.74x), GQA b2 h32/4 4.9867 =
+// 0.794x (was 0.78x), d64 b16 h32 s1024 2.6096 = 0.73x (was 0.67x). Verified: smoke and
+// cases/backward 51 passed, 0 failed; 10 repeats bit for bit (27 rows); racecheck clean.
+// What is left is the writer's own pace: in the deterministic order it waits until each tile's
+// reductions are performed before it takes the next (rung 4 with the writer but no order, which
+// waits only until the buffer is read, ran within 3% of rung 4's atomics, run 290). Next: pass
+// turn t on only while tile t + 1's reductions are in flight (wait_group 1), and fewer bulk
+// instructions a tile (one tensor reduction in place of 64 row copies).
 #include "kernels/backward/flash_wgmma.cuh"
 #include "kernels/backward/rungs.hpp"
 

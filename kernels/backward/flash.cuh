@@ -79,6 +79,7 @@ struct Args {
   const float* slopes;          // [heads] ALiBi slopes, or null
   int key_major;                // the 1-D grid's block order (tiles.hpp's block_coord)
   int descending;               // deterministic turns from the last key block down (descending_turns)
+  int rotated;                  // rung 5: each key block's walk rotated, turns alike (rotated_turns)
 };
 
 // Br queries x Bc keys per tile; D the head-dim class; 16 keys a warp.
@@ -446,6 +447,7 @@ inline Args args_of(const BackwardParams& p, char* ws, const Workspace& w, int B
   a.slopes = p.score.alibi ? p.score.alibi_slopes : nullptr;
   a.key_major = key_major_order(p.causal, ceil_div(p.seq_k, Bc) * p.kv_heads * p.batch, sm_count);
   a.descending = descending_turns(w.turns > 0, a.hi_reach, a.seq_q, a.seq_k);
+  a.rotated = 0;  // rung 5 sets it (flash_wgmma.cuh's run)
   return a;
 }
 

@@ -193,6 +193,18 @@ __global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void
   const flash::WorkList work = flash::work_list(a, kvh, n0, n1, Br);
   const TileRange range = work.range;
   const int tiles = work.tiles, h0 = work.h0, iters = work.iters;
+  // Iteration it's query tile: range.first + it % tiles, or (rotated turns) the same walk
+  // started at the block's own tile (tiles.hpp's rotated_start; every block's range is then
+  // every tile).
+  const int start = DETERMINISTIC && a.rotated ? rotated_start(n_block, tiles, key_blocks) : 0;
+  auto tile_of = [&](int it) {
+    int t = it % tiles;
+    if constexpr (DETERMINISTIC) {
+      t += start;
+      if (t >= tiles) t -= tiles;
+    }
+    return range.first + t;
+  };
 
   // WRITER: the consumers (warpgroups 0 and 1) store each tile's partial dQ to a shared buffer
   // and go on to the next tile; one warp of warpgroup 2 adds the buffer into the accumulator
@@ -215,12 +227,13 @@ __global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void
       // would issue theirs one lane after another anyway.
       if (tid != 2 * 128) return;
       for (int it = 0; it < iters; ++it) {
-        const int buf = it & 1, h = h0 + it / tiles, m_tile = range.first + it % tiles, m0 = m_tile * Br;
+        const int buf = it & 1, h = h0 + it / tiles, m_tile = tile_of(it), m0 = m_tile * Br;
         mbar_wait(bar_full + 8 * buf, (it >> 1) & 1);
         int* turn = nullptr;
         if constexpr (DETERMINISTIC) {
           turn = a.turns + (int64_t{b} * a.heads + h) * a.q_tiles + m_tile;
-          const int mine = a.descending
+          const int mine = a.rotated ? rotated_turn(m_tile, n_block, tiles, key_blocks)
+                           : a.descending
                                ? last_key_block(a.seq_q, a.seq_k, a.q_offset, a.hi_reach, m_tile, Br, Bc) - n_block
                                : n_block - first_key_block(a.q_offset, a.lo_reach, m_tile, Br, Bc);
           while (flash::ld_acquire(turn) != mine) __nanosleep(32);
@@ -253,7 +266,7 @@ __global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void
     else __syncthreads();
   };
   auto load_tile = [&](int it, int stage) {
-    const int h = h0 + it / tiles, m0 = (range.first + it % tiles) * Br;
+    const int h = h0 + it / tiles, m0 = tile_of(it) * Br;
     const int64_t row0 = (int64_t{b} * a.seq_q + m0) * q_stride + int64_t{h} * D;
     const uint32_t dst = sQ0 + 2 * stage * Q_BYTES;
     load_rows(dst, q + row0, q_stride, a.seq_q - m0, std::integral_constant<int, Br>{});
@@ -279,7 +292,7 @@ __global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void
   // The tail block masks its keys past seq_k (they are zero-filled, but exp(0 - LSE) is not 0).
   const bool tail = n0 + Bc > a.seq_k;
   for (int it = 0, stage = 0; it < iters; ++it, stage ^= 1) {
-    const int h = h0 + it / tiles, m_tile = range.first + it % tiles, m0 = m_tile * Br;
+    const int h = h0 + it / tiles, m_tile = tile_of(it), m0 = m_tile * Br;
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async's writes -> wgmma's reads
     consumers_sync();  // this tile's Q, dO and statistics are in; both warpgroups are done with the last tile's dS
@@ -505,8 +518,10 @@ inline int smem_for(int64_t head_dim, bool writer) {
 template <bool DETERMINISTIC, bool WRITER>
 void run(const BackwardParams& p, const LaunchContext& ctx, const char* kName) {
   const flash::Workspace w = flash::workspace_of(p, DETERMINISTIC);
-  const Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w, WgConfig<128>::Bc,
-                                ctx.caps ? ctx.caps->sm_count : 0);
+  const int sm_count = ctx.caps ? ctx.caps->sm_count : 0;
+  Args a = flash::args_of(p, static_cast<char*>(ctx.workspace), w, WgConfig<128>::Bc, sm_count);
+  a.rotated = rotated_turns(DETERMINISTIC, a.lo_reach, a.hi_reach, a.seq_q, a.seq_k,
+                            ceil_div(p.seq_k, WgConfig<128>::Bc), sm_count);
   float* d = static_cast<float*>(ctx.workspace);  // D: the workspace's first part (args_of)
   with_16bit(p.dtype, kName, [&](auto tag) {
     using T = decltype(tag);

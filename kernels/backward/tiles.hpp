@@ -86,6 +86,34 @@ inline bool descending_turns(bool deterministic, int hi_reach, int seq_q, int se
   return deterministic && hi_reach < seq_q + seq_k;
 }
 
+// Rotated turns (rung 5, flash_wgmma_det), where every key block sees every query tile (no
+// causal mask, no window): in increasing key order every block of a row starts at query tile 0
+// and waits there for each block below it, so block j's adds start j turns late (run 292: 0.67-
+// 0.78x rung 4 non-causal). Rotated, key block j of key_blocks walks the tiles from
+// rotated_start(j) on, wrapping around, and a tile's turns go in the order its blocks reach it:
+// the block whose walk started last at or before the tile first, then the blocks below it, then
+// from the highest block down. A block's turn at a tile is then its step there's rank among
+// the tile's blocks: the block before it in the turn reached the tile a step or more earlier,
+// and no two blocks of a row want the same tile at once. No cycle of waits: a block waits only
+// for blocks that reached that tile at an earlier step of their own walk.
+ATTNBENCH_HOST_DEVICE inline int rotated_start(int j, int tiles, int key_blocks) {
+  return static_cast<int>(static_cast<long long>(j) * tiles / key_blocks);
+}
+// Key block j's turn at query tile m: blocks last, last - 1, .., 0, key_blocks - 1, .., last + 1,
+// where last is the highest block whose walk starts at or before m.
+ATTNBENCH_HOST_DEVICE inline int rotated_turn(int m, int j, int tiles, int key_blocks) {
+  const int last = static_cast<int>((static_cast<long long>(m + 1) * key_blocks - 1) / tiles);
+  return ((last - j) % key_blocks + key_blocks) % key_blocks;
+}
+// A block waits for blocks of its row after it in the grid's order, so the row must fit on the
+// card at once (one block an SM): rotated only when its key blocks are at most the SMs (an
+// unknown count: never). Every key block sees every tile iff neither reach is bounded
+// (key_reach's "unlimited", seq_q + seq_k).
+inline bool rotated_turns(bool deterministic, int lo_reach, int hi_reach, int seq_q, int seq_k, long long key_blocks,
+                          int sm_count) {
+  return deterministic && lo_reach >= seq_q + seq_k && hi_reach >= seq_q + seq_k && key_blocks <= sm_count;
+}
+
 // Key-major for a causal grid of fewer than 4 blocks an SM (the model's row-major cost is
 // within 7% of balanced from there on, and row-major keeps a head's blocks together).
 inline bool key_major_order(bool causal, long long blocks, int sm_count) {
