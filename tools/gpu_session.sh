@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8|9 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8|9|10 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -431,6 +431,35 @@ pending() {
   par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
   wait
   fi
+  if [ "$part" = 10 ]; then
+  # After session 31 (runs 290-293). Timings first, alone on the card: the backward perf cases by
+  # this build and a CANDIDATE (branch next/bwd-two-writers: the deterministic rung's dQ writer
+  # as two threads), each with flash_wgmma beside its flash_wgmma_det, non-causal and causal.
+  # Then side by side: the candidate's backward checks (verify, 20 repeats, racecheck, memcheck),
+  # this build's deterministic backward under memcheck (the rotated turns of run 293 had
+  # racecheck only), and `verify all` with the gpu CTest tests but the Python plugins' (420 s of
+  # their own: part 2) in what is left.
+  local cand=${CANDIDATE:-build/bin/attnbench_cand}
+  local bwd=(perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128
+             perf/attention_backward-bf16-b16-h32-s1024-d64)
+  local kb=(--set 'kernels=[flash_wgmma,flash_wgmma_det]' --set verify.trials=1 --set verify.max_rows=16)
+  step bwd-main 75 "$bin" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-main.json"
+  [ -x "$cand" ] && step bwd-cand 75 "$cand" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-cand.json"
+  local w=(-k flash_wgmma_det) sm=(smoke/attention_backward cases/backward)
+  par bwd-memcheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  if [ -x "$cand" ]; then
+    par cand-bwd 120 "$cand" verify "${sm[@]}" "${w[@]}"
+    par cand-bwd-repeat 120 "$cand" verify "${sm[@]}" "${w[@]}" --set dtype=bf16 --set verify.repeat=20 "${q[@]}"
+    par cand-bwd-racecheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
+    par cand-bwd-memcheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  fi
+  wait
+  local rest=$((budget - (SECONDS - start) - 15))
+  ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
+  verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
+  wait
+  echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -449,9 +478,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 9 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 10 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8|9 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8|9|10 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
