@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|8|9|10 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -349,47 +349,10 @@ pending() {
   wait
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
   fi
-  if [ "$part" = 8 ]; then
-  # Session 30's last call. Timings first, alone on the card: every ragged perf case on this build
-  # (ws_tma's third stage since run 288) with all-decode's yardstick, the same by a CANDIDATE build
-  # (env; build/bin/attnbench_cand when carried), gemm_q at n 14336 by both, the LM-head sampling
-  # forms (when their cases exist). Then, side by side: the LM-head cases verified with memcheck
-  # and racecheck, the candidate's checks, and the gpu CTest tests run 288's budget cut (the plugin
-  # examples, the fault test, the mutants). Last, in what is left: FlexAttention's ragged peer on
-  # the mix's prefill part alone (its compilations at 16k tokens outlasted 200 s in run 286), alone
-  # on the card again, and mla's profile (issue 49).
-  local cand=${CANDIDATE:-build/bin/attnbench_cand}
-  local all_ragged=(perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks perf/ragged-bf16-serving-mix-prefill
-                    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode)
-  step ragged-perf 75 "$bin" run "${all_ragged[@]}" --set 'kernels=[split_kv,ws,ws_tma]' "${q[@]}" -o "$OUT/ragged-perf.json"
-  step paged-decode 30 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
-  [ -x "$cand" ] && step cand-perf 60 "$cand" run "${all_ragged[@]}" --set 'kernels=[ws,ws_tma]' "${q[@]}" \
-    -o "$OUT/cand-perf.json"
-  # gemm_q's stream_gemv at n 14336 by each build in turn (a candidate's plan may differ).
-  local gq=(perf/gemm_q-fp16-int4-k4096-n14336 perf/gemm_q-fp16-int8-k4096-n14336 -k stream_gemv -k dense_cublas
-            --set 'sweep.m=[1,4,16]' "${q[@]}")
-  if [ -x "$cand" ]; then
-    step gemmq-main 40 "$bin" run "${gq[@]}"
-    step gemmq-cand 40 "$cand" run "${gq[@]}"
-  fi
-  local lm=(cases/perf/sample_lm_head-*.toml)
-  [ -f "${lm[0]}" ] && step lm-head-perf 90 "$bin" run "${lm[@]}" "${q[@]}" -o "$OUT/lm-head-perf.json"
-  if [ -f cases/sample/lm_head.toml ]; then
-    par lm-head-verify 120 "$bin" verify smoke/sample-lm_head cases/sample
-    par lm-head-memcheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize memcheck "${q[@]}"
-    par lm-head-racecheck 120 "$bin" verify cases/sample/lm_head.toml --sanitize racecheck "${q[@]}"
-  fi
-  if [ -x "$cand" ]; then
-    cand_checks "$cand" -k ws -k ws_tma
-    par cand-gemmq 90 "$cand" verify smoke/gemm_q cases/gemm_q -k stream_gemv
-  fi
-  par ctest-rest 200 sh -c "cd build && ctest -R 'gpu_plugin_examples|gpu_plugin_fault_keeps_rows|gpu_mutants|gpu_sample' --output-on-failure"
-  wait
-  [ "${FLEX:-1}" = 1 ] && ragged_flex 180 perf/ragged-bf16-serving-mix-prefill
-  ncu_mla 90
-  fi
+  # Part 8 (session 30's last call: ragged timings with a candidate, the LM-head checks, the gpu
+  # tests run 288 cut) ran as part 9's first half in run 290 and is gone (git log -p).
   if [ "$part" = 9 ]; then
-  # Session 31's first call. The deterministic backward's dQ writer (issue 50: flash_wgmma_det
+  # Session 31's first call (run 290). The deterministic backward's dQ writer (issue 50: flash_wgmma_det
   # 0.67x flash_wgmma, target 0.8x): the backward perf cases by the build before (OLD_BIN), this
   # build and a CANDIDATE (flash_wgmma with the writer too), each binary in turn, alone on the
   # card, with cuDNN's backward beside this build's; then the ragged and gemm_q timings of part
@@ -478,9 +441,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 10 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 7, 9 or 10 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|8|9|10 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
