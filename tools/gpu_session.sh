@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10|11 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -395,19 +395,28 @@ pending() {
   wait
   fi
   if [ "$part" = 10 ]; then
-  # After session 31 (runs 290-293). Timings first, alone on the card: the backward perf cases by
-  # this build and a CANDIDATE (branch next/bwd-two-writers: the deterministic rung's dQ writer
-  # as two threads), each with flash_wgmma beside its flash_wgmma_det, non-causal and causal.
-  # Then side by side: the candidate's backward checks (verify, 20 repeats, racecheck, memcheck),
-  # this build's deterministic backward under memcheck (the rotated turns of run 293 had
-  # racecheck only), and `verify all` with the gpu CTest tests but the Python plugins' (420 s of
-  # their own: part 2) in what is left.
-  local cand=${CANDIDATE:-build/bin/attnbench_cand}
+  # After session 31 (runs 290-293), for a CANDIDATE built from main with the branches
+  # next/bwd-two-writers (the deterministic backward's dQ writer as two threads) and
+  # next/ragged-mix-plan (ws/ws_tma: a row tile's splits adjacent in the grid, a mix's small row
+  # tiles in their own chunk) merged. Timings first, alone on the card, this build's then the
+  # candidate's: the backward perf cases (flash_wgmma beside flash_wgmma_det) and the ragged ones
+  # (ws, ws_tma; all-decode's yardstick paged_flash). Then side by side: the candidate's checks
+  # (backward: verify, 20 repeats, racecheck, memcheck; ragged: cand_checks) and this build's
+  # deterministic backward under memcheck (the rotated turns had racecheck only). Part 11 is
+  # `verify all` with the gpu CTest tests.
+  local cand=${CANDIDATE:-build/bin/attnbench_cand} b2
   local bwd=(perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128
              perf/attention_backward-bf16-b16-h32-s1024-d64)
   local kb=(--set 'kernels=[flash_wgmma,flash_wgmma_det]' --set verify.trials=1 --set verify.max_rows=16)
-  step bwd-main 75 "$bin" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-main.json"
-  [ -x "$cand" ] && step bwd-cand 75 "$cand" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-cand.json"
+  local all_ragged=(perf/ragged-bf16-serving-mix perf/ragged-bf16-serving-mix-sinks perf/ragged-bf16-serving-mix-prefill
+                    perf/ragged-bf16-serving-mix-decode perf/ragged-bf16-all-prefill perf/ragged-bf16-all-decode)
+  for b2 in "$bin" "$cand"; do
+    [ -x "$b2" ] || continue
+    step "bwd-$(basename "$b2")" 75 "$b2" run "${bwd[@]}" "${kb[@]}" -o "$OUT/bwd-$(basename "$b2").json"
+    step "ragged-$(basename "$b2")" 45 "$b2" run "${all_ragged[@]}" --set 'kernels=[ws,ws_tma]' "${q[@]}" \
+      -o "$OUT/ragged-$(basename "$b2").json"
+  done
+  step paged-decode 25 "$bin" run perf/paged-bf16-b64-ctx4096 -k paged_flash "${q[@]}"
   local w=(-k flash_wgmma_det) sm=(smoke/attention_backward cases/backward)
   par bwd-memcheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
   if [ -x "$cand" ]; then
@@ -415,8 +424,12 @@ pending() {
     par cand-bwd-repeat 120 "$cand" verify "${sm[@]}" "${w[@]}" --set dtype=bf16 --set verify.repeat=20 "${q[@]}"
     par cand-bwd-racecheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
     par cand-bwd-memcheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+    cand_checks "$cand" -k ws -k ws_tma
   fi
   wait
+  fi
+  if [ "$part" = 11 ]; then
+  # `verify all` beside the gpu CTest tests but the Python plugins' (420 s of their own: part 2).
   local rest=$((budget - (SECONDS - start) - 15))
   ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
   verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
@@ -441,9 +454,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 7, 9 or 10 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 7, 9, 10 or 11 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10|11 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
