@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10|11 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10|11|12 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -233,7 +233,9 @@ pending() {
   ragged_flex() {  # [SECONDS [CASE...]]: 90 s, the mix's prefill part and all-prefill unless given
     local t=${1:-90} cases=(perf/ragged-bf16-serving-mix-prefill perf/ragged-bf16-all-prefill)
     [ $# -gt 1 ] && cases=("${@:2}")
-    step ragged-flex "$t" "$bin" run "${cases[@]}" \
+    # Line-buffered (stdbuf, PYTHONUNBUFFERED): runs 286, 290 and 292 hit the timeout with an
+    # empty log, everything buffered lost to the kill, so nothing says where the time went.
+    PYTHONUNBUFFERED=1 step ragged-flex "$t" stdbuf -oL -eL "$bin" run "${cases[@]}" \
       --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
       -o "$OUT/ragged-flex.json"
   }
@@ -436,6 +438,11 @@ pending() {
   wait
   echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
   fi
+  if [ "$part" = 12 ]; then
+  # FlexAttention's ragged peer on the serving mix's prefill part alone (issue 48's peer), with
+  # the whole call for its compilations, its log line by line.
+  ragged_flex $((budget - 20)) perf/ragged-bf16-serving-mix-prefill
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -454,9 +461,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 7, 9, 10 or 11 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 7 or 9 to 12 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10|11 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10|11|12 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
