@@ -20,6 +20,12 @@
 // 5.0592 = 0.78x, causal 4.1329 = 0.61x; d64 b16 h32 s1024 non-causal 2.8845 = 0.67x, causal
 // 1.6835 = 0.82x rung 4's 1.3792 and 0.79x rung 2's 1.3252 (there the fastest). Verified: smoke and cases/backward with rung 4, 102 passed, 0 failed; 20
 // repeats bit for bit (27 rows); racecheck and memcheck clean; `verify all` 8373/0.
+// GQA causal (0.61x) is the grid's order, not the turns: its 256 blocks (8 rows of 32 key
+// blocks, block j 8 heads x (64 - 2j) tiles) must start a row's key blocks in the turns'
+// descending order, lightest first, or a resident heavy block waits for a lighter one that
+// cannot start (the first 132 would all wait: deadlock). A list-scheduling model of 132 SMs
+// gives that order 1.50x the balanced time; heaviest first (what rung 4 runs) 1.00x. So this
+// point's ceiling on this design is about 0.67x rung 4.
 // Non-causal, a row's key blocks all started at query tile 0, so block j's first add waited
 // for the j writers below it. Since run 293 a row whose key blocks fit the card at once walks
 // rotated tiles (tiles.hpp's rotated_turns: block j starts at tile j T / NB, and a tile's turns
