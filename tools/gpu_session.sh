@@ -398,9 +398,10 @@ pending() {
   fi
   if [ "$part" = 10 ]; then
   # After session 31 (runs 290-293), for a CANDIDATE built from main with the branches
-  # next/bwd-two-writers (the deterministic backward's dQ writer as two threads) and
+  # next/bwd-two-writers (the deterministic backward's dQ writer as two threads),
   # next/ragged-mix-plan (ws/ws_tma: a row tile's splits adjacent in the grid, a mix's small row
-  # tiles in their own chunk) merged. Timings first, alone on the card, this build's then the
+  # tiles in their own chunk) and next/mla-wgmma (mla's Hopper rung) merged, run from a checkout
+  # of that merge (its cases: smoke/mla-wgmma), with this build (main's) as build/bin/attnbench. Timings first, alone on the card, this build's then the
   # candidate's: the backward perf cases (flash_wgmma beside flash_wgmma_det) and the ragged ones
   # (ws, ws_tma; all-decode's yardstick paged_flash). Then side by side: the candidate's checks
   # (backward: verify, 20 repeats, racecheck, memcheck; ragged: cand_checks) and this build's
@@ -427,8 +428,15 @@ pending() {
     par cand-bwd-racecheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
     par cand-bwd-memcheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
     cand_checks "$cand" -k ws -k ws_tma
+    # mla's Hopper rung: its first run. The smoke case first (the failing row names itself), then
+    # the mla cases, both sanitizers on the smoke case; its timings last, once the checks are in.
+    par cand-mla 150 "$cand" verify smoke/mla-wgmma cases/mla -k split_kv_wgmma -k split_kv_reg
+    par cand-mla-memcheck 120 "$cand" verify smoke/mla-wgmma -k split_kv_wgmma --sanitize memcheck "${q[@]}"
+    par cand-mla-racecheck 120 "$cand" verify smoke/mla-wgmma -k split_kv_wgmma --sanitize racecheck "${q[@]}"
   fi
   wait
+  [ -x "$cand" ] && step cand-mla-perf 60 "$cand" run perf/mla-bf16-b64-h128-s1-ctx4096 perf/mla-bf16-b32-h128-s2-ctx8192 \
+    -k split_kv -k split_kv_reg -k split_kv_wgmma "${q[@]}" -o "$OUT/cand-mla-perf.json"
   fi
   if [ "$part" = 11 ]; then
   # `verify all` beside the gpu CTest tests but the Python plugins' (420 s of their own: part 2).
