@@ -263,6 +263,15 @@ pending() {
       "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
     [ -f "$OUT/mla.ncu-rep" ] && "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
   }
+  # In what is left of the budget: `verify all` beside the gpu CTest tests but the Python
+  # plugins' (420 s of their own: part 2); parts 7 and 11.
+  suite_rest() {
+    local rest=$((budget - (SECONDS - start) - 15))
+    ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
+    verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
+    wait
+    echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
+  }
   local gemmq_rungs=(-k fused_mma -k splitk_gemv -k dense_cublas)
   if [ "$part" = 1 ]; then
   ragged_checks
@@ -345,11 +354,7 @@ pending() {
   ragged_checks
   [ -x "$cand" ] && cand_checks "$cand" -k ws_tma
   wait
-  local rest=$((budget - (SECONDS - start) - 15))
-  ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
-  verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
-  wait
-  echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
+  suite_rest
   fi
   # Part 8 (session 30's last call: ragged timings with a candidate, the LM-head checks, the gpu
   # tests run 288 cut) ran as part 9's first half in run 290 and is gone (git log -p).
@@ -439,12 +444,7 @@ pending() {
     -k split_kv -k split_kv_reg -k split_kv_wgmma "${q[@]}" -o "$OUT/cand-mla-perf.json"
   fi
   if [ "$part" = 11 ]; then
-  # `verify all` beside the gpu CTest tests but the Python plugins' (420 s of their own: part 2).
-  local rest=$((budget - (SECONDS - start) - 15))
-  ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
-  verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
-  wait
-  echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
+  suite_rest
   fi
   if [ "$part" = 12 ]; then
   # FlexAttention's ragged peer on the serving mix's prefill part alone (issue 48's peer), with
