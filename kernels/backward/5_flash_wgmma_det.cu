@@ -35,9 +35,10 @@
 // cases/backward 51 passed, 0 failed; 10 repeats bit for bit (27 rows); racecheck clean.
 // What is left is the writer's own pace: in the deterministic order it waits until each tile's
 // reductions are performed before it takes the next (rung 4 with the writer but no order, which
-// waits only until the buffer is read, ran within 3% of rung 4's atomics, run 290). Next: pass
-// turn t on only while tile t + 1's reductions are in flight (wait_group 1), and fewer bulk
-// instructions a tile (one tensor reduction in place of 64 row copies).
+// waits only until the buffer is read, ran within 3% of rung 4's atomics, run 290). So two
+// writer threads, one a buffer (even and odd tiles), each holding its tile's turn until its
+// reductions are performed: two tiles' reductions in flight at once. NOT YET RUN on a GPU
+// (branch next/bwd-two-writers): predicted 0.85-0.9x rung 4 non-causal.
 #include "kernels/backward/flash_wgmma.cuh"
 #include "kernels/backward/rungs.hpp"
 

@@ -223,10 +223,14 @@ __global__ __launch_bounds__(WRITER ? Cfg::THREADS + 128 : Cfg::THREADS, 1) void
     __syncthreads();  // the barriers are initialised
     if (wg == 2) {
       setmaxnreg_dec<Cfg::WRITER_REGS>();
-      // One thread: a bulk reduction's addresses are uniform registers, so the lanes of a warp
-      // would issue theirs one lane after another anyway.
-      if (tid != 2 * 128) return;
-      for (int it = 0; it < iters; ++it) {
+      // Two threads, lane 0 of warps 8 and 9, one a buffer: warp 8's the even tiles, warp 9's
+      // the odd ones, so that one tile's reductions are in flight while the other thread waits
+      // for its turn (in the deterministic order a thread holds a tile's turn until its
+      // reductions are performed; one thread alone took the tiles one round trip at a time).
+      // One thread a warp: a bulk reduction's addresses are uniform registers, so the lanes of
+      // a warp would issue theirs one lane after another anyway.
+      if (lane != 0 || warp > 9) return;
+      for (int it = warp - 8; it < iters; it += 2) {
         const int buf = it & 1, h = h0 + it / tiles, m_tile = tile_of(it), m0 = m_tile * Br;
         mbar_wait(bar_full + 8 * buf, (it >> 1) & 1);
         int* turn = nullptr;
