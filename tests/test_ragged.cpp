@@ -137,6 +137,25 @@ TEST(RaggedSplitKv, WsSplitsOnItsOwnTileEdges) {
   EXPECT_EQ(problem->workspace("split_kv"), static_cast<std::size_t>(4 * 8 * 69 * 64 * 4 + 4 * 8 * 69 * 8));
 }
 
+// ws plans a mix of full and small row tiles (at most 64 rows: decodes, short verifications)
+// with a chunk each: the tiles weighed by their cost (a small row tile's key tile 7/5 of a full
+// one's) and divided over 132 blocks, the small ones split in chunks of that share over 7/5. The
+// serving mix (perf/ragged-bf16-serving-mix: 8 heads over 1, d128, 16 tokens a row tile):
+// 28800 full key tiles (2 chunked prefills, none over 128) and 8192 small ones (the decodes and
+// verifications, up to 512), a share of 1526 fifths: full tiles in chunks of 306 (none splits),
+// small ones in chunks of 218, so a 32k decode takes 3 splits (218, 218, 76). One chunk for all
+// (before) was 282, two splits of the 32k decodes, each longer than a block's share of the
+// time. A batch of one kind plans as before (RaggedSplitKv.WsSplitsOnItsOwnTileEdges).
+TEST(RaggedSplitKv, WsGivesTheSmallRowTilesOfAMixTheirOwnChunk) {
+  const std::string head = "op = \"ragged\"\ndtype = \"bf16\"\n[shape]\nheads = 8\nkv_heads = 1\nhead_dim = 128\n";
+  const auto problem = make_problem(parse(head + "mix = \"2q2ks8k_32s1k_16s4k_8s16k_8s32k_8spec4s4k\"\n").points[0]);
+  const std::size_t rows = (2 * 2048 + 64 + 8 * 4) * 8;  // (query, head) rows
+  EXPECT_EQ(problem->workspace("ws"), rows * 3 * 128 * 4 + rows * 3 * 8);
+  // Its prefill part alone (full row tiles only): one split each, no partials.
+  const auto prefill = make_problem(parse(head + "mix = \"2q2ks8k\"\n").points[0]);
+  EXPECT_EQ(prefill->workspace("ws"), 0u);
+}
+
 // ws_tma (rung 6) copies whole pages of a 16-bit cache by TMA: blocks of 8 to 64 keys (a page a
 // box of whole swizzle atoms inside a 64-key tile); what ws refuses it refuses with ws' reason.
 // The skip reason of variant `name` at the case's first point ("" = it runs; "no row" = no such variant).

@@ -52,6 +52,13 @@
 // 0.5106 against 0.6277 (1.74x separate), all-decode 0.3614 against 0.4180 (94.5% of read
 // bandwidth); verified over smoke/ragged and cases/ragged with rung 6 (113 passed, 0 failed),
 // racecheck 17/0 and memcheck 38/0 clean.
+// The serving mix ran 0.4277 ms (ws_tma, run 290) where its two parts apart took 0.2231 + 0.1164:
+// its 32k decodes took two splits of ~140 128-key tiles, each as long as an SM's whole share at
+// a decode tile's cost, and the second halves started last (the grid's z). Since then (branch
+// next/ragged-mix-plan, NOT YET RUN on a GPU): a row tile's splits are adjacent in the grid, and
+// the small row tiles of a mix split in their own, shorter chunks (varlen.cuh's plan_splits, the
+// tiles weighed by cost). Predicted: the mix 0.33-0.36 ms, all-prefill and all-decode unchanged
+// (their plans are the same).
 // The kernel is in ws.cuh, shared with rung 6 (6_ws_tma.cu, whole pages by TMA); this file is
 // the rung's host side.
 #include <climits>
@@ -93,7 +100,8 @@ std::string ws_supports(const RaggedParams& p, const DeviceCaps& caps) {
   if (128 % group != 0) return "the query heads a kv head has must divide 128 (a row tile's 128 rows hold whole groups)";
   if (!p.host_cu_seqlens_q || !p.host_context_lens) return "plans its splits from the batch's lengths on the host, not given";
   if (p.kv_heads > kMaxGridYZ) return "kv_heads must be <= 65535 (gridDim.y)";
-  if (p.total_queries + p.batch > INT_MAX) return "too many row tiles for gridDim.x";
+  if ((p.total_queries + p.batch) * ws_plan(p).max_splits > INT_MAX)
+    return "too many row tiles x splits for gridDim.x";
   if (p.num_blocks * p.block_size > INT_MAX) return "num_blocks · block_size must fit in int32 (the producer's slot table)";
   if (p.total_queries * p.heads * (p.longest_context / 64 + 2) > (int64_t{1} << 40))
     return "the partials would pass 2^40 elements";

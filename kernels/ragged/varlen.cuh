@@ -72,15 +72,23 @@ struct Block {
 // chunk_tiles 64-key tiles and, when its tile has more than one split, writes its unnormalised
 // o and (m, l) to the partials, row (token · heads + head), slot split; chunk_tiles = INT_MAX is
 // one split (3_varlen.cu), writing o itself.
+// A planner may give the row tiles of at most small_rows rows (rung 5's decodes and short
+// verifications: memory-bound, their K/V read for few rows) a chunk of their own, chunk_small.
 struct Splits {
   int chunk_tiles = INT_MAX, max_splits = 1;
+  int chunk_small = INT_MAX, small_rows = 0;
   float* part_o = nullptr;     // [total_queries · heads, max_splits, head_dim]
   float2* part_ml = nullptr;   // [total_queries · heads, max_splits]: m (exp2 units), l
 };
 
-// The splits a row tile of `tiles` key tiles takes (chunk_tiles may be INT_MAX: no overflow).
-__host__ __device__ __forceinline__ int splits_of(int tiles, const Splits& sp) {
-  return tiles <= sp.chunk_tiles ? 1 : (tiles - 1) / sp.chunk_tiles + 1;
+// The chunk of a row tile of `rows` rows, and the splits its `tiles` key tiles take (a chunk
+// may be INT_MAX: no overflow).
+__host__ __device__ __forceinline__ int chunk_of(int rows, const Splits& sp) {
+  return rows <= sp.small_rows ? sp.chunk_small : sp.chunk_tiles;
+}
+__host__ __device__ __forceinline__ int splits_of(int tiles, int rows, const Splits& sp) {
+  const int chunk = chunk_of(rows, sp);
+  return tiles <= chunk ? 1 : (tiles - 1) / chunk + 1;
 }
 
 // A row tile's key range: from the first key its first token sees (window: rounded down to a
@@ -174,9 +182,10 @@ __global__ void __launch_bounds__(Tile<D>::THREADS, 1) varlen_kernel(const __gri
   // Keys the tile's rows read, and this split's share of them: tiles [n_begin, n_end).
   const KeyRange kr = key_range(shift, w.t0, w.tokens, p.window);
   const int key_begin = kr.begin, key_end = kr.end, tiles = kr.tiles;
-  const int split = blockIdx.z, splits = splits_of(tiles, sp);
+  const int split = blockIdx.z, splits = splits_of(tiles, rows, sp);
   if (split >= splits) return;  // this tile's keys take fewer splits
-  const int n_begin = split * sp.chunk_tiles, n_end = min(tiles, n_begin + sp.chunk_tiles);
+  const int chunk = chunk_of(rows, sp);
+  const int n_begin = split * chunk, n_end = min(tiles, n_begin + chunk);
   const int64_t kv_row = p.kv_heads * p.head_dim;  // elements between a block's token slots
   const int chunks = static_cast<int>(p.head_dim / 8);
   // The cache's copies: 16 bytes are 8 elements of a 16-bit cache (a chunk of the tile the loop
@@ -454,8 +463,9 @@ __global__ void __launch_bounds__(128) varlen_combine_kernel(const __grid_consta
   const int lo = last_at_most(static_cast<int>(p.batch), token, [&p](int b) { return __ldg(p.cu_seqlens_q + b); });
   const int first = p.cu_seqlens_q[lo], q_len = p.cu_seqlens_q[lo + 1] - first;
   const int t0 = (token - first) / per_tile * per_tile;
-  const KeyRange kr = key_range(p.context_lens[lo] - q_len, t0, min(per_tile, q_len - t0), p.window);
-  const int splits = splits_of(kr.tiles, sp);
+  const int tokens = min(per_tile, q_len - t0);
+  const KeyRange kr = key_range(p.context_lens[lo] - q_len, t0, tokens, p.window);
+  const int splits = splits_of(kr.tiles, tokens * static_cast<int>(p.heads / p.kv_heads), sp);
   if (splits <= 1) return;  // the main kernel wrote this row
   float m = -INFINITY, l = 0.f;
   float4 acc[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
@@ -490,23 +500,44 @@ inline int tokens_per_tile(const RaggedParams& p) { return static_cast<int>(64 /
 // multiple of `align` tiles (a kernel with wider key tiles splits on their edges). A row tile
 // with more tiles than that takes several splits. chunk_tiles and max_splits of the result;
 // one split everywhere (chunk_tiles INT_MAX) when no row tile needs more.
+// small_rows > 0 (rung 5): the row tiles of at most that many rows cost kSmallTileCost times a
+// full tile's a key tile (their K/V come from memory for few rows; a full tile's rows share
+// theirs through L2): the tiles are weighed so, divided over the blocks, and the small row
+// tiles split in chunks of that share over their cost, the others of that share. A batch of one
+// kind plans as before; a mix no longer gives its long decodes splits as long as a whole SM's
+// share (run 290's serving mix: 0.4277 ms where its two parts apart took 0.2231 + 0.1164).
 constexpr int64_t kAssumedSms = 132, kMinChunkTiles = 16;
-inline Splits plan_splits(const RaggedParams& p, int per_tile, int64_t blocks, int align = 1) {
+// A small row tile's key tile against a full one's, 7/5: H100, run 290, ws_tma, the mix's decode
+// part at 2.86 us a 128-key tile an SM (all-decode: 0.3556 ms for 2048 of them on 132 SMs)
+// against its prefill part's 2.06.
+constexpr int64_t kSmallTileCost5 = 7, kFullTileCost5 = 5;
+inline Splits plan_splits(const RaggedParams& p, int per_tile, int64_t blocks, int align = 1, int small_rows = 0) {
   Splits sp;
-  int64_t steps = 0, longest = 0;  // key tiles over all row tiles of one kv head; the most of one
+  const int group = static_cast<int>(p.heads / p.kv_heads);
+  // Key tiles of the full and the small row tiles over the batch (one kv head), the longest of each.
+  int64_t steps[2] = {0, 0}, longest[2] = {0, 0};
   for (int64_t b = 0; b < p.batch; ++b) {
     const int q = p.host_cu_seqlens_q[b + 1] - p.host_cu_seqlens_q[b], ctx = p.host_context_lens[b];
     for (int t0 = 0; t0 < q; t0 += per_tile) {
-      const KeyRange k = key_range(ctx - q, t0, std::min(per_tile, q - t0), p.window);
-      steps += k.tiles;
-      longest = std::max<int64_t>(longest, k.tiles);
+      const int tokens = std::min(per_tile, q - t0);
+      const KeyRange k = key_range(ctx - q, t0, tokens, p.window);
+      const int small = tokens * group <= small_rows ? 1 : 0;
+      steps[small] += k.tiles;
+      longest[small] = std::max<int64_t>(longest[small], k.tiles);
     }
   }
-  int64_t chunk = std::max(kMinChunkTiles, ceil_div(steps * p.kv_heads, blocks));
-  chunk = ceil_div(chunk, align) * align;
-  if (chunk >= longest) return sp;  // every row tile is one split: rung 3's launch
+  // A block's share of the weighed tiles, in fifths of a full tile.
+  const int64_t share5 = ceil_div((kFullTileCost5 * steps[0] + kSmallTileCost5 * steps[1]) * p.kv_heads, blocks);
+  auto chunk_for = [&](int64_t cost5) {
+    const int64_t chunk = std::max(kMinChunkTiles, ceil_div(share5, cost5));
+    return ceil_div(chunk, int64_t{align}) * align;
+  };
+  const int64_t chunk = chunk_for(kFullTileCost5), chunk_small = small_rows > 0 ? chunk_for(kSmallTileCost5) : chunk;
+  if (chunk >= longest[0] && chunk_small >= longest[1]) return sp;  // every row tile is one split: rung 3's launch
   sp.chunk_tiles = static_cast<int>(chunk);
-  sp.max_splits = static_cast<int>(ceil_div(longest, chunk));
+  sp.chunk_small = static_cast<int>(chunk_small);
+  sp.small_rows = small_rows;
+  sp.max_splits = static_cast<int>(std::max(ceil_div(longest[0], chunk), ceil_div(longest[1], chunk_small)));
   return sp;
 }
 

@@ -103,7 +103,11 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   // reads the most keys) starts first and its short first tiles fill the end of the grid, as
   // flash_mma's and flash_ws' causal query blocks do (run 282: all-prefill's tail). Run 283 saw
   // no change from it on all-prefill (0.7641 ms against 0.7639): the tail is not what costs there.
-  const int kvh = blockIdx.y, x = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  // A row tile's splits are adjacent in the grid (blockIdx.x = reversed row tile x max_splits +
+  // split): a long decode's later splits start beside its first, not after every row tile's
+  // first split has been handed out (the grid's z did that: the serving mix's 32k decodes ran
+  // their second halves last).
+  const int kvh = blockIdx.y, x = static_cast<int>(gridDim.x / sp.max_splits - 1 - blockIdx.x / sp.max_splits);
   auto bar = [](const uint64_t& b) { return smem_addr(&b); };
 
   // The block's work, as rung 3 finds it (the whole block takes the same exits).
@@ -112,10 +116,10 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
   const int shift = w.ctx - w.q_len;  // token t sits at position shift + t
   const int rows = w.tokens * group;
   const KeyRange kr = key_range(shift, w.t0, w.tokens, p.window);  // 64-key tiles
-  const int split = blockIdx.z, splits = splits_of(kr.tiles, sp);
+  const int split = static_cast<int>(blockIdx.x % sp.max_splits), splits = splits_of(kr.tiles, rows, sp);
   if (split >= splits) return;
   // This split's keys [k_lo, k_hi): 64-key tiles [split · chunk, (split + 1) · chunk), chunk even.
-  const int chunk = splits > 1 ? sp.chunk_tiles : kr.tiles;
+  const int chunk = splits > 1 ? chunk_of(rows, sp) : kr.tiles;
   const int k_lo = kr.begin + 64 * split * chunk;
   const int k_hi = min(kr.end, kr.begin + 64 * min(kr.tiles, (split + 1) * chunk));
   const int tiles = (k_hi - k_lo + BC - 1) / BC;  // >= 1
@@ -515,8 +519,9 @@ __global__ __launch_bounds__(384, 1) void ragged_ws_kernel(const __grid_constant
 }
 
 // One block an SM: the planner spreads the batch's key tiles over 132 blocks, on 128-key edges.
+// Row tiles of at most 64 rows (consumer 0's alone) plan as small ones.
 Splits ws_plan(const RaggedParams& p) {
-  return plan_splits(p, static_cast<int>(128 / (p.heads / p.kv_heads)), kAssumedSms, 2);
+  return plan_splits(p, static_cast<int>(128 / (p.heads / p.kv_heads)), kAssumedSms, 2, 64);
 }
 
 // tk, tv: the cache's tensor maps (ws_tma_map) when kTmaPages, else unused.
@@ -529,8 +534,8 @@ void launch_ws(const RaggedParams& p, const LaunchContext& ctx, Splits sp, const
   static const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   check_cuda(opt_in, "ragged/ws");
   const int group = static_cast<int>(p.heads / p.kv_heads), per_tile = 128 / group;
-  const dim3 grid(static_cast<unsigned>(p.total_queries / per_tile + p.batch), static_cast<unsigned>(p.kv_heads),
-                  static_cast<unsigned>(sp.max_splits));
+  const dim3 grid(static_cast<unsigned>((p.total_queries / per_tile + p.batch) * sp.max_splits),
+                  static_cast<unsigned>(p.kv_heads));
   kernel<<<grid, L::THREADS, smem, ctx.stream>>>(p, group, per_tile, sp, tk, tv);
   check_launch("ragged/ws");
   if (sp.max_splits > 1) {
