@@ -120,6 +120,20 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32
 #endif
 }
 
+// d (64 x 32) = (scale_d ? d : 0) + A · Bᵀ, A and B K-major in shared memory.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTNBENCH_SS(TYPE)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                               \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
+               : ATTNBENCH_D8(0), ATTNBENCH_D8(8)                                                           \
+               : "l"(da), "l"(db), "r"(scale_d))
+  ATTNBENCH_WGMMA_TYPED(ATTNBENCH_SS);
+#undef ATTNBENCH_SS
+#endif
+}
+
 // d (64 x 64) = (scale_d ? d : 0) + A · Bᵀ, A and B K-major in shared memory.
 template <class T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {

@@ -18,5 +18,8 @@ std::size_t split_kv_workspace(const MlaParams& p);
 void split_kv_reg(const MlaParams& p, const LaunchContext& ctx);  // 3_split_kv_reg.cu
 std::string split_kv_reg_supports(const MlaParams& p, const DeviceCaps& caps);
 std::size_t split_kv_reg_workspace(const MlaParams& p);
+void split_kv_wgmma(const MlaParams& p, const LaunchContext& ctx);  // 4_split_kv_wgmma.cu
+std::string split_kv_wgmma_supports(const MlaParams& p, const DeviceCaps& caps);
+std::size_t split_kv_wgmma_workspace(const MlaParams& p);
 
 }  // namespace attnbench::mla_impl

@@ -6,9 +6,8 @@
 // H100, run 274), 3_split_kv_reg.cu (rung 2's blocks with S split over k, Q and P in registers,
 // one barrier a tile, fp8 dequantised in registers, 32-row groups; verified and timed on an
 // H100, run 277: 81.6% of the read bandwidth in bf16, its fp8 cache still slower than bf16).
-// Issue 49 names the rung still to come: a Hopper rung (wgmma for the 576-wide QK and the
-// 512-wide PV of each tile, the paged blocks loaded by TMA or cp.async, warp specialized) for
-// the compute-bound shapes (heads · s_q >= 128).
+// 4_split_kv_wgmma.cu: the Hopper rung issue 49 names for the compute-bound shapes (wgmma for the
+// 576-wide QK and the 512-wide PV of each 64-key tile, 64-row groups; not yet run on a GPU).
 #include <vector>
 
 #include "kernels/mla/mla.hpp"
@@ -34,6 +33,12 @@ const std::vector<Variant<MlaParams>>& mla_variants() {
        "tile), P in registers, O += PV on mma.sync, fp8 dequantised in registers, splits planned from the host's "
        "context lengths to fill the SMs, the shared combine; fp16/bf16, 512 + 64 only",
        split_kv_reg, split_kv_reg_supports, split_kv_reg_workspace},
+      {"split_kv_wgmma",
+       "a block per (sequence, 64 query rows, split), two warpgroups: Q once and 64-key tiles (two stages, cp.async "
+       "through the block table) in shared memory, S = QK^T on wgmma (each warpgroup 32 keys over all 576 dims, the "
+       "row maxima shared), P through shared memory, O += PV on wgmma (each warpgroup 256 of the 512 dims), the shared "
+       "combine: the compute-bound shapes (heads · s_q a multiple of 64); fp16/bf16 caches, 512 + 64 only",
+       split_kv_wgmma, split_kv_wgmma_supports, split_kv_wgmma_workspace},
   });
   return table;
 }
