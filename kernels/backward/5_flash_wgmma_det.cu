@@ -24,8 +24,10 @@
 // blocks, block j 8 heads x (64 - 2j) tiles) must start a row's key blocks in the turns'
 // descending order, lightest first, or a resident heavy block waits for a lighter one that
 // cannot start (the first 132 would all wait: deadlock). A list-scheduling model of 132 SMs
-// gives that order 1.50x the balanced time; heaviest first (what rung 4 runs) 1.00x. So this
-// point's ceiling on this design is about 0.67x rung 4.
+// gives that order 1.50x the balanced time; heaviest first (what rung 4 runs) 1.00x. The model
+// put this point's ceiling at about 0.67x rung 4; with two writers (below) it ran 0.73x (run
+// 296): rung 4 is not at the model's balanced time either (its blocks' costs are not their
+// tile counts alone: its atomics contend), so the model bounds the order's cost, not the ratio.
 // Non-causal, a row's key blocks all started at query tile 0, so block j's first add waited
 // for the j writers below it. Since run 293 a row whose key blocks fit the card at once walks
 // rotated tiles (tiles.hpp's rotated_turns: block j starts at tile j T / NB, and a tile's turns
@@ -37,8 +39,17 @@
 // reductions are performed before it takes the next (rung 4 with the writer but no order, which
 // waits only until the buffer is read, ran within 3% of rung 4's atomics, run 290). So two
 // writer threads, one a buffer (even and odd tiles), each holding its tile's turn until its
-// reductions are performed: two tiles' reductions in flight at once. NOT YET RUN on a GPU
-// (branch next/bwd-two-writers): predicted 0.85-0.9x rung 4 non-causal.
+// reductions are performed: two tiles' reductions in flight at once. Runs 294 and 296 (H100,
+// each in one process with rung 4): b4 h16 s4096 d128 non-causal 3.7986 ms = 1.05x rung 4's
+// 3.9847 (the one-writer build 5.0032 in the same call), causal 2.2491 = 1.10x rung 4's 2.4726
+// (2.8271); GQA b2 h32/4 non-causal 3.6750 = 1.07x rung 4's 3.9257, causal 3.3728 = 0.73x rung
+// 4's 2.4761; d64 b16 h32 s1024 non-causal 1.9813 = 0.96x rung 4's 1.8973, causal 1.4456 =
+// 0.92x rung 2's 1.3302 (there the fastest). Why it passes rung 4 at d128 is not measured yet
+// (rung 4 with one writer and no order ran no faster than its atomics, run 290; non-causal, the
+// rotated walks also keep a row's blocks off each other's rows, where rung 4's all start at tile
+// 0): the next calls time rung 4 with two writers and with the rotated walk. Verified: smoke and cases/backward 51
+// passed, 0 failed; 20 repeats bit for bit (27 rows); racecheck and memcheck clean; `verify
+// all` 8418/0 (run 295).
 #include "kernels/backward/flash_wgmma.cuh"
 #include "kernels/backward/rungs.hpp"
 

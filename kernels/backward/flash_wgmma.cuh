@@ -68,17 +68,19 @@
 // (8 warps an SM, each waiting on its own wgmma chain or a barrier), L2 49%, DRAM 4%:
 // latency-bound, not memory- or atomic-bound (float4 atomics in place of float2 gained 1%).
 // WRITER (rung 5; FA3's dQ path): a third warpgroup, registers traded by setmaxnreg (24 for it,
-// 240 for each consumer; d128's masked kernels spill 4 bytes, loaded once a tile), one thread of
-// which adds each tile's partial dQ. The consumers store their dQ fragments (fp32) to one of two
-// shared buffers (rows padded by 32 bytes: conflict-free float2 stores), fence for the async
-// proxy and arrive on the buffer's full mbarrier; the writer waits for it, then (DETERMINISTIC)
-// for the tile's turn, adds the rows by bulk reductions (cp.reduce.async.bulk .add.f32, one of D
+// 240 for each consumer; with two writers ptxas spills 8 bytes at d128 and 4 at d64), two
+// threads of which add the tiles' partial dQ (lane 0 of warps 8 and 9: the even tiles and the
+// odd). The consumers store their dQ fragments (fp32) to one of two shared buffers (rows padded
+// by 32 bytes: conflict-free float2 stores), fence for the async proxy and arrive on the
+// buffer's full mbarrier; the buffer's writer waits for it, then (DETERMINISTIC) for the tile's
+// turn, adds the rows by bulk reductions (cp.reduce.async.bulk .add.f32, one of D
 // floats a row), waits until they are performed, passes the turn on with a release, and frees
 // the buffer (its empty mbarrier). The consumers wait only when both buffers are still being
 // added: the turn's wait and the adds' round trip leave their critical path, where rung 5's
 // first form had them (the whole block waited for its turn, added by atomics and fenced, once a
-// tile: 0.67x rung 4, run 282). The writer's hold of a turn is one tile's adds, so a row of key
-// blocks still starts one such hold after another.
+// tile: 0.67x rung 4, run 282). A writer's hold of a turn is one tile's adds; with one writer a
+// block's next tile waited for the last one's (0.74-0.80x rung 4, runs 290-293), with two, one
+// tile's adds are in flight while the other writer waits for its turn (0.73-1.10x, runs 294-296).
 // Next steps (FA3's): a TMA producer warpgroup with mbarriers (6_flash_ws.cu's pipeline) so the
 // consumers stop copying and overlap more.
 // Precision: as rung 2 (the faithful reference): P and dS rounded to the dtype as the operands

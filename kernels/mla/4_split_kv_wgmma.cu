@@ -25,9 +25,14 @@
 // align the atoms; one block an SM.
 // Not here (supports() says so): fp8 caches (split_kv_reg dequantises them), heads · s_q not a
 // multiple of 64, fp32.
-// NOT YET RUN on a GPU (session 31, branch next/mla-wgmma). Predicted: b64 h128 s1 ctx4096 bf16
-// 300-400 TFLOP/s (0.23-0.17 ms against rung 3's 0.49): the products on wgmma at the
-// forward's flash_wgmma rate (~460 TFLOP/s on an H200, run 36) less the maxima's exchange.
+// Measured (H100, run 294, one process with rungs 2 and 3): b64 h128 s1 ctx4096 bf16 0.2836 ms,
+// 257.5 TFLOP/s (rung 2 0.4805, 151.9; rung 3 0.5018): 1.69x rung 2, 43% of the 600 the issue
+// asks for; b32 h128 s2 ctx8192 0.5478 ms, 266.6 TFLOP/s (1.68x rung 2). Predicted 300-400;
+// not profiled yet. The suspects: three barriers a tile and its serial S -> softmax -> P -> PV
+// chain with no second tile in flight, every thread copying as well. Verified: smoke/mla-wgmma and cases/mla 89 passed, 0 failed (with rung 3);
+// memcheck and racecheck clean on the smoke case; `verify all` 8418/0 (run 295).
+// Next: a producer warp (TMA or cp.async through the block table) with the two warpgroups each
+// on its own 64-row group, or S of tile n + 1 issued before PV of tile n (FlashMLA's overlap).
 #include <cstdint>
 #include <string>
 

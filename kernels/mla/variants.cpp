@@ -7,7 +7,8 @@
 // one barrier a tile, fp8 dequantised in registers, 32-row groups; verified and timed on an
 // H100, run 277: 81.6% of the read bandwidth in bf16, its fp8 cache still slower than bf16).
 // 4_split_kv_wgmma.cu: the Hopper rung issue 49 names for the compute-bound shapes (wgmma for the
-// 576-wide QK and the 512-wide PV of each 64-key tile, 64-row groups; not yet run on a GPU).
+// 576-wide QK and the 512-wide PV of each 64-key tile, 64-row groups; verified and timed on an
+// H100, run 294: 257.5 TFLOP/s at b64 h128 s1 ctx4096, 1.69x rung 2).
 #include <vector>
 
 #include "kernels/mla/mla.hpp"

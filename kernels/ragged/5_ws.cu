@@ -54,11 +54,14 @@
 // racecheck 17/0 and memcheck 38/0 clean.
 // The serving mix ran 0.4277 ms (ws_tma, run 290) where its two parts apart took 0.2231 + 0.1164:
 // its 32k decodes took two splits of ~140 128-key tiles, each as long as an SM's whole share at
-// a decode tile's cost, and the second halves started last (the grid's z). Since then (branch
-// next/ragged-mix-plan, NOT YET RUN on a GPU): a row tile's splits are adjacent in the grid, and
-// the small row tiles of a mix split in their own, shorter chunks (varlen.cuh's plan_splits, the
-// tiles weighed by cost). Predicted: the mix 0.33-0.36 ms, all-prefill and all-decode unchanged
-// (their plans are the same).
+// a decode tile's cost, and the second halves started last (the grid's z). Since run 294: a row
+// tile's splits are adjacent in the grid (x = row tile x max_splits + split, no z), and the
+// small row tiles of a mix split in their own, shorter chunks (varlen.cuh's plan_splits, the
+// tiles weighed by cost). Run 294 (H100, one process each, main's build then this): the mix
+// 0.4238 -> 0.3466 ms with ws_tma (2.58x separate; predicted 0.33-0.36), ws 0.5138 -> 0.4179;
+// with sinks 0.3440; all-prefill and all-decode unchanged (0.6019 and 0.3560 with ws_tma).
+// Verified: smoke/ragged and cases/ragged with ws and ws_tma 113 passed, 0 failed; racecheck
+// 17/0, memcheck 38/0; `verify all` 8418/0 (run 295).
 // The kernel is in ws.cuh, shared with rung 6 (6_ws_tma.cu, whole pages by TMA); this file is
 // the rung's host side.
 #include <climits>
