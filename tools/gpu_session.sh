@@ -17,7 +17,7 @@
 #                                          # gemm shapes, timed by attnbench (write flush), then the
 #                                          # same kernels by triton's do_bench (tools/do_bench_check.py),
 #                                          # and the backward beside SDPA's backward kernels
-#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10|11|12 [SECONDS]
+#   tools/gpu_session.sh pending 1|2|3|4|5|6|7|9|10|11|12|13 [SECONDS]
 #                                          # the rungs not yet run on a GPU (the list in pending()
 #                                          # below, kept by the session that wrote them; the bench
 #                                          # notes give each one's prediction): their verification,
@@ -265,12 +265,17 @@ pending() {
   }
   # In what is left of the budget: `verify all` beside the gpu CTest tests but the Python
   # plugins' (420 s of their own: part 2); parts 7 and 11.
+  # gpu_sanitizer last: beside `verify all`'s 16 processes it held every test after it until the
+  # call ended (run 295).
   suite_rest() {
-    local rest=$((budget - (SECONDS - start) - 15))
-    ( cd build && timeout "$rest" ctest -L gpu -E gpu_python_plugins --output-on-failure ) > "$OUT/ctest-gpu.txt" 2>&1 &
+    local rest=$((budget - (SECONDS - start) - 15)) t0=$SECONDS
+    ( cd build && timeout "$rest" ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure
+      left=$((rest - (SECONDS - t0)))
+      if [ "$left" -ge 10 ]; then timeout "$left" ctest -R gpu_sanitizer --output-on-failure; else echo "gpu_sanitizer NOT RUN (budget)"; fi
+    ) > "$OUT/ctest-gpu.txt" 2>&1 &
     verify_cases "$rest" > "$OUT/verify-all.txt" 2>&1
     wait
-    echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep 'tests passed' "$OUT/ctest-gpu.txt")" >> "$OUT/card.txt"
+    echo "at $((SECONDS - start)) s: $(tail -1 "$OUT/verify-all.txt"); ctest: $(grep -h 'tests passed\|NOT RUN' "$OUT/ctest-gpu.txt" | tr '\n' ' ')" >> "$OUT/card.txt"
   }
   local gemmq_rungs=(-k fused_mma -k splitk_gemv -k dense_cublas)
   if [ "$part" = 1 ]; then
@@ -451,6 +456,30 @@ pending() {
   # the whole call for its compilations, its log line by line.
   ragged_flex $((budget - 20)) perf/ragged-bf16-serving-mix-prefill
   fi
+  if [ "$part" = 13 ]; then
+  # After session 32 (runs 294-296), from a checkout of branch next/bwd-rung4 built as this
+  # build (its experimental variants flash_wgmma_rot and flash_wgmma_w2 ask which half of
+  # flash_wgmma_det's lead over flash_wgmma at d128 is the rotated walks and which the two dQ
+  # writers). Timings first, alone on the card: the backward perf cases with the four wgmma
+  # rungs and cuDNN's SDPA backward in one process. Then their checks side by side (verify,
+  # racecheck, memcheck on the new variants); then mla's Hopper rung under Nsight Compute
+  # (257.5 TFLOP/s at b64 h128, run 294: where its time goes); FlexAttention's ragged peer in
+  # what is left.
+  local bwd=(perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128
+             perf/attention_backward-bf16-b16-h32-s1024-d64)
+  step bwd-exp 240 "$bin" run "${bwd[@]}" --plugin kernels/peers/torch_sdpa.py \
+    --set 'kernels=[flash_wgmma,flash_wgmma_rot,flash_wgmma_w2,flash_wgmma_det,torch_sdpa_cudnn_bwd]' \
+    --set verify.trials=1 --set verify.max_rows=16 -o "$OUT/bwd-exp.json"
+  local w=(-k flash_wgmma_rot -k flash_wgmma_w2)
+  par bwd-exp-verify 120 "$bin" verify smoke/attention_backward cases/backward "${w[@]}"
+  par bwd-exp-racecheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
+  par bwd-exp-memcheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  wait
+  step ncu-mla-wgmma 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h128-s1-ctx4096/' --set full --import-source yes \
+    -f -o "$OUT/mla-wgmma" "$bin" run perf/mla-bf16-b64-h128-s1-ctx4096 --profile -k split_kv_wgmma "${q[@]}"
+  [ -f "$OUT/mla-wgmma.ncu-rep" ] && "$ncu" -i "$OUT/mla-wgmma.ncu-rep" --page details > "$OUT/ncu-mla-wgmma.txt" 2>&1
+  ragged_flex $((budget - (SECONDS - start) - 15)) perf/ragged-bf16-serving-mix-prefill
+  fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
   par ctest-python 540 sh -c "cd build && ctest -V -R gpu_python_plugins"
   [ "${PART3:-0}" = 1 ] && par ctest-gpu 540 sh -c "cd build && ctest -L gpu -E 'gpu_python_plugins|gpu_sanitizer' --output-on-failure"
@@ -469,9 +498,9 @@ perf) perf extras "${2:-tools/peers.py}" ;;
 python) python_peers ;;
 compare) compare_builds "${2:?compare needs the old attnbench binary}" "${3:-.}" ;;
 soak) soak "${2:?soak needs memcheck, racecheck or seeds}" "${3:-540}" ;;
-pending) pending "${2:?pending needs its part: 1 to 7 or 9 to 12 (the list in pending())}" "${3:-560}" ;;
+pending) pending "${2:?pending needs its part: 1 to 7 or 9 to 13 (the list in pending())}" "${3:-560}" ;;
 *)
-  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10|11|12 [SECONDS] | soak TOOL" >&2
+  echo "usage: tools/gpu_session.sh all [PEERS_PY] | verify | perf [PEERS_PY] | python | compare OLD_BIN | pending 1|2|3|4|5|6|7|9|10|11|12|13 [SECONDS] | soak TOOL" >&2
   exit 2
   ;;
 esac
