@@ -457,26 +457,39 @@ pending() {
   ragged_flex $((budget - 20)) perf/ragged-bf16-serving-mix-prefill
   fi
   if [ "$part" = 13 ]; then
-  # After session 32 (runs 294-296), from a checkout of branch next/bwd-rung4 built as this
-  # build (its experimental variants flash_wgmma_rot and flash_wgmma_w2 ask which half of
-  # flash_wgmma_det's lead over flash_wgmma at d128 is the rotated walks and which the two dQ
-  # writers). Timings first, alone on the card: the backward perf cases with the four wgmma
-  # rungs and cuDNN's SDPA backward in one process. Then their checks side by side (verify,
-  # racecheck, memcheck on the new variants); then mla's Hopper rung under Nsight Compute
-  # (257.5 TFLOP/s at b64 h128, run 294: where its time goes); FlexAttention's ragged peer in
-  # what is left.
+  # After session 32 (runs 294-296), for a CANDIDATE built from branch cand/s32b (main with
+  # next/bwd-rung4 and next/issue-order merged), run from a checkout of it, with main's build as
+  # build/bin/attnbench. next/bwd-rung4's experimental variants flash_wgmma_rot and
+  # flash_wgmma_w2 ask which half of flash_wgmma_det's lead over flash_wgmma at d128 is the
+  # rotated walks and which the two dQ writers; next/issue-order issues the next tile's copies
+  # after the tile's first wgmma products (backward wgmma rungs, mla's Hopper rung). Timings
+  # first, alone on the card: main's backward at b4 d128 and the candidate's four wgmma rungs
+  # with cuDNN's SDPA backward on the three perf shapes; mla's Hopper rung in both builds. Then
+  # the candidate's checks side by side; then its mla rung under Nsight Compute (where the time
+  # of 257.5 TFLOP/s goes, run 294); FlexAttention's ragged peer in what is left.
+  local cand=${CANDIDATE:-build/bin/attnbench_cand}
   local bwd=(perf/attention_backward-bf16-b4-h16-s4096-d128 perf/attention_backward-bf16-b2-h32-kv4-s4096-d128
              perf/attention_backward-bf16-b16-h32-s1024-d64)
-  step bwd-exp 240 "$bin" run "${bwd[@]}" --plugin kernels/peers/torch_sdpa.py \
-    --set 'kernels=[flash_wgmma,flash_wgmma_rot,flash_wgmma_w2,flash_wgmma_det,torch_sdpa_cudnn_bwd]' \
-    --set verify.trials=1 --set verify.max_rows=16 -o "$OUT/bwd-exp.json"
-  local w=(-k flash_wgmma_rot -k flash_wgmma_w2)
-  par bwd-exp-verify 120 "$bin" verify smoke/attention_backward cases/backward "${w[@]}"
-  par bwd-exp-racecheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
-  par bwd-exp-memcheck 120 "$bin" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  local vq=(--set verify.trials=1 --set verify.max_rows=16)
+  step bwd-main 50 "$bin" run "${bwd[0]}" --set 'kernels=[flash_wgmma,flash_wgmma_det]' "${vq[@]}" -o "$OUT/bwd-main.json"
+  step bwd-cand 240 "$cand" run "${bwd[@]}" --plugin kernels/peers/torch_sdpa.py \
+    --set 'kernels=[flash_wgmma,flash_wgmma_rot,flash_wgmma_w2,flash_wgmma_det,torch_sdpa_cudnn_bwd]' "${vq[@]}" \
+    -o "$OUT/bwd-cand.json"
+  local b2
+  for b2 in "$bin" "$cand"; do
+    step "mla-$(basename "$b2")" 25 "$b2" run perf/mla-bf16-b64-h128-s1-ctx4096 -k split_kv -k split_kv_wgmma "${q[@]}" \
+      -o "$OUT/mla-$(basename "$b2").json"
+  done
+  local w=(-k flash_wgmma -k flash_wgmma_rot -k flash_wgmma_w2 -k flash_wgmma_det)
+  par cand-bwd 150 "$cand" verify smoke/attention_backward cases/backward "${w[@]}"
+  par cand-bwd-repeat 120 "$cand" verify smoke/attention_backward -k flash_wgmma_det --set dtype=bf16 --set verify.repeat=20 "${q[@]}"
+  par cand-bwd-racecheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize racecheck "${q[@]}"
+  par cand-bwd-memcheck 120 "$cand" verify smoke/attention_backward "${w[@]}" --sanitize memcheck "${q[@]}"
+  par cand-mla 120 "$cand" verify smoke/mla-wgmma cases/mla -k split_kv_wgmma
+  par cand-mla-racecheck 90 "$cand" verify smoke/mla-wgmma -k split_kv_wgmma --sanitize racecheck "${q[@]}"
   wait
-  step ncu-mla-wgmma 90 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h128-s1-ctx4096/' --set full --import-source yes \
-    -f -o "$OUT/mla-wgmma" "$bin" run perf/mla-bf16-b64-h128-s1-ctx4096 --profile -k split_kv_wgmma "${q[@]}"
+  step ncu-mla-wgmma 60 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h128-s1-ctx4096/' --set full --import-source yes \
+    -f -o "$OUT/mla-wgmma" "$cand" run perf/mla-bf16-b64-h128-s1-ctx4096 --profile -k split_kv_wgmma "${q[@]}"
   [ -f "$OUT/mla-wgmma.ncu-rep" ] && "$ncu" -i "$OUT/mla-wgmma.ncu-rep" --page details > "$OUT/ncu-mla-wgmma.txt" 2>&1
   ragged_flex $((budget - (SECONDS - start) - 15)) perf/ragged-bf16-serving-mix-prefill
   fi
