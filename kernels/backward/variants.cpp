@@ -32,8 +32,9 @@ const std::vector<Variant<BackwardParams>>& backward_variants() {
        "S, dP, dV, dK and dQ as warpgroup products from swizzled tiles; dQ by fp32 atomics (nondeterministic order)",
        flash_wgmma, flash_wgmma_supports, flash_wgmma_workspace, {}, nullptr, /*deterministic=*/false},
       {"flash_wgmma_det",
-       "flash_wgmma with dQ added in key-block order: the consumers hand each tile's dQ to a writer warp through "
-       "shared memory, which adds it by bulk reductions in its turn (flash_mma_det's turns): bitwise reproducible",
+       "flash_wgmma with dQ added in key-block order: the consumers hand each tile's dQ through shared memory to "
+       "two writer threads (one a buffer), which add it by bulk reductions in its turn (flash_mma_det's turns): "
+       "bitwise reproducible",
        flash_wgmma_det, flash_wgmma_det_supports, flash_wgmma_det_workspace},
   });
   return table;
