@@ -31,8 +31,15 @@
 // not profiled yet. The suspects: three barriers a tile and its serial S -> softmax -> P -> PV
 // chain with no second tile in flight, every thread copying as well. Verified: smoke/mla-wgmma and cases/mla 89 passed, 0 failed (with rung 3);
 // memcheck and racecheck clean on the smoke case; `verify all` 8418/0 (run 295).
-// Next: a producer warp (TMA or cp.async through the block table) with the two warpgroups each
-// on its own 64-row group, or S of tile n + 1 issued before PV of tile n (FlashMLA's overlap).
+// Next, FlashMLA's Hopper schedule (read in its sm90 dense decode kernel, not copied): the two
+// warpgroups take alternate 64-key tiles, each the whole 64 x 64 S of its own tile (m64n64, the
+// shared-memory reads of an m64n32 step are 1.5x its math), its P kept in registers for its own
+// half of O (an RS product) and stored for the other warpgroup's half (an SS product), the row
+// maxima passed through shared memory from one tile to the next, so that one warpgroup's softmax
+// runs under the other's products; the cache tile's nine 64-column blocks loaded by TMA with a
+// barrier each, so S starts on the first block while the rest arrive; Q's ninth block in
+// registers, to leave shared memory for the second P. The profile (tools/gpu_session.sh pending
+// 13) comes first.
 #include <cstdint>
 #include <string>
 
