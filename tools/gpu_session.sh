@@ -239,13 +239,21 @@ pending() {
       --plugin kernels/peers/flex_attention.py --set 'kernels=[ws_tma,torch_flex_ragged]' --flush write "${q[@]}" \
       -o "$OUT/ragged-flex.json"
   }
-  ncu_gemmq() {  # SECONDS NAME -k VARIANT...: the report NAME.ncu-rep, its details ncu-NAME.txt
+  # A command under Nsight Compute, full sections with source counters: the report NAME.ncu-rep
+  # and its details page as text, ncu-NAME.txt.
+  ncu_profile() {  # NAME SECONDS NCU_OPTION... -- COMMAND...
+    local name=$1 t=$2 opts=()
+    shift 2
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    step "ncu-$name" "$t" "$ncu" "${opts[@]}" --set full --import-source yes -f -o "$OUT/$name" "$@"
+    [ -f "$OUT/$name.ncu-rep" ] && "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
+  }
+  ncu_gemmq() {  # SECONDS NAME -k VARIANT...
     local t=$1 name=$2
     shift 2
-    step "ncu-$name" "$t" "$ncu" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' --set full \
-      --import-source yes -f -o "$OUT/$name" "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile \
-      "$@" --set 'sweep.m=[1]'
-    [ -f "$OUT/$name.ncu-rep" ] && "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
+    ncu_profile "$name" "$t" --nvtx --nvtx-include 'gemm_q-fp16-int4-k4096-n4096/m=1/' -- \
+      "$bin" run perf/gemm_q-fp16-int4-k4096-n4096 --profile "$@" --set 'sweep.m=[1]'
   }
   cand_checks() {  # BINARY -k VARIANT...: a candidate build's ragged rows verified, racecheck and memcheck
     local b=$1
@@ -258,10 +266,9 @@ pending() {
   }
   # mla split_kv_reg, bf16 against fp8 cache (issue 49: fp8 0.83x the bf16 speed, run 277).
   ncu_mla() {  # SECONDS
-    step ncu-mla "$1" "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
-      --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' --set full --import-source yes -f -o "$OUT/mla" \
+    ncu_profile mla "$1" --nvtx --nvtx-include 'mla-bf16-b64-h16-s1-ctx16384/' \
+      --nvtx-include 'mla-fp8-b64-h16-s1-ctx16384/' -- \
       "$bin" run perf/mla-bf16-b64-h16-s1-ctx16384 perf/mla-fp8-b64-h16-s1-ctx16384 --profile -k split_kv_reg "${q[@]}"
-    [ -f "$OUT/mla.ncu-rep" ] && "$ncu" -i "$OUT/mla.ncu-rep" --page details > "$OUT/ncu-mla.txt" 2>&1
   }
   # In what is left of the budget: `verify all` beside the gpu CTest tests but the Python
   # plugins' (420 s of their own: part 2); parts 7 and 11.
@@ -334,10 +341,8 @@ pending() {
   ncu_gemmq 60 stream -k stream_gemv -k fused_mma
   # all-prefill (issue 48: ws_tma 0.82x separate, run 283): ws_tma's kernel beside separate's
   # flash_ws on the same 4 x 4096 causal prefills, one launch each, full sections.
-  step ncu-prefill 90 "$ncu" --nvtx --nvtx-include 'ragged-bf16-all-prefill/' --set full --import-source yes \
-    -k 'regex:ragged_ws|flash_ws' -c 12 -f -o "$OUT/prefill" "$bin" run perf/ragged-bf16-all-prefill --profile \
-    -k ws_tma -k separate "${q[@]}"
-  [ -f "$OUT/prefill.ncu-rep" ] && "$ncu" -i "$OUT/prefill.ncu-rep" --page details > "$OUT/ncu-prefill.txt" 2>&1
+  ncu_profile prefill 90 --nvtx --nvtx-include 'ragged-bf16-all-prefill/' -k 'regex:ragged_ws|flash_ws' -c 12 -- \
+    "$bin" run perf/ragged-bf16-all-prefill --profile -k ws_tma -k separate "${q[@]}"
   [ "${FLEX:-1}" = 1 ] && ragged_flex 200
   fi
   if [ "$part" = 7 ]; then
@@ -488,9 +493,8 @@ pending() {
   par cand-mla 120 "$cand" verify smoke/mla-wgmma cases/mla -k split_kv_wgmma
   par cand-mla-racecheck 90 "$cand" verify smoke/mla-wgmma -k split_kv_wgmma --sanitize racecheck "${q[@]}"
   wait
-  step ncu-mla-wgmma 60 "$ncu" --nvtx --nvtx-include 'mla-bf16-b64-h128-s1-ctx4096/' --set full --import-source yes \
-    -f -o "$OUT/mla-wgmma" "$cand" run perf/mla-bf16-b64-h128-s1-ctx4096 --profile -k split_kv_wgmma "${q[@]}"
-  [ -f "$OUT/mla-wgmma.ncu-rep" ] && "$ncu" -i "$OUT/mla-wgmma.ncu-rep" --page details > "$OUT/ncu-mla-wgmma.txt" 2>&1
+  ncu_profile mla-wgmma 60 --nvtx --nvtx-include 'mla-bf16-b64-h128-s1-ctx4096/' -- \
+    "$cand" run perf/mla-bf16-b64-h128-s1-ctx4096 --profile -k split_kv_wgmma "${q[@]}"
   ragged_flex $((budget - (SECONDS - start) - 15)) perf/ragged-bf16-serving-mix-prefill
   fi
   if [ "$part" = 2 ]; then  # with part 3 beside it, when one call has to do for both
